@@ -1,0 +1,1 @@
+"""gitm-tui engine: UI-free core."""

@@ -1,0 +1,122 @@
+"""O_θ (segment → raw pressures) and B_bounded (pressures → [floor, 1]³), numba and numpy reference.
+
+Pressures, one row per segment (DESIGN §4):
+
+* compute  = max(achieved FLOP/s ÷ class peak, issue-slot utilisation) — either counter alone
+  when only one is measured; FLOPs say how close a tensor kernel is to its roofline, issue
+  activity catches compute-bound kernels that do little floating point (integer, NMS, scatter).
+* memory   = DRAM bytes/s ÷ HBM bandwidth.
+* stall    = the stall fraction counter (cycles warps were stalled on dependencies/latency).
+
+Without a counter the pressure falls back to the kernel class's prior (manifests/eesm.json
+``priors``), scaled down for kernels shorter than ``short_kernel_ns`` (short kernels cannot have
+filled the machine), and the row's provenance gets the ESTIMATED bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.eesm._jit import jit
+from engine.trace.segments import Provenance
+
+ESTIMATED = np.uint8(int(Provenance.ESTIMATED))
+
+
+@jit
+def _observe_row(dur_ns: float, k: int, flops: float, dram: float, issue: float, stall: float,
+                 occ: float, class_peak: np.ndarray, prior: np.ndarray, hbm_Bps: float,
+                 short_ns: float) -> tuple[float, float, float, bool]:
+    secs = max(dur_ns, 1.0) * 1e-9
+    shortness = min(1.0, max(dur_ns, 1.0) / short_ns)
+    est = False
+    c = np.nan
+    if flops == flops:
+        c = flops / secs / class_peak[k]
+    if issue == issue:
+        c = issue if c != c else max(c, issue)
+    if c != c:
+        c = prior[k, 0] * shortness
+        est = True
+    if dram == dram:
+        m = dram / secs / hbm_Bps
+    else:
+        m = prior[k, 1] * shortness
+        est = True
+    if stall == stall:
+        s = stall
+    else:
+        s = prior[k, 2]
+        if occ == occ:
+            s = s * (1.5 - occ)  # low occupancy exposes latency, high occupancy hides it
+        est = True
+    return c, m, s, est
+
+
+@jit
+def _bound(x: float, floor: float) -> float:
+    if x != x:
+        return floor
+    return min(1.0, max(floor, x))
+
+
+@jit
+def observe(start_ns: np.ndarray, end_ns: np.ndarray, klass: np.ndarray, flops: np.ndarray,
+            dram_bytes: np.ndarray, issue_active: np.ndarray, stall_frac: np.ndarray,
+            occupancy: np.ndarray, class_peak: np.ndarray, prior: np.ndarray, hbm_Bps: float,
+            short_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    """O_θ: return raw pressures (n, 3) float64 and a per-row ESTIMATED flag (uint8 0/1)."""
+    n = start_ns.shape[0]
+    out = np.empty((n, 3), np.float64)
+    est = np.zeros(n, np.uint8)
+    for i in range(n):
+        c, m, s, e = _observe_row(float(end_ns[i] - start_ns[i]), klass[i], flops[i],
+                                  dram_bytes[i], issue_active[i], stall_frac[i], occupancy[i],
+                                  class_peak, prior, hbm_Bps, short_ns)
+        out[i, 0] = c
+        out[i, 1] = m
+        out[i, 2] = s
+        est[i] = 1 if e else 0
+    return out, est
+
+
+@jit
+def bound(P: np.ndarray, floor: float) -> np.ndarray:
+    """B_bounded: clip each pressure into [floor, 1]; NaN becomes floor. Returns a new array."""
+    out = np.empty_like(P)
+    for i in range(P.shape[0]):
+        for d in range(P.shape[1]):
+            out[i, d] = _bound(P[i, d], floor)
+    return out
+
+
+# ----------------------------------------------------------------------------- references
+def observe_ref(start_ns: np.ndarray, end_ns: np.ndarray, klass: np.ndarray, flops: np.ndarray,
+                dram_bytes: np.ndarray, issue_active: np.ndarray, stall_frac: np.ndarray,
+                occupancy: np.ndarray, class_peak: np.ndarray, prior: np.ndarray,
+                hbm_Bps: float, short_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    """Plain-numpy O_θ, the specification the numba kernel is tested against."""
+    dur = np.maximum((end_ns - start_ns).astype(np.float64), 1.0)
+    secs = dur * 1e-9
+    shortness = np.minimum(1.0, dur / short_ns)
+    k = klass.astype(np.intp)
+    issue = issue_active.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        c_fl = flops / secs / class_peak[k]
+    c = np.where(np.isnan(c_fl), issue, np.where(np.isnan(issue), c_fl, np.fmax(c_fl, issue)))
+    c_est = np.isnan(c)
+    c = np.where(c_est, prior[k, 0] * shortness, c)
+    m_est = np.isnan(dram_bytes)
+    m = np.where(m_est, prior[k, 1] * shortness, dram_bytes / secs / hbm_Bps)
+    stall = stall_frac.astype(np.float64)
+    s_est = np.isnan(stall)
+    occ = occupancy.astype(np.float64)
+    s_prior = np.where(np.isnan(occ), prior[k, 2], prior[k, 2] * (1.5 - occ))
+    s = np.where(s_est, s_prior, stall)
+    est = (c_est | m_est | s_est).astype(np.uint8)
+    return np.stack([c, m, s], axis=1), est
+
+
+def bound_ref(P: np.ndarray, floor: float) -> np.ndarray:
+    """Plain-numpy B_bounded."""
+    return np.clip(np.nan_to_num(P, nan=floor), floor, 1.0)

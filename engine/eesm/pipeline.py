@@ -1,0 +1,200 @@
+"""The EESM estimator f = h ∘ S_markov ∘ T_stream ∘ B_bounded ∘ O_θ over a Segments table.
+
+``decode`` composes the per-layer kernels (and can switch layers off for ablations);
+``decode_fused`` runs the same full pipeline in one numba pass (the throughput path);
+``decode_raw`` is the baseline: per-segment argmax, no ordering, no smoothing, no gate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from engine.eesm import embed, emission, kappa, stream_order, viterbi
+from engine.eesm._jit import jit
+from engine.manifest import EesmParams, HardwareSpec, load_eesm, load_hardware
+from engine.regimes import Regime
+from engine.trace.segments import Segments
+
+
+class Variant(str, Enum):
+    """Pipeline variants: the full estimator, its ablations (DESIGN §4) and the raw baseline."""
+
+    FULL = "full"
+    NO_TSTREAM = "abl1_no_tstream"  # one global time order instead of per-stream sequences
+    NO_BOUND = "abl2_no_bound"  # pressures not clipped (only floored to keep logs defined)
+    NO_KAPPA = "abl3_no_kappa"  # no identifiability gate: every label reported confident
+    RAW = "raw"  # per-segment argmax, global order, no smoothing, no gate
+
+
+@dataclass(frozen=True)
+class EesmModel:
+    """Everything the kernels need, derived once from the hardware and EESM manifests."""
+
+    params: EesmParams
+    class_peak: np.ndarray  # (n_classes,) FLOP/s
+    prior: np.ndarray  # (n_classes, 3)
+    hbm_Bps: float
+    centroids: np.ndarray  # (S, 3)
+    W: np.ndarray  # (S, 3) affine emission weights
+    c: np.ndarray  # (S,) affine emission offsets
+    logA: np.ndarray  # (S, S)
+    logpi: np.ndarray  # (S,)
+
+    @classmethod
+    def build(cls, hw: HardwareSpec | None = None, params: EesmParams | None = None) -> EesmModel:
+        """Return the model for ``hw`` (default H100) and ``params`` (default manifest)."""
+        hw = hw or load_hardware()
+        params = params or load_eesm()
+        if tuple(params.regimes) != tuple(r.name for r in Regime):
+            raise ValueError(f"eesm.json regimes {params.regimes} must be {[r.name for r in Regime]}")
+        mu = params.centroid_matrix()
+        W, c = emission.affine_coefficients(mu, params.bregman_beta, params.emission_scale)
+        S = len(params.regimes)
+        return cls(params=params, class_peak=hw.class_peak_flops(), prior=params.prior_matrix(),
+                   hbm_Bps=hw.hbm_bandwidth_Bps, centroids=mu, W=W, c=c,
+                   logA=viterbi.sticky_log_transitions(S, params.p_stay),
+                   logpi=np.full(S, -np.log(S)))
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Per-row results in the Segments' own row order."""
+
+    labels: np.ndarray  # uint8 Regime
+    kappa: np.ndarray  # float32, NaN = undetermined
+    degenerate: np.ndarray  # bool, κ > K_max (M_deg)
+    estimated: np.ndarray  # uint8 0/1, some pressure came from priors
+
+    def regime_shares(self) -> dict[str, float]:
+        """Return the share of rows in each regime."""
+        n = max(1, len(self.labels))
+        counts = np.bincount(self.labels, minlength=len(Regime))
+        return {r.name: float(counts[r]) / n for r in Regime}
+
+    def kappa_partition(self) -> dict[str, float]:
+        """Return the shares of rows in M_id, M_deg and undetermined."""
+        n = max(1, len(self.labels))
+        und = int(np.isnan(self.kappa).sum())
+        deg = int(self.degenerate.sum())
+        return {"M_id": (n - und - deg) / n if len(self.labels) else 0.0,
+                "M_deg": deg / n, "undetermined": und / n}
+
+
+def _observe_args(seg: Segments, m: EesmModel) -> tuple:
+    return (seg.start_ns, seg.end_ns, seg.klass, seg.flops, seg.dram_bytes, seg.issue_active,
+            seg.stall_frac, seg.occupancy, m.class_peak, m.prior, m.hbm_Bps,
+            float(m.params.priors.short_kernel_ns))
+
+
+def pressures(seg: Segments, m: EesmModel, bounded: bool = True,
+              use_numba: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Return (P (n, 3), estimated flags) = B_bounded(O_θ(seg)), or O_θ alone floored."""
+    floor = m.params.pressure_floor
+    if use_numba:
+        P, est = embed.observe(*_observe_args(seg, m))
+        P = embed.bound(P, floor) if bounded else np.fmax(np.nan_to_num(P, nan=floor), floor)
+    else:
+        P, est = embed.observe_ref(*_observe_args(seg, m))
+        P = embed.bound_ref(P, floor) if bounded else np.fmax(np.nan_to_num(P, nan=floor), floor)
+    return P, est
+
+
+def _gate(k: np.ndarray, m: EesmModel) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return np.asarray(k > m.params.kappa.k_max)
+
+
+def decode(seg: Segments, m: EesmModel | None = None, variant: Variant = Variant.FULL,
+           use_numba: bool = True) -> Decoded:
+    """Decode every row of ``seg`` with the layer-by-layer pipeline (``variant`` for ablations)."""
+    m = m or EesmModel.build()
+    kp = m.params.kappa
+    P, est = pressures(seg, m, bounded=variant != Variant.NO_BOUND, use_numba=use_numba)
+    if use_numba:
+        E = emission.emissions_affine(P, m.W, m.c)
+    else:
+        E = emission.emissions_affine_ref(P, m.W, m.c)
+    if variant in (Variant.NO_TSTREAM, Variant.RAW):
+        perm, offsets = stream_order.global_order(seg.start_ns)
+    elif use_numba:
+        perm, offsets, _ = stream_order.stream_order(seg.stream, seg.start_ns)
+    else:
+        perm, offsets, _ = stream_order.stream_order_ref(seg.stream, seg.start_ns)
+    if variant == Variant.RAW:
+        labels = E.argmax(axis=1).astype(np.uint8)
+    elif use_numba:
+        labels = viterbi.viterbi_groups(E, perm, offsets, m.logA, m.logpi)
+    else:
+        labels = np.empty(len(seg), np.uint8)
+        for g in range(len(offsets) - 1):
+            rows = perm[offsets[g]:offsets[g + 1]]
+            labels[rows] = viterbi.viterbi_ref(E[rows], m.logA, m.logpi)
+    kfn = kappa.kappa_groups if use_numba else kappa.kappa_groups_ref
+    k = kfn(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
+    if variant in (Variant.NO_KAPPA, Variant.RAW):
+        degenerate = np.zeros(len(seg), bool)
+    else:
+        degenerate = _gate(k, m)
+    return Decoded(labels=labels, kappa=k, degenerate=degenerate, estimated=est)
+
+
+def decode_raw(seg: Segments, m: EesmModel | None = None) -> Decoded:
+    """The raw baseline: per-segment argmax of the emissions, global order, no smoothing."""
+    return decode(seg, m, Variant.RAW)
+
+
+@jit
+def _fused(start, end, stream, klass, flops, dram, issue, stall, occ, class_peak, prior, hbm,
+           short_ns, floor, W, c, logA, logpi, window, stride, min_count, ridge):  # type: ignore[no-untyped-def]
+    n = start.shape[0]
+    perm, offsets, _ = stream_order.stream_order(stream, start)
+    P = np.empty((n, 3), np.float64)
+    est = np.zeros(n, np.uint8)
+    for i in range(n):
+        x, y, z, e = embed._observe_row(float(end[i] - start[i]), klass[i], flops[i], dram[i],
+                                        issue[i], stall[i], occ[i], class_peak, prior, hbm,
+                                        short_ns)
+        P[i, 0] = embed._bound(x, floor)
+        P[i, 1] = embed._bound(y, floor)
+        P[i, 2] = embed._bound(z, floor)
+        est[i] = 1 if e else 0
+    S = W.shape[0]
+    labels = np.empty(n, np.uint8)
+    bp = np.empty((n, S), np.int8)
+    delta = np.empty(S)
+    new = np.empty(S)
+    e_row = np.empty(S)
+    for g in range(offsets.shape[0] - 1):
+        a, b = offsets[g], offsets[g + 1]
+        if b <= a:
+            continue
+        for j in range(a, b):
+            r = perm[j]
+            for s in range(S):
+                e_row[s] = c[s] + P[r, 0] * W[s, 0] + P[r, 1] * W[s, 1] + P[r, 2] * W[s, 2]
+            if j == a:
+                viterbi._init(delta, logpi, e_row)
+            else:
+                viterbi._step(delta, logA, e_row, new, bp[j])
+        s = viterbi._argmax(delta)
+        labels[perm[b - 1]] = s
+        for j in range(b - 1, a, -1):
+            s = bp[j, s]
+            labels[perm[j - 1]] = s
+    k = kappa.kappa_groups(P, perm, offsets, window, stride, min_count, ridge)
+    return labels, k, est
+
+
+def decode_fused(seg: Segments, m: EesmModel | None = None) -> Decoded:
+    """Full pipeline in one compiled pass; returns exactly what ``decode(seg, m)`` returns."""
+    m = m or EesmModel.build()
+    kp = m.params.kappa
+    labels, k, est = _fused(
+        seg.start_ns, seg.end_ns, seg.stream, seg.klass, seg.flops, seg.dram_bytes,
+        seg.issue_active, seg.stall_frac, seg.occupancy, m.class_peak, m.prior, m.hbm_Bps,
+        float(m.params.priors.short_kernel_ns), m.params.pressure_floor, m.W, m.c, m.logA,
+        m.logpi, kp.window, kp.stride, kp.min_count, kp.ridge)
+    return Decoded(labels=labels, kappa=k, degenerate=_gate(k, m), estimated=est)

@@ -1,0 +1,218 @@
+"""S_markov: Viterbi decoding per stream, in batch and online fixed-lag forms.
+
+Transition matrix: sticky — p_stay on the diagonal, (1 − p_stay)/(S − 1) elsewhere
+(manifests/eesm.json). Scores are log-domain; at every step δ is shifted so that its max is 0,
+which keeps magnitudes bounded on 10⁷-row streams and does not change any argmax. Ties go to
+the lowest state index in every implementation, so batch, fixed-lag and reference agree exactly.
+
+Fixed-lag (live data): the label of row t − L is final once row t has arrived. It is read by
+tracing back L steps from argmax δ_t. When the tracebacks from *all* states meet at t − L the
+label is provably the batch label (every later path passes through one of them); rows where
+they do not meet are flagged not-exact. ``fixed_lag`` in the manifest is L.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.eesm._jit import jit
+
+
+def sticky_log_transitions(n_states: int, p_stay: float) -> np.ndarray:
+    """Return log A for a sticky chain (S, S)."""
+    off = (1.0 - p_stay) / (n_states - 1)
+    A = np.full((n_states, n_states), off)
+    np.fill_diagonal(A, p_stay)
+    return np.log(A)
+
+
+@jit
+def _step(delta: np.ndarray, logA: np.ndarray, e: np.ndarray, new: np.ndarray,
+          bp: np.ndarray) -> None:
+    S = delta.shape[0]
+    top = -np.inf
+    for s in range(S):
+        best = delta[0] + logA[0, s]
+        arg = 0
+        for j in range(1, S):
+            v = delta[j] + logA[j, s]
+            if v > best:
+                best = v
+                arg = j
+        new[s] = best + e[s]
+        bp[s] = arg
+        if new[s] > top:
+            top = new[s]
+    for s in range(S):
+        delta[s] = new[s] - top
+
+
+@jit
+def _init(delta: np.ndarray, logpi: np.ndarray, e: np.ndarray) -> None:
+    S = delta.shape[0]
+    top = -np.inf
+    for s in range(S):
+        delta[s] = logpi[s] + e[s]
+        if delta[s] > top:
+            top = delta[s]
+    for s in range(S):
+        delta[s] -= top
+
+
+@jit
+def _argmax(x: np.ndarray) -> int:
+    arg = 0
+    for s in range(1, x.shape[0]):
+        if x[s] > x[arg]:
+            arg = s
+    return arg
+
+
+@jit
+def viterbi_groups(E: np.ndarray, perm: np.ndarray, offsets: np.ndarray, logA: np.ndarray,
+                   logpi: np.ndarray) -> np.ndarray:
+    """Batch Viterbi over each group of rows perm[offsets[g]:offsets[g+1]]; labels in row order."""
+    n, S = E.shape
+    out = np.empty(n, np.uint8)
+    bp = np.empty((n, S), np.int8)
+    delta = np.empty(S)
+    new = np.empty(S)
+    for g in range(offsets.shape[0] - 1):
+        a, b = offsets[g], offsets[g + 1]
+        if b <= a:
+            continue
+        _init(delta, logpi, E[perm[a]])
+        for j in range(a + 1, b):
+            _step(delta, logA, E[perm[j]], new, bp[j])
+        s = _argmax(delta)
+        out[perm[b - 1]] = s
+        for j in range(b - 1, a, -1):
+            s = bp[j, s]
+            out[perm[j - 1]] = s
+    return out
+
+
+def viterbi_ref(E: np.ndarray, logA: np.ndarray, logpi: np.ndarray) -> np.ndarray:
+    """Plain-numpy Viterbi of one sequence (n, S) → labels (n,). The specification."""
+    n, S = E.shape
+    out = np.empty(n, np.uint8)
+    if n == 0:
+        return out
+    bp = np.zeros((n, S), np.int64)
+    delta = logpi + E[0]
+    delta = delta - delta.max()
+    for t in range(1, n):
+        scores = delta[:, None] + logA  # (from, to)
+        bp[t] = scores.argmax(axis=0)  # first max on ties, as the kernel
+        delta = scores.max(axis=0) + E[t]
+        delta = delta - delta.max()
+    s = int(delta.argmax())
+    out[-1] = s
+    for t in range(n - 1, 0, -1):
+        s = int(bp[t, s])
+        out[t - 1] = s
+    return out
+
+
+# ----------------------------------------------------------------------------- fixed lag
+@jit
+def fixed_lag_push(E: np.ndarray, logA: np.ndarray, logpi: np.ndarray, delta: np.ndarray,
+                   ring: np.ndarray, t0: int, out_labels: np.ndarray,
+                   out_exact: np.ndarray) -> int:
+    """Feed rows E (m, S) of one stream whose state (δ, ring of L backpointer rows) has seen t0 rows.
+
+    Writes the labels that became final (rows t0−L … in order) to out_labels/out_exact and
+    returns how many. ``out_*`` must hold at least m entries.
+    """
+    m, S = E.shape
+    L = ring.shape[0]
+    new = np.empty(S)
+    ends = np.empty(S, np.int64)
+    k = 0
+    for i in range(m):
+        t = t0 + i
+        if t == 0:
+            _init(delta, logpi, E[i])
+        else:
+            _step(delta, logA, E[i], new, ring[t % L])
+        if t >= L:
+            # trace back L steps from every state: state at t − L
+            for s0 in range(S):
+                s = s0
+                for back in range(L):
+                    s = ring[(t - back) % L, s]
+                ends[s0] = s
+            s = _argmax(delta)
+            for back in range(L):
+                s = ring[(t - back) % L, s]
+            out_labels[k] = s
+            exact = True
+            for s0 in range(1, S):
+                if ends[s0] != ends[0]:
+                    exact = False
+            out_exact[k] = exact
+            k += 1
+    return k
+
+
+@jit
+def fixed_lag_flush(delta: np.ndarray, ring: np.ndarray, t_seen: int, out_labels: np.ndarray) -> int:
+    """Finalise the last min(L, t_seen) rows by tracing back from argmax δ (= batch tail)."""
+    L = ring.shape[0]
+    pending = min(L, t_seen)
+    if pending == 0:
+        return 0
+    s = _argmax(delta)
+    t = t_seen - 1
+    out_labels[pending - 1] = s
+    for j in range(pending - 1, 0, -1):
+        s = ring[t % L, s]
+        t -= 1
+        out_labels[j - 1] = s
+    return pending
+
+
+def fixed_lag_push_ref(E: np.ndarray, logA: np.ndarray, logpi: np.ndarray, delta: np.ndarray,
+                       ring: np.ndarray, t0: int, out_labels: np.ndarray,
+                       out_exact: np.ndarray) -> int:
+    """Plain-numpy fixed-lag step (same contract as :func:`fixed_lag_push`)."""
+    L = ring.shape[0]
+    S = E.shape[1]
+    k = 0
+    for i in range(E.shape[0]):
+        t = t0 + i
+        if t == 0:
+            d = logpi + E[i]
+        else:
+            scores = delta[:, None] + logA
+            ring[t % L] = scores.argmax(axis=0)
+            d = scores.max(axis=0) + E[i]
+        delta[:] = d - d.max()
+        if t >= L:
+            states = np.arange(S)
+            for back in range(L):
+                states = ring[(t - back) % L, states]
+            s = int(delta.argmax())
+            for back in range(L):
+                s = int(ring[(t - back) % L, s])
+            out_labels[k] = s
+            out_exact[k] = bool((states == states[0]).all())
+            k += 1
+    return k
+
+
+def fixed_lag_flush_ref(delta: np.ndarray, ring: np.ndarray, t_seen: int,
+                        out_labels: np.ndarray) -> int:
+    """Plain-numpy fixed-lag flush (same contract as :func:`fixed_lag_flush`)."""
+    L = ring.shape[0]
+    pending = min(L, t_seen)
+    if pending == 0:
+        return 0
+    s = int(delta.argmax())
+    t = t_seen - 1
+    out_labels[pending - 1] = s
+    for j in range(pending - 1, 0, -1):
+        s = int(ring[t % L, s])
+        t -= 1
+        out_labels[j - 1] = s
+    return pending

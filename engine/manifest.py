@@ -1,0 +1,300 @@
+"""Load and validate the JSON manifests (hardware, EESM hyperparameters, workloads) with pydantic."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from engine.trace.segments import Klass
+
+
+class ManifestError(ValueError):
+    """A manifest is missing or does not validate."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- hardware
+class ClassEfficiency(_Strict):
+    peak: Literal["fp32", "tf32", "bf16", "fp16", "fp64"]
+    compute: tuple[float, float]
+    memory: tuple[float, float]
+
+    @field_validator("compute", "memory")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = v
+        if not 0 < lo <= hi <= 1:
+            raise ValueError(f"efficiency range must satisfy 0 < lo <= hi <= 1, got {v}")
+        return v
+
+
+class Thermal(_Strict):
+    ambient_c: float
+    r_th_c_per_w: float = Field(gt=0)
+    tau_s: float = Field(gt=0)
+    slowdown_c: float
+    clock_step_mhz: int = Field(gt=0)
+
+
+class Noise(_Strict):
+    duration_sigma: float = Field(ge=0, le=1)
+    launch_sigma: float = Field(ge=0, le=1)
+    counter_sigma: float = Field(ge=0, le=1)
+
+
+class HardwareSpec(_Strict):
+    """Public peaks of one GPU model, each with a citation (see ``citations``)."""
+
+    id: str
+    name: str
+    citations: dict[str, str]
+    sm_count: int = Field(gt=0)
+    sm_clock_max_mhz: int = Field(gt=0)
+    sm_clock_min_mhz: int = Field(gt=0)
+    peak_flops: dict[str, float]
+    hbm_bandwidth_Bps: float = Field(gt=0)
+    memory_bytes: int = Field(gt=0)
+    max_threads_per_sm: int = Field(gt=0)
+    regs_per_sm: int = Field(gt=0)
+    smem_per_sm: int = Field(gt=0)
+    max_blocks_per_sm: int = Field(gt=0)
+    tdp_w: float = Field(gt=0)
+    idle_power_w: float = Field(gt=0)
+    launch_api_ns: int = Field(gt=0)
+    launch_latency_ns: int = Field(gt=0)
+    kernel_floor_ns: int = Field(gt=0)
+    h2d_pinned_Bps: float = Field(gt=0)
+    h2d_pageable_Bps: float = Field(gt=0)
+    thermal: Thermal
+    class_efficiency: dict[str, ClassEfficiency]
+    noise: Noise
+
+    @model_validator(mode="after")
+    def _complete(self) -> HardwareSpec:
+        missing = [k.name for k in Klass if k.name not in self.class_efficiency]
+        if missing:
+            raise ValueError(f"class_efficiency lacks kernel classes {missing}")
+        for eff in self.class_efficiency.values():
+            if eff.peak not in self.peak_flops:
+                raise ValueError(f"class_efficiency names peak '{eff.peak}' not in peak_flops")
+        return self
+
+    def class_peak_flops(self) -> np.ndarray:
+        """Return the peak FLOP/s used for each kernel class, indexed by ``Klass``."""
+        return np.array(
+            [self.peak_flops[self.class_efficiency[k.name].peak] for k in Klass], dtype=np.float64
+        )
+
+    @property
+    def label(self) -> str:
+        """Return the short name used in headers ('H100 SXM5 80GB')."""
+        return self.name
+
+
+# --------------------------------------------------------------------------- EESM
+class KappaParams(_Strict):
+    window: int = Field(ge=4)
+    stride: int = Field(ge=1)
+    min_count: int = Field(ge=4)
+    ridge: float = Field(gt=0)
+    k_max: float = Field(gt=1)
+
+
+class Priors(_Strict):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    short_kernel_ns: int = Field(gt=0)
+    by_class: dict[str, tuple[float, float, float]]
+
+
+class EesmParams(_Strict):
+    """Hyperparameters of the EESM pipeline (DESIGN §4)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    regimes: tuple[str, ...]
+    centroids: dict[str, Any]
+    bregman_beta: float
+    pressure_floor: float = Field(gt=0, lt=0.5)
+    emission_scale: float = Field(gt=0)
+    p_stay: float = Field(gt=0, lt=1)
+    fixed_lag: int = Field(ge=1, le=4096)
+    kappa: KappaParams
+    priors: Priors
+
+    @model_validator(mode="after")
+    def _centroids(self) -> EesmParams:
+        for r in self.regimes:
+            c = self.centroids.get(r)
+            if not isinstance(c, list | tuple) or len(c) != 3:
+                raise ValueError(f"centroid for {r} must be 3 numbers")
+            if not all(self.pressure_floor <= float(x) <= 1 for x in c):
+                raise ValueError(f"centroid for {r} must lie in [pressure_floor, 1]")
+        missing = [k.name for k in Klass if k.name not in self.priors.by_class]
+        if missing:
+            raise ValueError(f"priors.by_class lacks kernel classes {missing}")
+        return self
+
+    def centroid_matrix(self) -> np.ndarray:
+        """Return the (n_regimes, 3) centroid matrix in ``regimes`` order."""
+        return np.array([self.centroids[r] for r in self.regimes], dtype=np.float64)
+
+    def prior_matrix(self) -> np.ndarray:
+        """Return the (n_classes, 3) fallback pressures indexed by ``Klass``."""
+        return np.array([self.priors.by_class[k.name] for k in Klass], dtype=np.float64)
+
+    def with_overrides(self, **kw: Any) -> EesmParams:
+        """Return a copy with top-level fields replaced (used by ablations and tuning)."""
+        return self.model_copy(update=kw)
+
+
+# --------------------------------------------------------------------------- workloads
+class KernelOp(_Strict):
+    op: Literal["kernel"]
+    name: str
+    klass: str
+    stream: int
+    flops: float = Field(ge=0)
+    bytes: float = Field(ge=0)
+    dtype: str | None = None
+    grid: int = Field(gt=0)
+    block: int = Field(gt=0, le=1024)
+    regs: int = Field(default=32, gt=0, le=255)
+    smem: int = Field(default=0, ge=0)
+    latency_ns: float = Field(default=0.0, ge=0)
+    repeat: int = Field(default=1, ge=1)
+
+    @field_validator("klass")
+    @classmethod
+    def _klass(cls, v: str) -> str:
+        if v not in Klass.__members__:
+            raise ValueError(f"unknown kernel class {v!r}; one of {list(Klass.__members__)}")
+        return v
+
+
+class CopyOp(_Strict):
+    op: Literal["copy"]
+    stream: int
+    bytes: float = Field(gt=0)
+    direction: Literal["h2d", "d2h"] = "h2d"
+    pinned: bool = False
+
+
+class HostOp(_Strict):
+    op: Literal["host"]
+    ns: float = Field(ge=0)
+    what: str = "host work"
+
+
+class RecordOp(_Strict):
+    op: Literal["record"]
+    stream: int
+    event: str
+
+
+class WaitOp(_Strict):
+    op: Literal["wait"]
+    stream: int
+    event: str
+
+
+class SyncOp(_Strict):
+    op: Literal["sync"]
+    stream: int | None = None  # None = cudaDeviceSynchronize
+
+
+class LoopOp(_Strict):
+    """Repeat a body of ops ``times`` times (an LSTM's time steps, a backbone's blocks)."""
+
+    op: Literal["loop"]
+    times: int = Field(ge=1, le=10_000)
+    body: tuple[Op, ...]
+
+
+Op = Annotated[
+    KernelOp | CopyOp | HostOp | RecordOp | WaitOp | SyncOp | LoopOp, Field(discriminator="op")
+]
+LoopOp.model_rebuild()
+
+
+def flatten_ops(ops: tuple[Any, ...]) -> list[Any]:
+    """Return the ops with loops unrolled and kernel ``repeat`` expanded, in program order."""
+    out: list[Any] = []
+    for op in ops:
+        if isinstance(op, LoopOp):
+            body = flatten_ops(op.body)
+            for _ in range(op.times):
+                out.extend(body)
+        elif isinstance(op, KernelOp) and op.repeat > 1:
+            out.extend([op] * op.repeat)
+        else:
+            out.append(op)
+    return out
+
+
+class WorkloadSpec(_Strict):
+    """One iteration of a workload's kernel graph, replayed by the simulated GPU."""
+
+    name: str
+    title: str
+    description: str
+    regime_mix: str
+    streams: tuple[int, ...]
+    memory_used_bytes: int = Field(gt=0)
+    framework_ns: float = Field(ge=0, description="host-side framework cost per launched op")
+    iteration: tuple[Op, ...]
+
+    @model_validator(mode="after")
+    def _streams(self) -> WorkloadSpec:
+        flat = flatten_ops(self.iteration)
+        for op in flat:
+            s = getattr(op, "stream", None)
+            if s is not None and s not in self.streams:
+                raise ValueError(f"op {op} uses stream {s} not declared in streams")
+        recorded = {op.event for op in flat if isinstance(op, RecordOp)}
+        for op in flat:
+            if isinstance(op, WaitOp) and op.event not in recorded:
+                raise ValueError(f"wait on event {op.event!r} that is never recorded")
+        return self
+
+
+# --------------------------------------------------------------------------- loading
+def _read(rel: str) -> Any:
+    try:
+        text = resources.files("manifests").joinpath(rel).read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ManifestError(f"manifest {rel} not found") from e
+    return json.loads(text)
+
+
+@lru_cache(maxsize=8)
+def load_hardware(name: str = "h100_telemetry") -> HardwareSpec:
+    """Return the validated hardware spec from ``manifests/<name>.json``."""
+    return HardwareSpec.model_validate(_read(f"{name}.json"))
+
+
+@lru_cache(maxsize=1)
+def load_eesm() -> EesmParams:
+    """Return the validated EESM hyperparameters from ``manifests/eesm.json``."""
+    return EesmParams.model_validate(_read("eesm.json"))
+
+
+def workload_names() -> list[str]:
+    """Return the names of the built-in workloads, sorted."""
+    files = resources.files("manifests").joinpath("workloads").iterdir()
+    return sorted(f.name[:-5] for f in files if f.name.endswith(".json"))
+
+
+@lru_cache(maxsize=16)
+def load_workload(name: str) -> WorkloadSpec:
+    """Return the validated workload spec; raise ManifestError naming the known ones if absent."""
+    known = workload_names()
+    if name not in known:
+        raise ManifestError(f"unknown workload {name!r}; known: {', '.join(known)}")
+    return WorkloadSpec.model_validate(_read(f"workloads/{name}.json"))

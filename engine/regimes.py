@@ -1,0 +1,25 @@
+"""The bottleneck regimes EESM decodes into (the 'h' of f = h ∘ S ∘ T ∘ B ∘ O)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Regime(IntEnum):
+    """Regime ids; the order matches ``regimes`` in manifests/eesm.json (checked at load)."""
+
+    COMPUTE = 0
+    MEMORY = 1
+    STALL = 2
+    IDLE = 3
+
+
+#: label written for a segment that has not been decoded yet (fixed-lag window) — never a regime.
+UNDECIDED = 255
+
+N_REGIMES = len(Regime)
+
+
+def regime_name(i: int) -> str:
+    """Return the regime name for an id, or 'UNDECIDED'."""
+    return Regime(i).name if 0 <= i < N_REGIMES else "UNDECIDED"

@@ -1,0 +1,251 @@
+"""Columnar device-activity records (DESIGN §3): a struct of numpy arrays plus an interned name table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from enum import IntEnum, IntFlag
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+class Kind(IntEnum):
+    """What a segment is on the device."""
+
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+    SYNC = 3
+    COMM = 4
+
+
+class Klass(IntEnum):
+    """Kernel taxonomy (DESIGN §3)."""
+
+    GEMM = 0
+    CONV = 1
+    ATTENTION = 2
+    ELEMENTWISE = 3
+    REDUCTION = 4
+    NORM = 5
+    COPY = 6
+    COMM = 7
+    OTHER = 8
+
+
+class Provenance(IntFlag):
+    """Which fields of a row were measured; an unset bit means unknown or estimated."""
+
+    NONE = 0
+    FLOPS = 1
+    DRAM_BYTES = 2
+    ISSUE_ACTIVE = 4
+    STALL_FRAC = 8
+    OCCUPANCY = 16
+    GEOMETRY = 32
+    #: set by O_θ on its output when any pressure had to be estimated from priors
+    ESTIMATED = 128
+
+
+#: column name -> dtype, in DESIGN §3 order. The single source of truth for the schema.
+COLUMNS: dict[str, np.dtype[Any]] = {
+    "start_ns": np.dtype(np.int64),
+    "end_ns": np.dtype(np.int64),
+    "stream": np.dtype(np.int32),
+    "device": np.dtype(np.int16),
+    "kind": np.dtype(np.uint8),
+    "name": np.dtype(np.int32),
+    "klass": np.dtype(np.uint8),
+    "correlation": np.dtype(np.int64),
+    "grid": np.dtype(np.int32),
+    "block": np.dtype(np.int32),
+    "regs": np.dtype(np.int32),
+    "smem": np.dtype(np.int32),
+    "occupancy": np.dtype(np.float32),
+    "flops": np.dtype(np.float64),
+    "dram_bytes": np.dtype(np.float64),
+    "issue_active": np.dtype(np.float32),
+    "stall_frac": np.dtype(np.float32),
+    "provenance": np.dtype(np.uint8),
+}
+
+#: value a column takes when a producer does not know it (NaN for floats, 0 for ints).
+_MISSING: dict[str, float | int] = {
+    name: (np.nan if dt.kind == "f" else 0) for name, dt in COLUMNS.items()
+}
+
+
+class SegmentsError(ValueError):
+    """Raised when columns do not form a valid Segments table."""
+
+
+class NameTable:
+    """Interned strings: kernel names are stored once and referenced by int32 index."""
+
+    __slots__ = ("_index", "_names")
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._names: list[str] = []
+        self._index: dict[str, int] = {}
+        for n in names:
+            self.intern(n)
+
+    def intern(self, name: str) -> int:
+        """Return the index of ``name``, adding it if new."""
+        idx = self._index.get(name)
+        if idx is None:
+            idx = len(self._names)
+            self._names.append(name)
+            self._index[name] = idx
+        return idx
+
+    def __getitem__(self, idx: int) -> str:
+        return self._names[idx]
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def names(self) -> list[str]:
+        """Return a copy of all interned names in index order."""
+        return list(self._names)
+
+    def remap_from(self, other: NameTable) -> npt.NDArray[np.int32]:
+        """Intern every name of ``other``; return the array mapping other's indices to ours."""
+        return np.array([self.intern(n) for n in other._names], dtype=np.int32)
+
+
+@dataclass(eq=False)
+class Segments:
+    """One row per device activity; every attribute is a 1-D numpy column of equal length.
+
+    Build with :meth:`from_columns` (fills missing columns, casts, validates) rather than the
+    constructor, which trusts its arguments.
+    """
+
+    start_ns: npt.NDArray[np.int64]
+    end_ns: npt.NDArray[np.int64]
+    stream: npt.NDArray[np.int32]
+    device: npt.NDArray[np.int16]
+    kind: npt.NDArray[np.uint8]
+    name: npt.NDArray[np.int32]
+    klass: npt.NDArray[np.uint8]
+    correlation: npt.NDArray[np.int64]
+    grid: npt.NDArray[np.int32]
+    block: npt.NDArray[np.int32]
+    regs: npt.NDArray[np.int32]
+    smem: npt.NDArray[np.int32]
+    occupancy: npt.NDArray[np.float32]
+    flops: npt.NDArray[np.float64]
+    dram_bytes: npt.NDArray[np.float64]
+    issue_active: npt.NDArray[np.float32]
+    stall_frac: npt.NDArray[np.float32]
+    provenance: npt.NDArray[np.uint8]
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def empty(cls, n: int = 0) -> Segments:
+        """Return ``n`` rows with every column at its 'unknown' value."""
+        return cls(**{c: np.full(n, _MISSING[c], dtype=dt) for c, dt in COLUMNS.items()})
+
+    @classmethod
+    def from_columns(cls, **cols: Any) -> Segments:
+        """Build from array-likes; absent columns are filled as unknown; result is validated."""
+        unknown = set(cols) - set(COLUMNS)
+        if unknown:
+            raise SegmentsError(f"unknown columns: {sorted(unknown)}")
+        if "start_ns" not in cols or "end_ns" not in cols:
+            raise SegmentsError("start_ns and end_ns are required")
+        n = len(cols["start_ns"])
+        out: dict[str, np.ndarray] = {}
+        for c, dt in COLUMNS.items():
+            if c in cols:
+                arr = np.asarray(cols[c])
+                if arr.ndim != 1:
+                    raise SegmentsError(f"column {c} must be 1-D, got shape {arr.shape}")
+                if len(arr) != n:
+                    raise SegmentsError(f"column {c} has {len(arr)} rows, start_ns has {n}")
+                out[c] = np.ascontiguousarray(arr, dtype=dt)
+            else:
+                out[c] = np.full(n, _MISSING[c], dtype=dt)
+        seg = cls(**out)
+        seg.validate()
+        return seg
+
+    # -- checks -------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise :class:`SegmentsError` unless lengths, dtypes and time order are sound."""
+        n = len(self.start_ns)
+        for c, dt in COLUMNS.items():
+            arr = getattr(self, c)
+            if not isinstance(arr, np.ndarray) or arr.ndim != 1:
+                raise SegmentsError(f"column {c} is not a 1-D numpy array")
+            if arr.dtype != dt:
+                raise SegmentsError(f"column {c} has dtype {arr.dtype}, expected {dt}")
+            if len(arr) != n:
+                raise SegmentsError(f"column {c} has {len(arr)} rows, expected {n}")
+        bad = np.flatnonzero(self.end_ns < self.start_ns)
+        if bad.size:
+            i = int(bad[0])
+            raise SegmentsError(
+                f"{bad.size} rows end before they start (first: row {i}, "
+                f"start {self.start_ns[i]} > end {self.end_ns[i]})"
+            )
+        for c in ("occupancy", "issue_active", "stall_frac"):
+            v = getattr(self, c)
+            finite = v[np.isfinite(v)]
+            if finite.size and (finite.min() < 0 or finite.max() > 1):
+                raise SegmentsError(f"column {c} must lie in [0, 1] or be NaN")
+
+    # -- container protocol -------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Return the columns as a dict (views, not copies)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def take(self, index: slice | npt.ArrayLike) -> Segments:
+        """Return the rows selected by a slice, a boolean mask or an integer index array."""
+        if not isinstance(index, slice):
+            index = np.asarray(index)
+            if index.dtype != np.bool_ and not np.issubdtype(index.dtype, np.integer):
+                raise SegmentsError(f"cannot index Segments with dtype {index.dtype}")
+        return Segments(**{c: np.ascontiguousarray(a[index]) for c, a in self.columns().items()})
+
+    __getitem__ = take
+
+    @property
+    def duration_ns(self) -> npt.NDArray[np.int64]:
+        """Return end − start per row."""
+        return self.end_ns - self.start_ns
+
+    def streams(self) -> npt.NDArray[np.int32]:
+        """Return the distinct stream ids, ascending."""
+        return np.unique(self.stream)
+
+    @staticmethod
+    def concat(parts: Sequence[Segments]) -> Segments:
+        """Concatenate tables that share one name table (see :func:`concat_traces` otherwise)."""
+        if not parts:
+            return Segments.empty()
+        return Segments(
+            **{c: np.concatenate([getattr(p, c) for p in parts]) for c in COLUMNS}
+        )
+
+    def with_names_remapped(self, mapping: npt.NDArray[np.int32]) -> Segments:
+        """Return a copy whose ``name`` indices are translated through ``mapping``."""
+        cols = self.columns()
+        cols["name"] = mapping[self.name] if len(self) else self.name.copy()
+        return Segments(**cols)
+
+
+def concat_named(parts: Sequence[tuple[Segments, NameTable]]) -> tuple[Segments, NameTable]:
+    """Concatenate tables that each carry their own name table into one table and one name table."""
+    table = NameTable()
+    remapped = [seg.with_names_remapped(table.remap_from(names)) for seg, names in parts]
+    return Segments.concat(remapped), table

@@ -1,0 +1,1 @@
+"""gitm-tui terminal front end."""
