@@ -1,0 +1,188 @@
+"""Engine events: frozen dataclasses with a stable JSON form (the headless schema, see README).
+
+High-rate kinds say how they coalesce on the bus (``coalesce_key``/``merge``): decoded rows of a
+stream are concatenated, κ and telemetry keep the latest. Nothing that matters is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from engine.regimes import regime_name
+from engine.telemetry.sample import TelemetrySample
+
+SCHEMA_VERSION = 1
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return [_jsonable(x) for x in v.tolist()] if v.dtype.kind == "f" else v.tolist()
+    if isinstance(v, float) and v != v:
+        return None
+    if isinstance(v, np.generic):
+        return _jsonable(v.item())
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every engine event. ``t_wall`` is seconds since the run started."""
+
+    kind: ClassVar[str] = "event"
+    t_wall: float
+
+    def coalesce_key(self) -> tuple[Any, ...] | None:
+        """Return a key under which a newer event may replace or merge into a pending one."""
+        return None
+
+    def merge(self, newer: Event) -> Event:
+        """Return the event that stands for ``self`` followed by ``newer`` (same key)."""
+        return newer
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON-lines record: {"v", "type", ...fields}."""
+        out: dict[str, Any] = {"v": SCHEMA_VERSION, "type": self.kind}
+        for f in fields(self):
+            out[f.name] = _jsonable(getattr(self, f.name))
+        return out
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    run_id: str
+    workload: str
+    workload_title: str
+    device: str
+    simulated: bool
+    budget_s: float
+    seed: int
+    streams: tuple[int, ...]
+    regimes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PhaseChanged(Event):
+    kind: ClassVar[str] = "phase"
+    phase: str  # warmup | profile | paused | done
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class KernelsReady(Event):
+    kind: ClassVar[str] = "kernels_ready"
+    backend: str  # "numba" or "numpy" (fallback when numba failed)
+    seconds: float
+
+
+@dataclass(frozen=True)
+class LogEvent(Event):
+    kind: ClassVar[str] = "log"
+    level: str  # info | warning | error
+    message: str
+
+
+@dataclass(frozen=True)
+class DecodedBatch(Event):
+    """Rows of one stream whose regime labels became final."""
+
+    kind: ClassVar[str] = "decoded"
+    stream: int
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    labels: np.ndarray  # uint8 Regime ids
+    degenerate: np.ndarray  # bool (κ > K_max)
+    kappa: np.ndarray  # float32
+    names: tuple[str, ...] = field(default=())
+
+    def coalesce_key(self) -> tuple[Any, ...]:
+        return ("decoded", self.stream)
+
+    def merge(self, newer: Event) -> Event:
+        assert isinstance(newer, DecodedBatch)
+        return DecodedBatch(
+            t_wall=newer.t_wall, stream=self.stream,
+            start_ns=np.concatenate([self.start_ns, newer.start_ns]),
+            end_ns=np.concatenate([self.end_ns, newer.end_ns]),
+            labels=np.concatenate([self.labels, newer.labels]),
+            degenerate=np.concatenate([self.degenerate, newer.degenerate]),
+            kappa=np.concatenate([self.kappa, newer.kappa]), names=self.names + newer.names)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["labels"] = [regime_name(int(x)) for x in self.labels]
+        return out
+
+
+@dataclass(frozen=True)
+class KappaUpdate(Event):
+    kind: ClassVar[str] = "kappa"
+    stream: int
+    kappa: float  # latest κ on this stream (NaN while the window fills)
+    m_id: float  # shares of this stream's decoded rows so far
+    m_deg: float
+    undetermined: float
+    k_max: float
+
+    def coalesce_key(self) -> tuple[Any, ...]:
+        return ("kappa", self.stream)
+
+
+@dataclass(frozen=True)
+class TelemetryEvent(Event):
+    kind: ClassVar[str] = "telemetry"
+    sample: TelemetrySample
+
+    def coalesce_key(self) -> tuple[Any, ...]:
+        return ("telemetry", self.sample.device)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": SCHEMA_VERSION, "type": self.kind, "t_wall": self.t_wall,
+                **_jsonable(self.sample.to_dict())}
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    kind: ClassVar[str] = "progress"
+    elapsed_s: float
+    budget_s: float
+    segments: int
+    iterations: int
+    sim_time_ns: int
+    regime_shares: dict[str, float]
+
+    def coalesce_key(self) -> tuple[Any, ...]:
+        return ("progress",)
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    status: str  # completed | stopped | failed
+    segments: int
+    iterations: int
+    sim_time_ns: int
+    wall_s: float
+    regime_shares: dict[str, float]
+    kappa_partition: dict[str, float]
+    fixed_lag_exact: float
+    validation: dict[str, Any]  # vs simulator ground truth; empty for real devices
+    dropped_events: int
+    kernels: str  # numba | numpy
+
+
+#: every event type by its JSON ``type`` — the headless schema's vocabulary
+EVENT_TYPES: dict[str, type[Event]] = {
+    c.kind: c for c in (RunStarted, PhaseChanged, KernelsReady, LogEvent, DecodedBatch,
+                        KappaUpdate, TelemetryEvent, Progress, RunFinished)
+}

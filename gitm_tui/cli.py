@@ -1,0 +1,143 @@
+"""Command line: `gitm-tui` (dashboard), `--no-ui` (headless), and subcommands.
+
+Every error a user can cause ends in one line on stderr and an ExitCode (README), never a
+traceback. Textual is imported only on the dashboard path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from gitm_tui.exit_codes import ExitCode
+
+PROG = "gitm-tui"
+
+
+class UsageError(Exception):
+    """A bad command line: the message is the one line the user sees."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + exits 2; we want one line
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gitm-tui")
+    except PackageNotFoundError:  # running from a source tree without install
+        return "0+unknown"
+
+
+def _run_parser() -> _Parser:
+    p = _Parser(
+        prog=PROG,
+        description="GPU kernel regimes, roofline deviations and safe interventions. Without "
+        "a subcommand: the live dashboard on the embedded default (simulated H100, hft-lob).",
+        epilog="subcommands: validate (decoding vs simulator truth). "
+        "Run '%(prog)s SUBCOMMAND --help' for each.",
+    )
+    p.add_argument("--no-ui", action="store_true",
+                   help="headless: JSON lines on stdout, narration on stderr")
+    p.add_argument("--workload", default="hft-lob", help="built-in workload (default: hft-lob)")
+    p.add_argument("--budget", default="60s", help="time budget, e.g. 10s, 5m, 24h (default 60s)")
+    p.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
+    p.add_argument("--hardware", default="h100_telemetry", help=argparse.SUPPRESS)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    return p
+
+
+def _validate_parser() -> _Parser:
+    p = _Parser(prog=f"{PROG} validate",
+                description="Score decoded regimes against the simulator's ground truth.")
+    p.add_argument("--iterations", type=int, default=200, help="iterations per run (default 200)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 1..N per workload (default 3)")
+    p.add_argument("--workload", action="append", help="only this workload (repeatable)")
+    p.add_argument("--write", type=Path, help="write the Markdown report to this path")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    return p
+
+
+def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from engine.manifest import ManifestError, load_hardware, load_workload
+    from engine.runtime import BudgetError, RunConfig, parse_budget
+
+    try:
+        budget = parse_budget(ns.budget)
+        load_workload(ns.workload)
+        load_hardware(ns.hardware)
+    except (BudgetError, ManifestError) as e:
+        raise UsageError(str(e)) from None
+    if ns.seed < 0:
+        raise UsageError(f"bad seed {ns.seed}: must be >= 0")
+    return RunConfig(workload=ns.workload, budget_s=budget, seed=ns.seed, hardware=ns.hardware)
+
+
+def _cmd_validate(argv: Sequence[str]) -> ExitCode:
+    import json
+
+    from engine.eesm.validity import render_markdown, run_validity, to_dict
+    from engine.manifest import workload_names
+
+    ns = _validate_parser().parse_args(argv)
+    if ns.iterations < 1 or ns.seeds < 1:
+        raise UsageError("--iterations and --seeds must be >= 1")
+    unknown = set(ns.workload or ()) - set(workload_names())
+    if unknown:
+        raise UsageError(f"unknown workload {sorted(unknown)[0]!r}; known: {', '.join(workload_names())}")
+    results = run_validity(ns.iterations, ns.seeds, ns.workload)
+    md = render_markdown(results, ns.iterations, ns.seeds)
+    if ns.write:
+        from engine.runtime.store import atomic_write_text
+
+        try:
+            atomic_write_text(ns.write, md)
+        except OSError as e:
+            print(f"{PROG}: cannot write {ns.write}: {e.strerror}", file=sys.stderr)
+            return ExitCode.INPUT
+        print(f"{PROG}: wrote {ns.write}", file=sys.stderr)
+    if ns.json:
+        print(json.dumps(to_dict(results), indent=2))
+    elif not ns.write:
+        print(md)
+    return ExitCode.OK
+
+
+SUBCOMMANDS = {"validate": _cmd_validate}
+
+
+def _main(argv: Sequence[str]) -> ExitCode:
+    if argv and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
+    ns = _run_parser().parse_args(argv)
+    config = _run_config(ns)
+    if ns.no_ui:
+        from gitm_tui.headless import run_headless
+
+        return asyncio.run(run_headless(config))
+    from gitm_tui.app import run_dashboard
+
+    return run_dashboard(config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `gitm-tui` console script; returns the process exit code."""
+    try:
+        return int(_main(list(sys.argv[1:] if argv is None else argv)))
+    except UsageError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
