@@ -1,0 +1,78 @@
+"""Plain rendering functions (Rich renderables) the widgets use; tests call them without an app."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.text import Text
+
+from engine.regimes import Regime
+
+#: one colour per regime; the legend, strips and summaries all read it from here
+REGIME_STYLE: dict[Regime, str] = {
+    Regime.COMPUTE: "bold #5fd75f",
+    Regime.MEMORY: "bold #5fafff",
+    Regime.STALL: "bold #ff8700",
+    Regime.IDLE: "#8a8a8a",
+}
+#: a confident label is a full block; a label in M_deg (κ > K_max) is shaded
+CELL_CONFIDENT = "█"
+CELL_DEGENERATE = "▒"
+
+
+def legend() -> Text:
+    """Return the regime legend line."""
+    t = Text()
+    for r in Regime:
+        t.append(CELL_CONFIDENT * 2, style=REGIME_STYLE[r])
+        t.append(f" {r.name}  ")
+    t.append(CELL_DEGENERATE * 2, style="#bcbcbc")
+    t.append(" low confidence (κ > K_max)")
+    return t
+
+
+def strip_cells(labels: Sequence[int], degenerate: Sequence[bool], width: int) -> Text:
+    """Return the newest ``width`` segments as coloured cells, newest on the right."""
+    n = len(labels)
+    t = Text(no_wrap=True, overflow="crop")
+    pad = max(0, width - n)
+    if pad:
+        t.append("·" * pad, style="#444444")
+    for i in range(max(0, n - width), n):
+        r = Regime(int(labels[i]))
+        t.append(CELL_DEGENERATE if degenerate[i] else CELL_CONFIDENT, style=REGIME_STYLE[r])
+    return t
+
+
+def shares_text(counts: Sequence[int]) -> Text:
+    """Return 'C 12% M 30% S 40% I 18%' coloured by regime (24 cells)."""
+    total = max(1, sum(counts))
+    t = Text(no_wrap=True)
+    for r in Regime:
+        t.append(f"{r.name[0]}{counts[r] / total:4.0%} ", style=REGIME_STYLE[r])
+    return t
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def spark(values: Sequence[float], lo: float, hi: float, width: int) -> str:
+    """Return a sparkline of the newest ``width`` values on a fixed [lo, hi] scale.
+
+    A fixed scale (not the data's min..max) keeps 97% utilisation looking like 97%.
+    """
+    vals = list(values)[-width:] if width > 0 else []
+    span = hi - lo if hi > lo else 1.0
+    out = []
+    for v in vals:
+        f = min(1.0, max(0.0, (v - lo) / span))
+        out.append(_BARS[min(len(_BARS) - 1, int(f * len(_BARS)))])
+    return "".join(out).rjust(max(0, width))
+
+
+def fmt_kappa(k: float) -> str:
+    """Return κ for display ('—' while the window fills)."""
+    if k is None or (isinstance(k, float) and math.isnan(k)):
+        return "—"
+    return f"{k:,.1f}"

@@ -1,0 +1,35 @@
+"""KappaPanel: the identifiability gate per stream — current κ and the M_id / M_deg partition."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.widgets import Static
+
+from engine.runtime.events import KappaUpdate
+from gitm_tui.render import fmt_kappa
+
+
+class KappaPanel(Static):
+    """Shows the latest KappaUpdate of every stream; gains the ``-degenerate`` class when any stream is in M_deg."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__("κ gate: waiting for the first window…", **kw)  # type: ignore[arg-type]
+        self._rows: dict[int, KappaUpdate] = {}
+
+    def update_kappa(self, ev: KappaUpdate) -> None:
+        """Record one stream's update and redraw."""
+        self._rows[ev.stream] = ev
+        k_max = ev.k_max
+        table = Table(box=None, pad_edge=False, expand=True, title_justify="left",
+                      title=f"κ gate  (M_deg when κ > {k_max:g})", title_style="bold")
+        for col in ("stream", "κ now", "M_id", "M_deg", "filling"):
+            table.add_column(col, justify="right" if col != "stream" else "left")
+        degenerate_now = False
+        for s in sorted(self._rows):
+            r = self._rows[s]
+            now_deg = r.kappa == r.kappa and r.kappa > r.k_max
+            degenerate_now |= now_deg
+            table.add_row(str(s), ("[b red]" if now_deg else "") + fmt_kappa(r.kappa),
+                          f"{r.m_id:.0%}", f"{r.m_deg:.0%}", f"{r.undetermined:.0%}")
+        self.set_class(degenerate_now, "-degenerate")
+        self.update(table)

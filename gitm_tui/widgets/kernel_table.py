@@ -1,0 +1,91 @@
+"""KernelTable: kernels by total device time with their decoded regime; rows update by key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from rich.text import Text
+from textual.widgets import DataTable
+
+from engine.regimes import N_REGIMES, Regime
+from gitm_tui.render import REGIME_STYLE
+
+_REFRESH_S = 0.5  # table redraw rhythm: rows change every tick, eyes need less
+_MAX_ROWS = 200
+_NAME_W = 44  # kernel names are long (templated C++): the regime column must stay on screen
+
+
+@dataclass
+class _Agg:
+    calls: int = 0
+    total_ns: int = 0
+    regimes: np.ndarray = field(default_factory=lambda: np.zeros(N_REGIMES, np.int64))
+    degenerate: int = 0
+
+
+class KernelTable(DataTable[object]):
+    """Aggregates decoded rows per (stream, kernel name); redraws changed rows twice a second."""
+
+    COLUMNS = (("kernel", "kernel"), ("stream", "stream"), ("calls", "calls"),
+               ("total", "total ms"), ("mean", "mean µs"), ("regime", "regime"),
+               ("lowconf", "low-conf"))
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kw)  # type: ignore[arg-type]
+        self._agg: dict[tuple[int, str], _Agg] = {}
+        self._dirty: set[tuple[int, str]] = set()
+
+    def on_mount(self) -> None:
+        for key, label in self.COLUMNS:
+            self.add_column(label, key=key, width=_NAME_W if key == "kernel" else None)
+        self.set_interval(_REFRESH_S, self.flush)
+
+    def add(self, stream: int, names: tuple[str, ...], start_ns: np.ndarray, end_ns: np.ndarray,
+            labels: np.ndarray, degenerate: np.ndarray) -> None:
+        """Accumulate one decoded batch (no redraw until the next flush)."""
+        dur = (end_ns - start_ns).tolist()
+        for name, d, lab, deg in zip(names, dur, labels.tolist(), degenerate.tolist(), strict=False):
+            key = (stream, name)
+            a = self._agg.get(key)
+            if a is None:
+                a = self._agg[key] = _Agg()
+            a.calls += 1
+            a.total_ns += d
+            a.regimes[lab] += 1
+            a.degenerate += deg
+            self._dirty.add(key)
+
+    def flush(self) -> None:
+        """Write changed rows (by key) and keep the heaviest kernels on top."""
+        if not self._dirty:
+            return
+        top = sorted(self._agg, key=lambda k: self._agg[k].total_ns, reverse=True)[:_MAX_ROWS]
+        keep = {self._row_key(k) for k in top}
+        with self.app.batch_update():
+            for rk in [r.value for r in list(self.rows) if r.value not in keep]:
+                self.remove_row(rk)
+            for k in top:
+                rk = self._row_key(k)
+                cells = self._cells(k, self._agg[k])
+                if rk in self.rows:
+                    if k in self._dirty:
+                        for (col, _), v in zip(self.COLUMNS, cells, strict=True):
+                            self.update_cell(rk, col, v)
+                else:
+                    self.add_row(*cells, key=rk)
+            self.sort("total", key=lambda v: float(str(v).replace(",", "")), reverse=True)
+        self._dirty.clear()
+
+    @staticmethod
+    def _row_key(k: tuple[int, str]) -> str:
+        return f"{k[0]}\x1f{k[1]}"
+
+    @staticmethod
+    def _cells(k: tuple[int, str], a: _Agg) -> tuple[object, ...]:
+        r = Regime(int(a.regimes.argmax()))
+        share = a.regimes[r] / max(1, a.calls)
+        regime = Text(f"{r.name} {share:.0%}", style=REGIME_STYLE[r])
+        return (Text(k[1], overflow="ellipsis", no_wrap=True), str(k[0]), f"{a.calls:,}",
+                f"{a.total_ns / 1e6:,.2f}", f"{a.total_ns / max(1, a.calls) / 1e3:,.1f}",
+                regime, f"{a.degenerate / max(1, a.calls):.0%}")

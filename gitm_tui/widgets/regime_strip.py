@@ -1,0 +1,67 @@
+"""RegimeStrip: one CUDA stream's decoded segments scrolling live, a coloured cell per segment."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from engine.regimes import N_REGIMES, Regime
+from gitm_tui.render import REGIME_STYLE, shares_text, strip_cells
+
+_LABEL_W = 11  # "stream 123 "
+_SHARES_W = 25  # "C 12% M 30% S 40% I 18% "
+_HISTORY = 4096  # cells kept: wider than any terminal
+
+
+class RegimeStrip(Widget):
+    """Live strip of one stream: coloured cells (newest right), regime shares, latest kernel."""
+
+    DEFAULT_CSS = "RegimeStrip { height: 2; }"
+    segments = reactive(0)
+
+    def __init__(self, stream: int, **kw: object) -> None:
+        super().__init__(id=f"strip-{stream}", **kw)  # type: ignore[arg-type]
+        self.stream = stream
+        self._labels: deque[int] = deque(maxlen=_HISTORY)
+        self._degenerate: deque[bool] = deque(maxlen=_HISTORY)
+        self._counts = np.zeros(N_REGIMES, np.int64)
+        self._latest = ""
+
+    def add(self, labels: np.ndarray, degenerate: np.ndarray, names: tuple[str, ...] = ()) -> None:
+        """Append decoded segments (oldest first); ``names`` are their kernel names if known."""
+        if not len(labels):
+            return
+        self._labels.extend(int(x) for x in labels[-_HISTORY:])
+        self._degenerate.extend(bool(x) for x in degenerate[-_HISTORY:])
+        self._counts += np.bincount(labels, minlength=N_REGIMES)
+        if names:
+            self._latest = names[-1]
+        self.segments += len(labels)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Return segments decoded so far per regime."""
+        return self._counts.copy()
+
+    def latest(self) -> list[int]:
+        """Return the labels currently held, oldest first."""
+        return list(self._labels)
+
+    def render(self) -> Text:
+        width = max(1, self.size.width - _LABEL_W - _SHARES_W)
+        t = Text(f"stream {self.stream}"[:_LABEL_W].ljust(_LABEL_W), style="bold", no_wrap=True)
+        t.append_text(strip_cells(self._labels, self._degenerate, width))
+        t.append(" ")
+        t.append_text(shares_text(self._counts.tolist()))
+        t.append("\n" + " " * _LABEL_W)
+        if self._labels:
+            r = Regime(self._labels[-1])
+            t.append(f"{self.segments:,} segments · latest ", style="dim")
+            t.append(r.name, style=REGIME_STYLE[r])
+            room = max(0, self.size.width - _LABEL_W - 40)
+            t.append(" " + self._latest[:room], style="dim")
+        return t

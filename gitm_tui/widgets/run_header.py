@@ -1,0 +1,41 @@
+"""RunHeader: workload, the device (always saying when it is simulated), phase, elapsed / budget."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from engine.runtime.budget import format_seconds
+
+
+class RunHeader(Static):
+    """Top bar. Attributes are set by the app; state shows as dashed classes (-warming, -paused)."""
+
+    workload = reactive("")
+    device = reactive("")
+    simulated = reactive(True)
+    phase = reactive("starting")
+    elapsed = reactive(0.0)
+    budget = reactive(0.0)
+    kernels = reactive("warming up")
+
+    def render(self) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(" gitm-tui ", style="bold reverse")
+        t.append(f"  {self.workload}  ", style="bold")
+        if self.simulated:
+            t.append(f" {self.device.upper()} — no GPU used ", style="bold black on #ffd75f")
+        else:
+            t.append(f" {self.device} ", style="bold black on #87d787")
+        t.append(f"  {self.phase}  ")
+        t.append(f"{format_seconds(self.elapsed)} / {format_seconds(self.budget)}  ")
+        t.append(f"kernels: {self.kernels}", style="italic")
+        return t
+
+    def watch_phase(self, phase: str) -> None:
+        self.set_class(phase == "paused", "-paused")
+        self.set_class(phase == "done", "-done")
+
+    def watch_kernels(self, kernels: str) -> None:
+        self.set_class(kernels.startswith("warming"), "-warming")
