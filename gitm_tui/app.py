@@ -132,7 +132,9 @@ class GitmApp(App[int]):
         elif isinstance(ev, KappaUpdate):
             self.query_one(KappaPanel).update_kappa(ev)
         elif isinstance(ev, TelemetryEvent):
-            self.query_one(TelemetryPanel).add(ev.sample)
+            panel = self.query_one(TelemetryPanel)
+            for sample in ev.samples():
+                panel.add(sample)
         elif isinstance(ev, Progress):
             header.elapsed, header.budget = ev.elapsed_s, ev.budget_s
         elif isinstance(ev, PhaseChanged):

@@ -14,6 +14,9 @@ from engine.telemetry.sample import ClockEventReason
 _W_COMPUTE = 0.80
 _W_MEMORY = 0.35
 _W_BUSY = 0.10
+#: governor hysteresis: clocks climb back only this far below the thermal / power limits
+_HYSTERESIS_C = 3.0
+_HYSTERESIS_POWER = 0.03
 
 
 @dataclass
@@ -48,16 +51,20 @@ class ThermalState:
         self.power_w = self.power_for(busy, compute, memory)
         t_ss = th.ambient_c + th.r_th_c_per_w * self.power_w
         self.temperature_c = t_ss + (self.temperature_c - t_ss) * math.exp(-dt_s / th.tau_s)
-        reasons = 0
-        if busy < 0.05:
-            reasons |= ClockEventReason.GPU_IDLE
-        if self.temperature_c > th.slowdown_c:
+        reasons = ClockEventReason.GPU_IDLE if busy < 0.05 else ClockEventReason.NONE
+        below_max = self.sm_clock_mhz < self.hw.sm_clock_max_mhz
+        # The governor walks one step per update and holds inside a hysteresis band, so clocks
+        # do not hunt; a limiter that holds clocks below max is reported while it holds them.
+        hot = self.temperature_c > th.slowdown_c
+        warm = self.temperature_c > th.slowdown_c - _HYSTERESIS_C
+        over = self.power_w > self.hw.tdp_w
+        near = self.power_w > self.hw.tdp_w * (1 - _HYSTERESIS_POWER)
+        if hot or (below_max and warm):
             reasons |= ClockEventReason.HW_THERMAL_SLOWDOWN
-        if self.power_w > self.hw.tdp_w:
+        if over or (below_max and near):
             reasons |= ClockEventReason.SW_POWER_CAP
-        # The governor moves one step per update, like the driver's slow clock walk.
-        if reasons & (ClockEventReason.HW_THERMAL_SLOWDOWN | ClockEventReason.SW_POWER_CAP):
+        if hot or over:
             self.sm_clock_mhz = max(self.hw.sm_clock_min_mhz, self.sm_clock_mhz - th.clock_step_mhz)
-        elif self.sm_clock_mhz < self.hw.sm_clock_max_mhz:
+        elif below_max and not (warm or near):
             self.sm_clock_mhz = min(self.hw.sm_clock_max_mhz, self.sm_clock_mhz + th.clock_step_mhz)
         self.reasons = int(reasons)

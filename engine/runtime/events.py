@@ -138,17 +138,36 @@ class KappaUpdate(Event):
         return ("kappa", self.stream)
 
 
+#: samples a coalesced TelemetryEvent keeps (a sparkline's worth; older ones are dropped)
+_TELEMETRY_KEEP = 256
+
+
 @dataclass(frozen=True)
 class TelemetryEvent(Event):
+    """One device's newest sample; ``earlier`` holds samples merged into it while queued."""
+
     kind: ClassVar[str] = "telemetry"
     sample: TelemetrySample
+    earlier: tuple[TelemetrySample, ...] = ()
 
     def coalesce_key(self) -> tuple[Any, ...]:
         return ("telemetry", self.sample.device)
 
+    def merge(self, newer: Event) -> Event:
+        assert isinstance(newer, TelemetryEvent)
+        kept = (*self.earlier, self.sample, *newer.earlier)[-_TELEMETRY_KEEP:]
+        return TelemetryEvent(t_wall=newer.t_wall, sample=newer.sample, earlier=kept)
+
+    def samples(self) -> tuple[TelemetrySample, ...]:
+        """Return every sample this event carries, oldest first."""
+        return (*self.earlier, self.sample)
+
     def to_json(self) -> dict[str, Any]:
-        return {"v": SCHEMA_VERSION, "type": self.kind, "t_wall": self.t_wall,
-                **_jsonable(self.sample.to_dict())}
+        out = {"v": SCHEMA_VERSION, "type": self.kind, "t_wall": self.t_wall,
+               **_jsonable(self.sample.to_dict())}
+        if self.earlier:
+            out["earlier"] = [_jsonable(s.to_dict()) for s in self.earlier]
+        return out
 
 
 @dataclass(frozen=True)

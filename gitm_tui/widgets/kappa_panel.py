@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.widgets import Static
 
 from engine.runtime.events import KappaUpdate
@@ -29,7 +30,7 @@ class KappaPanel(Static):
             r = self._rows[s]
             now_deg = r.kappa == r.kappa and r.kappa > r.k_max
             degenerate_now |= now_deg
-            table.add_row(str(s), ("[b red]" if now_deg else "") + fmt_kappa(r.kappa),
+            table.add_row(str(s), Text(fmt_kappa(r.kappa), style="bold red" if now_deg else ""),
                           f"{r.m_id:.0%}", f"{r.m_deg:.0%}", f"{r.undetermined:.0%}")
         self.set_class(degenerate_now, "-degenerate")
         self.update(table)

@@ -13,7 +13,7 @@ from gitm_tui.render import REGIME_STYLE
 
 _REFRESH_S = 0.5  # table redraw rhythm: rows change every tick, eyes need less
 _MAX_ROWS = 200
-_NAME_W = 44  # kernel names are long (templated C++): the regime column must stay on screen
+_NAME_W = 40  # kernel names are long (templated C++): the regime column must stay on screen
 
 
 @dataclass
@@ -27,8 +27,8 @@ class _Agg:
 class KernelTable(DataTable[object]):
     """Aggregates decoded rows per (stream, kernel name); redraws changed rows twice a second."""
 
-    COLUMNS = (("kernel", "kernel"), ("stream", "stream"), ("calls", "calls"),
-               ("total", "total ms"), ("mean", "mean µs"), ("regime", "regime"),
+    COLUMNS = (("kernel", "kernel"), ("regime", "regime"), ("stream", "stream"),
+               ("calls", "calls"), ("total", "total ms"), ("mean", "mean µs"),
                ("lowconf", "low-conf"))
 
     def __init__(self, **kw: object) -> None:
@@ -86,6 +86,7 @@ class KernelTable(DataTable[object]):
         r = Regime(int(a.regimes.argmax()))
         share = a.regimes[r] / max(1, a.calls)
         regime = Text(f"{r.name} {share:.0%}", style=REGIME_STYLE[r])
-        return (Text(k[1], overflow="ellipsis", no_wrap=True), str(k[0]), f"{a.calls:,}",
-                f"{a.total_ns / 1e6:,.2f}", f"{a.total_ns / max(1, a.calls) / 1e3:,.1f}",
-                regime, f"{a.degenerate / max(1, a.calls):.0%}")
+        return (Text(k[1], overflow="ellipsis", no_wrap=True), regime, str(k[0]),
+                f"{a.calls:,}", f"{a.total_ns / 1e6:,.2f}",
+                f"{a.total_ns / max(1, a.calls) / 1e3:,.1f}",
+                f"{a.degenerate / max(1, a.calls):.0%}")

@@ -1,0 +1,92 @@
+"""Pilot tests of the dashboard and one SVG snapshot with a scripted engine."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.runtime import Engine, RunConfig
+from gitm_tui.app import Settings, make_app
+from gitm_tui.render import spark, strip_cells
+from gitm_tui.screens import HelpScreen
+from gitm_tui.widgets.kappa_panel import KappaPanel
+from gitm_tui.widgets.kernel_table import KernelTable
+from gitm_tui.widgets.regime_strip import RegimeStrip
+from gitm_tui.widgets.run_header import RunHeader
+from tests.scripted_engine import PATTERN, ScriptedEngine
+
+SIZE = (120, 36)
+
+
+async def _settle(pilot, app, rounds=20):
+    for _ in range(rounds):
+        await pilot.pause(0.02)
+    app.query_one(KernelTable).flush()
+    await pilot.pause(0.05)
+
+
+async def test_scripted_segments_reach_the_regime_strips():
+    eng = ScriptedEngine()
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot, app)
+        strips = {s.stream: s for s in app.query(RegimeStrip)}
+        assert set(strips) == {7, 13}
+        assert strips[7].segments == 72 and strips[13].segments == 72
+        expected = [PATTERN[7][(11 * 3 + i) % len(PATTERN[7])] for i in range(6)]
+        assert strips[7].latest()[-6:] == [int(x) for x in expected]
+        header = app.query_one(RunHeader)
+        assert header.simulated and "SIMULATED" in header.render().plain
+        assert header.kernels.startswith("numba")
+        assert app.query_one(KappaPanel).has_class("-degenerate")  # stream 13 has κ 75 > 60
+        table = app.query_one(KernelTable)
+        assert table.row_count == 6
+
+
+async def test_pause_key_sends_the_command_and_quit_stops_the_engine():
+    eng = ScriptedEngine()
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot, app)
+        await pilot.press("p")
+        await pilot.pause(0.1)
+        assert eng.commands == ["pause"] and app.phase == "paused"
+        await pilot.press("p")
+        await pilot.pause(0.1)
+        assert eng.commands == ["pause", "resume"]
+        await pilot.press("question_mark")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause(0.05)
+        await pilot.press("q")
+        await pilot.pause(0.1)
+    assert eng.commands[-1] == "stop"
+
+
+async def test_live_engine_decodes_into_strips():
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=30, tick_s=0.05))
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            strips = list(app.query(RegimeStrip))
+            if strips and all(s.segments > 0 for s in strips):
+                break
+        assert {s.stream for s in strips} == {7, 13}
+        assert all(s.segments > 0 for s in strips)
+        await pilot.press("q")
+
+
+def test_render_helpers():
+    t = strip_cells([0, 1, 2, 3], [False, False, True, False], width=6)
+    assert t.plain == "··██▒█"
+    assert spark([0, 50, 100], 0, 100, 3) == "▁▅█"
+    assert spark([97], 0, 100, 4) == "   █"
+
+
+def test_snapshot_dashboard(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot, pilot.app)
+
+    app = make_app(Settings(), ScriptedEngine())
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

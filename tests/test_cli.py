@@ -1,0 +1,74 @@
+"""The command line as a user meets it: headless output, exit codes, one-line errors, layering."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gitm_tui.cli import main
+from gitm_tui.exit_codes import ExitCode
+
+
+def run_cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "gitm_tui", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_headless_prints_only_json_lines_and_exits_zero():
+    p = run_cli("--no-ui", "--workload", "kitti", "--budget", "2s", "--seed", "1")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    events = [json.loads(line) for line in lines]  # every stdout line is JSON
+    types = [e["type"] for e in events]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert {"decoded", "kappa", "telemetry", "progress", "phase"} <= set(types)
+    assert events[0]["simulated"] is True and "simulated" in events[0]["device"]
+    assert events[-1]["segments"] == sum(len(e["labels"]) for e in events if e["type"] == "decoded")
+    assert "SIMULATED" in p.stderr  # narration goes to stderr
+
+
+def test_engine_import_is_ui_free():
+    code = ("import engine, engine.runtime, engine.eesm.pipeline, engine.device.simulator, sys; "
+            "bad = [m for m in ('textual', 'rich') if m in sys.modules]; assert not bad, bad")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_headless_path_never_imports_textual():
+    code = ("import sys; from gitm_tui.cli import main; "
+            "rc = main(['--no-ui', '--workload', 'af2', '--budget', '0.3s']); "
+            "assert 'textual' not in sys.modules; sys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--no-ui", "--workload", "resnet"], "unknown workload 'resnet'"),
+    (["--no-ui", "--budget", "10x"], "bad budget '10x'"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--seed", "-1", "--no-ui"], "bad seed"),
+    (["validate", "--seeds", "0"], "must be >= 1"),
+    (["validate", "--workload", "nope"], "unknown workload 'nope'"),
+])
+def test_user_errors_are_one_line_and_exit_2(capsys, args, needle):
+    assert main(args) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_validate_writes_report(tmp_path, capsys):
+    out = tmp_path / "v.md"
+    assert main(["validate", "--iterations", "5", "--seeds", "1", "--workload", "kitti",
+                 "--write", str(out)]) == 0
+    text = out.read_text()
+    assert "| kitti | full |" in text and "| kitti | raw |" in text
+
+
+def test_exit_codes_are_documented_in_readme():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for code in ExitCode:
+        assert f"| {code.value} | `{code.name}`" in readme, code

@@ -1,0 +1,138 @@
+"""Runtime: budgets, the non-blocking bus, and the Engine's run, commands and summary."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from engine.runtime import BudgetError, Engine, EventBus, RunConfig, parse_budget
+from engine.runtime.budget import format_seconds
+from engine.runtime.events import (
+    EVENT_TYPES,
+    DecodedBatch,
+    KappaUpdate,
+    LogEvent,
+    PhaseChanged,
+    RunFinished,
+    TelemetryEvent,
+)
+from engine.telemetry.sample import TelemetrySample
+
+
+@pytest.mark.parametrize("text,secs", [("10s", 10), ("5m", 300), ("1h30m", 5400), ("24h", 86400),
+                                       ("90", 90), ("1.5h", 5400), ("250ms", 0.25), (" 2 m ", 120)])
+def test_parse_budget(text, secs):
+    assert parse_budget(text) == pytest.approx(secs)
+
+
+@pytest.mark.parametrize("bad", ["", "10x", "s", "-5s", "0s", "5 parsecs", "1h xx", "nan"])
+def test_parse_budget_rejects(bad):
+    with pytest.raises(BudgetError):
+        parse_budget(bad)
+
+
+def test_format_seconds():
+    assert format_seconds(4.25) == "4.2s" and format_seconds(185) == "3m05s"
+    assert format_seconds(7800) == "2h10m"
+
+
+def _decoded(stream, n, t=0.0):
+    a = np.arange(n)
+    return DecodedBatch(t_wall=t, stream=stream, start_ns=a, end_ns=a + 1,
+                        labels=np.zeros(n, np.uint8), degenerate=np.zeros(n, bool),
+                        kappa=np.ones(n, np.float32), names=("k",) * n)
+
+
+def test_bus_coalesces_high_rate_kinds_and_keeps_order_of_others():
+    bus = EventBus(maxsize=8)
+    sub = bus.subscribe()
+    bus.publish(PhaseChanged(t_wall=0, phase="profile"))
+    for i in range(100):
+        bus.publish(_decoded(7, 3, t=i))
+        bus.publish(TelemetryEvent(t_wall=i, sample=TelemetrySample(t_ns=i, device=0, source="x")))
+    bus.publish(LogEvent(t_wall=1, level="info", message="hello"))
+    evs = [sub.get_nowait() for _ in range(len(sub))]
+    assert [e.kind for e in evs] == ["phase", "decoded", "telemetry", "log"]
+    assert len(evs[1]) == 300  # merged, nothing lost
+    assert evs[2].sample.t_ns == 99  # latest on top, history kept for sparklines
+    assert [x.t_ns for x in evs[2].samples()] == list(range(100))
+    assert sub.dropped == 0 and sub.get_nowait() is None
+
+
+def test_bus_overflow_drops_info_logs_first_never_lifecycle():
+    bus = EventBus(maxsize=4)
+    sub = bus.subscribe()
+    bus.publish(PhaseChanged(t_wall=0, phase="profile"))
+    for i in range(10):
+        bus.publish(LogEvent(t_wall=i, level="info", message=str(i)))
+    bus.publish(LogEvent(t_wall=99, level="error", message="boom"))
+    evs = [sub.get_nowait() for _ in range(len(sub))]
+    assert evs[0].kind == "phase" and evs[-1].message == "boom"
+    assert len(evs) == 4 and sub.dropped == 8 and bus.dropped == 8
+
+
+def test_every_event_serialises_with_type_and_version():
+    fin = RunFinished(t_wall=1, status="completed", segments=1, iterations=1, sim_time_ns=1,
+                      wall_s=1, regime_shares={}, kappa_partition={}, fixed_lag_exact=float("nan"),
+                      validation={}, dropped_events=0, kernels="numba")
+    for ev in (fin, _decoded(1, 2), KappaUpdate(t_wall=0, stream=1, kappa=float("nan"), m_id=1,
+                                                 m_deg=0, undetermined=0, k_max=60)):
+        j = ev.to_json()
+        assert j["v"] == 1 and j["type"] in EVENT_TYPES
+    assert fin.to_json()["fixed_lag_exact"] is None  # NaN → null, valid JSON
+    assert _decoded(1, 2).to_json()["labels"] == ["COMPUTE", "COMPUTE"]
+
+
+async def _collect(engine):
+    sub = engine.bus.subscribe()
+    task = asyncio.ensure_future(engine.run())
+    evs = [ev async for ev in sub]
+    await task
+    return evs
+
+
+async def test_engine_run_publishes_decoded_rows_for_every_segment():
+    eng = Engine(RunConfig(workload="kitti", budget_s=30, realtime=False, max_windows=4, seed=2))
+    evs = await _collect(eng)
+    kinds = [e.kind for e in evs]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    fin = evs[-1]
+    decoded = sum(len(e) for e in evs if e.kind == "decoded")
+    assert fin.status == "completed" and decoded == fin.segments > 0
+    assert {e.stream for e in evs if e.kind == "decoded"} == {7, 14}
+    assert fin.validation["macro_f1"] > 0.9 and fin.validation["against"].startswith("simulator")
+    assert abs(sum(fin.regime_shares.values()) - 1) < 1e-9
+    assert "telemetry" in kinds and "kappa" in kinds
+
+
+async def test_engine_pause_resume_stop():
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=60, tick_s=0.02))
+    sub = eng.bus.subscribe()
+    task = asyncio.ensure_future(eng.run())
+    phases = []
+    async for ev in sub:
+        if isinstance(ev, PhaseChanged):
+            phases.append(ev.phase)
+            if ev.phase == "profile" and "paused" not in phases:
+                eng.pause()
+            elif ev.phase == "paused":
+                await asyncio.sleep(0.1)
+                assert eng.paused
+                eng.resume()
+                await asyncio.sleep(0.05)
+                eng.stop()
+        if isinstance(ev, RunFinished):
+            fin = ev
+    await task
+    assert "paused" in phases and phases[-1] == "done"
+    assert fin.status == "stopped"
+    with pytest.raises(ValueError, match="unknown command"):
+        eng.command("explode")
+
+
+async def test_engine_budget_ends_the_run():
+    eng = Engine(RunConfig(workload="af2", budget_s=0.3, tick_s=0.05))
+    evs = await _collect(eng)
+    assert evs[-1].status == "completed" and 0.3 <= evs[-1].wall_s < 5
