@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Footer, RichLog, Static
@@ -63,7 +63,7 @@ class GitmApp(App[int]):
 
     CSS_PATH = "gitm.tcss"
     TITLE = "gitm-tui"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "toggle_pause", "Pause/Resume"),
         Binding("q", "quit_run", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -91,8 +91,10 @@ class GitmApp(App[int]):
             with Vertical(id="regimes") as regimes:
                 regimes.border_title = "regimes per stream"
                 yield Static(legend(), id="legend")
-                yield Static("⧗ warming up numba kernels — decoding with the numpy reference "
-                             "meanwhile", id="warming")
+                yield Static(
+                    "⧗ warming up numba kernels — decoding with the numpy reference meanwhile",
+                    id="warming",
+                )
                 yield Vertical(id="strips")
                 yield KernelTable(id="kernels")
             with Vertical(id="side"):
@@ -127,8 +129,9 @@ class GitmApp(App[int]):
                 self._mount_strip(ev.stream)
                 strips = self.query(f"#strip-{ev.stream}")
             strips.first(RegimeStrip).add(ev.labels, ev.degenerate, ev.names)
-            self.query_one(KernelTable).add(ev.stream, ev.names, ev.start_ns, ev.end_ns,
-                                            ev.labels, ev.degenerate)
+            self.query_one(KernelTable).add(
+                ev.stream, ev.names, ev.start_ns, ev.end_ns, ev.labels, ev.degenerate
+            )
         elif isinstance(ev, KappaUpdate):
             self.query_one(KappaPanel).update_kappa(ev)
         elif isinstance(ev, TelemetryEvent):
@@ -141,8 +144,11 @@ class GitmApp(App[int]):
             self.phase = header.phase = ev.phase
             self.refresh_bindings()
         elif isinstance(ev, KernelsReady):
-            header.kernels = f"{ev.backend} ✓ {ev.seconds:.1f}s" if ev.backend == "numba" \
+            header.kernels = (
+                f"{ev.backend} ✓ {ev.seconds:.1f}s"
+                if ev.backend == "numba"
                 else "numpy (numba unavailable)"
+            )
             self.query_one("#warming").add_class("-hidden")
         elif isinstance(ev, LogEvent):
             style = {"error": "bold red", "warning": "yellow"}.get(ev.level, "")
@@ -167,8 +173,9 @@ class GitmApp(App[int]):
         self._log(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
         v = ev.validation
         if v:
-            self._log(f"vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, "
-                      f"accuracy {v['accuracy']:.3f}")
+            self._log(
+                f"vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f}"
+            )
         if self.settings.quit_when_done:
             self.exit(int(ExitCode.OK))
 

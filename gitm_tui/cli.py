@@ -44,8 +44,9 @@ def _run_parser() -> _Parser:
         epilog="subcommands: validate (decoding vs simulator truth). "
         "Run '%(prog)s SUBCOMMAND --help' for each.",
     )
-    p.add_argument("--no-ui", action="store_true",
-                   help="headless: JSON lines on stdout, narration on stderr")
+    p.add_argument(
+        "--no-ui", action="store_true", help="headless: JSON lines on stdout, narration on stderr"
+    )
     p.add_argument("--workload", default="hft-lob", help="built-in workload (default: hft-lob)")
     p.add_argument("--budget", default="60s", help="time budget, e.g. 10s, 5m, 24h (default 60s)")
     p.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
@@ -55,8 +56,10 @@ def _run_parser() -> _Parser:
 
 
 def _validate_parser() -> _Parser:
-    p = _Parser(prog=f"{PROG} validate",
-                description="Score decoded regimes against the simulator's ground truth.")
+    p = _Parser(
+        prog=f"{PROG} validate",
+        description="Score decoded regimes against the simulator's ground truth.",
+    )
     p.add_argument("--iterations", type=int, default=200, help="iterations per run (default 200)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 1..N per workload (default 3)")
     p.add_argument("--workload", action="append", help="only this workload (repeatable)")
@@ -91,7 +94,9 @@ def _cmd_validate(argv: Sequence[str]) -> ExitCode:
         raise UsageError("--iterations and --seeds must be >= 1")
     unknown = set(ns.workload or ()) - set(workload_names())
     if unknown:
-        raise UsageError(f"unknown workload {sorted(unknown)[0]!r}; known: {', '.join(workload_names())}")
+        raise UsageError(
+            f"unknown workload {sorted(unknown)[0]!r}; known: {', '.join(workload_names())}"
+        )
     results = run_validity(ns.iterations, ns.seeds, ns.workload)
     md = render_markdown(results, ns.iterations, ns.seeds)
     if ns.write:

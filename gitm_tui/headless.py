@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -17,25 +18,35 @@ from gitm_tui.exit_codes import ExitCode
 def _narrate(ev: Event, err: TextIO) -> None:
     """Write the human line for an event (only the ones a person wants to read)."""
     if isinstance(ev, RunStarted):
-        print(f"gitm-tui: run {ev.run_id}: {ev.workload} on {ev.device.upper()} (no GPU used), "
-              f"budget {format_seconds(ev.budget_s)}, seed {ev.seed}", file=err)
+        print(
+            f"gitm-tui: run {ev.run_id}: {ev.workload} on {ev.device.upper()} (no GPU used), "
+            f"budget {format_seconds(ev.budget_s)}, seed {ev.seed}",
+            file=err,
+        )
     elif isinstance(ev, PhaseChanged) and ev.phase != "done":
         print(f"gitm-tui: phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else ""), file=err)
     elif isinstance(ev, LogEvent):
         print(f"gitm-tui: {ev.level}: {ev.message}", file=err)
     elif isinstance(ev, RunFinished):
         shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
-        print(f"gitm-tui: {ev.status}: {ev.segments} segments decoded in "
-              f"{format_seconds(ev.wall_s)} ({ev.iterations} iterations, "
-              f"{ev.sim_time_ns / 1e9:.2f}s device time): {shares}", file=err)
+        print(
+            f"gitm-tui: {ev.status}: {ev.segments} segments decoded in "
+            f"{format_seconds(ev.wall_s)} ({ev.iterations} iterations, "
+            f"{ev.sim_time_ns / 1e9:.2f}s device time): {shares}",
+            file=err,
+        )
         v = ev.validation
         if v:
-            print(f"gitm-tui: vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, "
-                  f"accuracy {v['accuracy']:.3f}", file=err)
+            print(
+                f"gitm-tui: vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, "
+                f"accuracy {v['accuracy']:.3f}",
+                file=err,
+            )
 
 
-async def run_headless(config: RunConfig, out: TextIO = sys.stdout,
-                       err: TextIO = sys.stderr) -> ExitCode:
+async def run_headless(
+    config: RunConfig, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> ExitCode:
     """Run the engine to completion, streaming events; return the exit code."""
     engine = Engine(config)
     sub = engine.bus.subscribe()
@@ -48,10 +59,9 @@ async def run_headless(config: RunConfig, out: TextIO = sys.stdout,
         engine.stop()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        # not the main thread / not POSIX: Ctrl-C then ends the process the usual way
+        with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError):  # not the main thread / not POSIX
-            pass
     task = asyncio.ensure_future(engine.run())
     final: RunFinished | None = None
     try:
@@ -68,10 +78,8 @@ async def run_headless(config: RunConfig, out: TextIO = sys.stdout,
         await task
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
     if final is None or final.status == "failed":
         return ExitCode.INTERNAL
     return ExitCode.INTERRUPTED if interrupted else ExitCode.OK

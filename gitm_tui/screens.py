@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -23,7 +25,7 @@ Keys:  p pause/resume   q quit   ? this help   escape close
 class HelpScreen(ModalScreen[None]):
     """What the dashboard shows and its keys."""
 
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     def __init__(self, lag: int) -> None:
         super().__init__()

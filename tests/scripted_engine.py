@@ -24,11 +24,19 @@ from engine.runtime.events import (
 )
 from engine.telemetry.sample import ClockEventReason, TelemetrySample
 
-NAMES = {7: ("sm90_xmma_gemm_bf16_qkv_proj", "layer_norm_fwd<pair>", "softmax_warp_forward",
-             "vectorized_elementwise_kernel<add>"),
-         13: ("Memcpy HtoD (Pinned)", "nms_kernel")}
-PATTERN = {7: [Regime.COMPUTE] * 5 + [Regime.MEMORY] * 4 + [Regime.STALL] * 2 + [Regime.IDLE] * 3,
-           13: [Regime.IDLE] * 3 + [Regime.STALL] * 4}
+NAMES = {
+    7: (
+        "sm90_xmma_gemm_bf16_qkv_proj",
+        "layer_norm_fwd<pair>",
+        "softmax_warp_forward",
+        "vectorized_elementwise_kernel<add>",
+    ),
+    13: ("Memcpy HtoD (Pinned)", "nms_kernel"),
+}
+PATTERN = {
+    7: [Regime.COMPUTE] * 5 + [Regime.MEMORY] * 4 + [Regime.STALL] * 2 + [Regime.IDLE] * 3,
+    13: [Regime.IDLE] * 3 + [Regime.STALL] * 4,
+}
 
 
 class ScriptedEngine:
@@ -55,10 +63,20 @@ class ScriptedEngine:
 
     async def run(self) -> None:
         pub = self.bus.publish
-        pub(RunStarted(t_wall=0.0, run_id="20261129-000000-abcdef", workload="af2",
-                       workload_title="AlphaFold2 Evoformer block (scripted)",
-                       device="simulated H100 SXM5 80GB", simulated=True, budget_s=60.0, seed=1,
-                       streams=(7, 13), regimes=tuple(r.name for r in Regime)))
+        pub(
+            RunStarted(
+                t_wall=0.0,
+                run_id="20261129-000000-abcdef",
+                workload="af2",
+                workload_title="AlphaFold2 Evoformer block (scripted)",
+                device="simulated H100 SXM5 80GB",
+                simulated=True,
+                budget_s=60.0,
+                seed=1,
+                streams=(7, 13),
+                regimes=tuple(r.name for r in Regime),
+            )
+        )
         pub(PhaseChanged(t_wall=0.0, phase="profile", detail="simulated H100 SXM5 80GB"))
         pub(KernelsReady(t_wall=1.0, backend="numba", seconds=2.5))
         for b in range(self.batches):
@@ -68,19 +86,58 @@ class ScriptedEngine:
                 deg = np.array([s == 7 and b % 4 == 3 and i < 2 for i in range(6)])
                 start = np.arange(6, dtype=np.int64) * 10_000 + b * 100_000
                 names = tuple(NAMES[s][(b + i) % len(NAMES[s])] for i in range(6))
-                pub(DecodedBatch(t_wall=1.0 + b, stream=s, start_ns=start,
-                                 end_ns=start + 4_000 * (1 + np.arange(6) % 3), labels=labels,
-                                 degenerate=deg, kappa=np.full(6, 12.0 + b, np.float32),
-                                 names=names))
-                pub(KappaUpdate(t_wall=1.0 + b, stream=s, kappa=12.0 + b if s == 7 else 75.0,
-                                m_id=0.9, m_deg=0.05, undetermined=0.05, k_max=60.0))
-            pub(TelemetryEvent(t_wall=1.0 + b, sample=TelemetrySample(
-                t_ns=b * 10**8, device=0, source="simulated", gpu_util=60.0 + 3 * b,
-                mem_util=40.0, memory_used_bytes=40 * 2**30, memory_total_bytes=80 * 2**30,
-                power_w=300.0 + 20 * b, power_limit_w=700.0, sm_clock_mhz=1980 - 15 * b,
-                temperature_c=40.0 + 2 * b,
-                clock_event_reasons=int(ClockEventReason.SW_POWER_CAP) if b > 9 else 0)))
-        pub(Progress(t_wall=12.5, elapsed_s=12.5, budget_s=60.0, segments=144, iterations=12,
-                     sim_time_ns=10**9, regime_shares={r.name: 0.25 for r in Regime}))
+                pub(
+                    DecodedBatch(
+                        t_wall=1.0 + b,
+                        stream=s,
+                        start_ns=start,
+                        end_ns=start + 4_000 * (1 + np.arange(6) % 3),
+                        labels=labels,
+                        degenerate=deg,
+                        kappa=np.full(6, 12.0 + b, np.float32),
+                        names=names,
+                    )
+                )
+                pub(
+                    KappaUpdate(
+                        t_wall=1.0 + b,
+                        stream=s,
+                        kappa=12.0 + b if s == 7 else 75.0,
+                        m_id=0.9,
+                        m_deg=0.05,
+                        undetermined=0.05,
+                        k_max=60.0,
+                    )
+                )
+            pub(
+                TelemetryEvent(
+                    t_wall=1.0 + b,
+                    sample=TelemetrySample(
+                        t_ns=b * 10**8,
+                        device=0,
+                        source="simulated",
+                        gpu_util=60.0 + 3 * b,
+                        mem_util=40.0,
+                        memory_used_bytes=40 * 2**30,
+                        memory_total_bytes=80 * 2**30,
+                        power_w=300.0 + 20 * b,
+                        power_limit_w=700.0,
+                        sm_clock_mhz=1980 - 15 * b,
+                        temperature_c=40.0 + 2 * b,
+                        clock_event_reasons=int(ClockEventReason.SW_POWER_CAP) if b > 9 else 0,
+                    ),
+                )
+            )
+        pub(
+            Progress(
+                t_wall=12.5,
+                elapsed_s=12.5,
+                budget_s=60.0,
+                segments=144,
+                iterations=12,
+                sim_time_ns=10**9,
+                regime_shares={r.name: 0.25 for r in Regime},
+            )
+        )
         pub(LogEvent(t_wall=12.5, level="info", message="scripted run [bold]not markup[/bold]"))
         await self._stopped.wait()

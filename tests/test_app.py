@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from engine.runtime import Engine, RunConfig
 from gitm_tui.app import Settings, make_app
 from gitm_tui.render import spark, strip_cells

@@ -13,8 +13,9 @@ from gitm_tui.exit_codes import ExitCode
 
 
 def run_cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gitm_tui", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gitm_tui", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_headless_prints_only_json_lines_and_exits_zero():
@@ -31,27 +32,34 @@ def test_headless_prints_only_json_lines_and_exits_zero():
 
 
 def test_engine_import_is_ui_free():
-    code = ("import engine, engine.runtime, engine.eesm.pipeline, engine.device.simulator, sys; "
-            "bad = [m for m in ('textual', 'rich') if m in sys.modules]; assert not bad, bad")
+    code = (
+        "import engine, engine.runtime, engine.eesm.pipeline, engine.device.simulator, sys; "
+        "bad = [m for m in ('textual', 'rich') if m in sys.modules]; assert not bad, bad"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_headless_path_never_imports_textual():
-    code = ("import sys; from gitm_tui.cli import main; "
-            "rc = main(['--no-ui', '--workload', 'af2', '--budget', '0.3s']); "
-            "assert 'textual' not in sys.modules; sys.exit(rc)")
+    code = (
+        "import sys; from gitm_tui.cli import main; "
+        "rc = main(['--no-ui', '--workload', 'af2', '--budget', '0.3s']); "
+        "assert 'textual' not in sys.modules; sys.exit(rc)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--no-ui", "--workload", "resnet"], "unknown workload 'resnet'"),
-    (["--no-ui", "--budget", "10x"], "bad budget '10x'"),
-    (["--bogus"], "unrecognized arguments: --bogus"),
-    (["--seed", "-1", "--no-ui"], "bad seed"),
-    (["validate", "--seeds", "0"], "must be >= 1"),
-    (["validate", "--workload", "nope"], "unknown workload 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--no-ui", "--workload", "resnet"], "unknown workload 'resnet'"),
+        (["--no-ui", "--budget", "10x"], "bad budget '10x'"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--seed", "-1", "--no-ui"], "bad seed"),
+        (["validate", "--seeds", "0"], "must be >= 1"),
+        (["validate", "--workload", "nope"], "unknown workload 'nope'"),
+    ],
+)
 def test_user_errors_are_one_line_and_exit_2(capsys, args, needle):
     assert main(args) == ExitCode.USAGE
     err = capsys.readouterr().err
@@ -60,8 +68,22 @@ def test_user_errors_are_one_line_and_exit_2(capsys, args, needle):
 
 def test_validate_writes_report(tmp_path, capsys):
     out = tmp_path / "v.md"
-    assert main(["validate", "--iterations", "5", "--seeds", "1", "--workload", "kitti",
-                 "--write", str(out)]) == 0
+    assert (
+        main(
+            [
+                "validate",
+                "--iterations",
+                "5",
+                "--seeds",
+                "1",
+                "--workload",
+                "kitti",
+                "--write",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = out.read_text()
     assert "| kitti | full |" in text and "| kitti | raw |" in text
 

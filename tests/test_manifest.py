@@ -20,13 +20,24 @@ from engine.manifest import (
 def test_every_hardware_number_has_a_citation():
     hw = load_hardware()
     cited = set(hw.citations)
-    for field in ("sm_count", "sm_clock_max_mhz", "hbm_bandwidth_Bps", "memory_bytes", "tdp_w",
-                  "launch_api_ns", "kernel_floor_ns", "h2d_pinned_Bps", "class_efficiency"):
+    for field in (
+        "sm_count",
+        "sm_clock_max_mhz",
+        "hbm_bandwidth_Bps",
+        "memory_bytes",
+        "tdp_w",
+        "launch_api_ns",
+        "kernel_floor_ns",
+        "h2d_pinned_Bps",
+        "class_efficiency",
+    ):
         assert field in cited, field
     for dtype in ("fp32", "tf32", "bf16"):
         assert f"peak_flops.{dtype}" in cited
     # the datasheet's dense BF16 figure is 4 tensor cores × 1024 FLOP/clk × SMs × 1.83 GHz
-    assert abs(hw.peak_flops["bf16"] - hw.sm_count * 4 * 1024 * 1.83e9) / hw.peak_flops["bf16"] < 1e-3
+    assert (
+        abs(hw.peak_flops["bf16"] - hw.sm_count * 4 * 1024 * 1.83e9) / hw.peak_flops["bf16"] < 1e-3
+    )
 
 
 def test_three_workloads_with_documented_mix():
@@ -43,16 +54,35 @@ def test_unknown_workload_names_the_known_ones():
 
 
 def test_workload_spec_rejects_undeclared_stream_and_unrecorded_event():
-    base = {"name": "x", "title": "x", "description": "x", "regime_mix": "x", "streams": [1],
-            "memory_used_bytes": 1, "framework_ns": 0}
-    kernel = {"op": "kernel", "name": "k", "klass": "GEMM", "stream": 2, "flops": 1, "bytes": 1,
-              "grid": 1, "block": 32}
+    base = {
+        "name": "x",
+        "title": "x",
+        "description": "x",
+        "regime_mix": "x",
+        "streams": [1],
+        "memory_used_bytes": 1,
+        "framework_ns": 0,
+    }
+    kernel = {
+        "op": "kernel",
+        "name": "k",
+        "klass": "GEMM",
+        "stream": 2,
+        "flops": 1,
+        "bytes": 1,
+        "grid": 1,
+        "block": 32,
+    }
     with pytest.raises(ValidationError, match="not declared"):
         WorkloadSpec.model_validate({**base, "iteration": [kernel]})
     with pytest.raises(ValidationError, match="never recorded"):
-        WorkloadSpec.model_validate({**base, "iteration": [{"op": "wait", "stream": 1, "event": "e"}]})
+        WorkloadSpec.model_validate(
+            {**base, "iteration": [{"op": "wait", "stream": 1, "event": "e"}]}
+        )
     with pytest.raises(ValidationError, match="unknown kernel class"):
-        WorkloadSpec.model_validate({**base, "iteration": [{**kernel, "stream": 1, "klass": "FFT"}]})
+        WorkloadSpec.model_validate(
+            {**base, "iteration": [{**kernel, "stream": 1, "klass": "FFT"}]}
+        )
 
 
 def test_loops_unroll_in_program_order():

@@ -21,8 +21,19 @@ from engine.runtime.events import (
 from engine.telemetry.sample import TelemetrySample
 
 
-@pytest.mark.parametrize("text,secs", [("10s", 10), ("5m", 300), ("1h30m", 5400), ("24h", 86400),
-                                       ("90", 90), ("1.5h", 5400), ("250ms", 0.25), (" 2 m ", 120)])
+@pytest.mark.parametrize(
+    "text,secs",
+    [
+        ("10s", 10),
+        ("5m", 300),
+        ("1h30m", 5400),
+        ("24h", 86400),
+        ("90", 90),
+        ("1.5h", 5400),
+        ("250ms", 0.25),
+        (" 2 m ", 120),
+    ],
+)
 def test_parse_budget(text, secs):
     assert parse_budget(text) == pytest.approx(secs)
 
@@ -40,9 +51,16 @@ def test_format_seconds():
 
 def _decoded(stream, n, t=0.0):
     a = np.arange(n)
-    return DecodedBatch(t_wall=t, stream=stream, start_ns=a, end_ns=a + 1,
-                        labels=np.zeros(n, np.uint8), degenerate=np.zeros(n, bool),
-                        kappa=np.ones(n, np.float32), names=("k",) * n)
+    return DecodedBatch(
+        t_wall=t,
+        stream=stream,
+        start_ns=a,
+        end_ns=a + 1,
+        labels=np.zeros(n, np.uint8),
+        degenerate=np.zeros(n, bool),
+        kappa=np.ones(n, np.float32),
+        names=("k",) * n,
+    )
 
 
 def test_bus_coalesces_high_rate_kinds_and_keeps_order_of_others():
@@ -74,11 +92,27 @@ def test_bus_overflow_drops_info_logs_first_never_lifecycle():
 
 
 def test_every_event_serialises_with_type_and_version():
-    fin = RunFinished(t_wall=1, status="completed", segments=1, iterations=1, sim_time_ns=1,
-                      wall_s=1, regime_shares={}, kappa_partition={}, fixed_lag_exact=float("nan"),
-                      validation={}, dropped_events=0, kernels="numba")
-    for ev in (fin, _decoded(1, 2), KappaUpdate(t_wall=0, stream=1, kappa=float("nan"), m_id=1,
-                                                 m_deg=0, undetermined=0, k_max=60)):
+    fin = RunFinished(
+        t_wall=1,
+        status="completed",
+        segments=1,
+        iterations=1,
+        sim_time_ns=1,
+        wall_s=1,
+        regime_shares={},
+        kappa_partition={},
+        fixed_lag_exact=float("nan"),
+        validation={},
+        dropped_events=0,
+        kernels="numba",
+    )
+    for ev in (
+        fin,
+        _decoded(1, 2),
+        KappaUpdate(
+            t_wall=0, stream=1, kappa=float("nan"), m_id=1, m_deg=0, undetermined=0, k_max=60
+        ),
+    ):
         j = ev.to_json()
         assert j["v"] == 1 and j["type"] in EVENT_TYPES
     assert fin.to_json()["fixed_lag_exact"] is None  # NaN → null, valid JSON

@@ -20,14 +20,31 @@ def quiet_hw(hw):
 
 
 def spec(ops, streams=(1, 2), framework_ns=0.0):
-    return WorkloadSpec.model_validate({
-        "name": "t", "title": "t", "description": "t", "regime_mix": "t", "streams": list(streams),
-        "memory_used_bytes": 1 << 30, "framework_ns": framework_ns, "iteration": ops})
+    return WorkloadSpec.model_validate(
+        {
+            "name": "t",
+            "title": "t",
+            "description": "t",
+            "regime_mix": "t",
+            "streams": list(streams),
+            "memory_used_bytes": 1 << 30,
+            "framework_ns": framework_ns,
+            "iteration": ops,
+        }
+    )
 
 
 def k(name, stream=1, **kw):
-    base = {"op": "kernel", "name": name, "klass": "ELEMENTWISE", "stream": stream, "flops": 0,
-            "bytes": 0, "grid": 1024, "block": 256}
+    base = {
+        "op": "kernel",
+        "name": name,
+        "klass": "ELEMENTWISE",
+        "stream": stream,
+        "flops": 0,
+        "bytes": 0,
+        "grid": 1024,
+        "block": 256,
+    }
     return {**base, **kw}
 
 
@@ -49,9 +66,11 @@ def test_wave_quantization(quiet_hw):
     cap = blocks_per_sm(quiet_hw, 256, 64, 0) * quiet_hw.sm_count
     per_block = 2e7  # FLOPs per block: total work scales with the grid
     # same name: the simulator draws a kernel's achieved efficiency once per name
-    ops = [k("gemm", klass="GEMM", grid=cap, flops=per_block * cap, regs=64),
-           k("gemm", klass="GEMM", grid=cap + 1, flops=per_block * (cap + 1), regs=64),
-           {"op": "sync", "stream": 1}]
+    ops = [
+        k("gemm", klass="GEMM", grid=cap, flops=per_block * cap, regs=64),
+        k("gemm", klass="GEMM", grid=cap + 1, flops=per_block * (cap + 1), regs=64),
+        {"op": "sync", "stream": 1},
+    ]
     gpu = SimulatedGPU(quiet_hw, spec(ops), seed=0)
     b = gpu.run(1)
     one, two = durations(b, gpu, "gemm")
@@ -63,8 +82,9 @@ def test_concurrent_memory_kernels_share_bandwidth(quiet_hw):
     mem = {"klass": "ELEMENTWISE", "bytes": 2e9, "grid": 65536}
     alone = SimulatedGPU(quiet_hw, spec([k("m1", 1, **mem), {"op": "sync"}]), seed=0)
     t_alone = durations(alone.run(1), alone, "m1")[0]
-    both = SimulatedGPU(quiet_hw, spec([k("m1", 1, **mem), k("m2", 2, **mem), {"op": "sync"}]),
-                        seed=0)
+    both = SimulatedGPU(
+        quiet_hw, spec([k("m1", 1, **mem), k("m2", 2, **mem), {"op": "sync"}]), seed=0
+    )
     b = both.run(1)
     t1, t2 = durations(b, both, "m1")[0], durations(b, both, "m2")[0]
     assert t1 > 1.8 * t_alone and t2 > 1.8 * t_alone
@@ -85,8 +105,11 @@ def test_tiny_kernels_are_launch_bound(quiet_hw):
 
 def test_pageable_copy_blocks_host_pinned_does_not(quiet_hw):
     def run(pinned):
-        ops = [{"op": "copy", "stream": 2, "bytes": 5e7, "pinned": pinned},
-               k("after", 1, bytes=1e6), {"op": "sync"}]
+        ops = [
+            {"op": "copy", "stream": 2, "bytes": 5e7, "pinned": pinned},
+            k("after", 1, bytes=1e6),
+            {"op": "sync"},
+        ]
         gpu = SimulatedGPU(quiet_hw, spec(ops), seed=0)
         b = gpu.run(1)
         copy = b.segments.take(b.segments.kind == Kind.MEMCPY)
@@ -101,8 +124,13 @@ def test_pageable_copy_blocks_host_pinned_does_not(quiet_hw):
 
 
 def test_event_wait_orders_streams(quiet_hw):
-    ops = [k("producer", 1, bytes=1e9), {"op": "record", "stream": 1, "event": "e"},
-           {"op": "wait", "stream": 2, "event": "e"}, k("consumer", 2, bytes=1e6), {"op": "sync"}]
+    ops = [
+        k("producer", 1, bytes=1e9),
+        {"op": "record", "stream": 1, "event": "e"},
+        {"op": "wait", "stream": 2, "event": "e"},
+        k("consumer", 2, bytes=1e6),
+        {"op": "sync"},
+    ]
     gpu = SimulatedGPU(quiet_hw, spec(ops), seed=0)
     s = gpu.run(1).segments
     p = s.take([gpu.names[int(n)] == "producer" for n in s.name])
@@ -124,8 +152,10 @@ def test_sustained_load_throttles_then_recovers(hw):
 
 
 def test_throttled_clock_slows_compute_kernels(quiet_hw):
-    ops = [k("gemm", klass="GEMM", flops=5e11, bytes=1e6, grid=1056, block=128, regs=64),
-           {"op": "sync"}]
+    ops = [
+        k("gemm", klass="GEMM", flops=5e11, bytes=1e6, grid=1056, block=128, regs=64),
+        {"op": "sync"},
+    ]
     gpu = SimulatedGPU(quiet_hw, spec(ops), seed=0)
     fast = durations(gpu.run(1), gpu, "gemm")[0]
     gpu.thermal.sm_clock_mhz = quiet_hw.sm_clock_max_mhz // 2

@@ -63,7 +63,9 @@ def blocks_per_sm(hw: HardwareSpec, block: int, regs: int, smem: int) -> int:
     return max(1, min(hw.max_blocks_per_sm, by_threads, by_regs, by_smem))
 
 
-def kernel_cost(hw: HardwareSpec, op: KernelOp, eff_compute: float, eff_memory: float) -> KernelCost:
+def kernel_cost(
+    hw: HardwareSpec, op: KernelOp, eff_compute: float, eff_memory: float
+) -> KernelCost:
     """Return the cost terms of ``op`` given its drawn achieved efficiencies."""
     klass = Klass[op.klass]
     peak_key = op.dtype or hw.class_efficiency[klass.name].peak
@@ -93,8 +95,9 @@ def kernel_cost(hw: HardwareSpec, op: KernelOp, eff_compute: float, eff_memory: 
     )
 
 
-def limiter(t_compute: float, t_memory: float, t_latency: float, t_floor: float,
-            fill: float) -> Regime:
+def limiter(
+    t_compute: float, t_memory: float, t_latency: float, t_floor: float, fill: float
+) -> Regime:
     """Return the ground-truth regime: the term that set the duration."""
     terms = (t_compute, t_memory, t_latency, t_floor)
     i = max(range(4), key=lambda k: terms[k])

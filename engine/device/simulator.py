@@ -48,11 +48,16 @@ from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
 from engine.trace.trace import HostEvents
 
 _MEASURED = int(
-    Provenance.FLOPS | Provenance.DRAM_BYTES | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC
-    | Provenance.OCCUPANCY | Provenance.GEOMETRY
+    Provenance.FLOPS
+    | Provenance.DRAM_BYTES
+    | Provenance.ISSUE_ACTIVE
+    | Provenance.STALL_FRAC
+    | Provenance.OCCUPANCY
+    | Provenance.GEOMETRY
 )
-_COPY_MEASURED = int(Provenance.FLOPS | Provenance.DRAM_BYTES | Provenance.ISSUE_ACTIVE
-                     | Provenance.STALL_FRAC)
+_COPY_MEASURED = int(
+    Provenance.FLOPS | Provenance.DRAM_BYTES | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC
+)
 
 # Counter synthesis (see _emit): share of issue slots a saturated tensor/ALU pipe keeps busy,
 # share a memory-bound kernel spends issuing loads/stores, share of cycles a latency-bound
@@ -107,20 +112,47 @@ class SimBatch:
 
 @dataclass
 class _Acc:
-    cols: dict[str, list[float | int]] = field(default_factory=lambda: {
-        c: [] for c in ("start_ns", "end_ns", "stream", "kind", "name", "klass", "correlation",
-                        "grid", "block", "regs", "smem", "occupancy", "flops", "dram_bytes",
-                        "issue_active", "stall_frac", "provenance")})
+    cols: dict[str, list[float | int]] = field(
+        default_factory=lambda: {
+            c: []
+            for c in (
+                "start_ns",
+                "end_ns",
+                "stream",
+                "kind",
+                "name",
+                "klass",
+                "correlation",
+                "grid",
+                "block",
+                "regs",
+                "smem",
+                "occupancy",
+                "flops",
+                "dram_bytes",
+                "issue_active",
+                "stall_frac",
+                "provenance",
+            )
+        }
+    )
     truth: list[int] = field(default_factory=list)
-    host: dict[str, list[int]] = field(default_factory=lambda: {
-        "correlation": [], "stream": [], "api_start_ns": [], "api_end_ns": []})
+    host: dict[str, list[int]] = field(
+        default_factory=lambda: {
+            "correlation": [],
+            "stream": [],
+            "api_start_ns": [],
+            "api_end_ns": [],
+        }
+    )
 
 
 class SimulatedGPU:
     """One simulated GPU executing a workload iteration after iteration, deterministically by seed."""
 
-    def __init__(self, hw: HardwareSpec, workload: WorkloadSpec, seed: int = 0,
-                 device: int = 0) -> None:
+    def __init__(
+        self, hw: HardwareSpec, workload: WorkloadSpec, seed: int = 0, device: int = 0
+    ) -> None:
         self.hw = hw
         self.workload = workload
         self.seed = seed
@@ -191,19 +223,27 @@ class SimulatedGPU:
             if isinstance(op, HostOp):
                 self.host_ns += op.ns * self._lognormal(noise.launch_sigma)
             elif isinstance(op, KernelOp | CopyOp):
-                api_start = self.host_ns + self.workload.framework_ns * self._lognormal(noise.launch_sigma)
+                api_start = self.host_ns + self.workload.framework_ns * self._lognormal(
+                    noise.launch_sigma
+                )
                 api_end = api_start + hw.launch_api_ns * self._lognormal(noise.launch_sigma)
                 self._corr += 1
-                d = _DevOp(kind=int(Kind.KERNEL if isinstance(op, KernelOp) else Kind.MEMCPY),
-                           stream=op.stream, ready_ns=api_start + hw.launch_latency_ns,
-                           correlation=self._corr, op=op)
+                d = _DevOp(
+                    kind=int(Kind.KERNEL if isinstance(op, KernelOp) else Kind.MEMCPY),
+                    stream=op.stream,
+                    ready_ns=api_start + hw.launch_latency_ns,
+                    correlation=self._corr,
+                    op=op,
+                )
                 if isinstance(op, KernelOp):
                     d.name = self.names.intern(op.name)
                     d.klass = int(Klass[op.klass])
                     d.cost = self._costs[i]
                 else:
-                    d.name = self.names.intern(f"Memcpy {'HtoD' if op.direction == 'h2d' else 'DtoH'} "
-                                               f"({'Pinned' if op.pinned else 'Pageable'})")
+                    d.name = self.names.intern(
+                        f"Memcpy {'HtoD' if op.direction == 'h2d' else 'DtoH'} "
+                        f"({'Pinned' if op.pinned else 'Pageable'})"
+                    )
                     d.klass = int(Klass.COPY)
                 self._queues[op.stream].append(d)
                 acc = self._acc.host
@@ -219,12 +259,16 @@ class SimulatedGPU:
                 gen = self._event_gen.get(op.event, 0) + 1
                 self._event_gen[op.event] = gen
                 self._queues[op.stream].append(
-                    _DevOp(kind=-1, stream=op.stream, ready_ns=self.host_ns, event=(op.event, gen)))
+                    _DevOp(kind=-1, stream=op.stream, ready_ns=self.host_ns, event=(op.event, gen))
+                )
             elif isinstance(op, WaitOp):
                 gen = self._event_gen.get(op.event, 0)
                 if gen:
                     self._queues[op.stream].append(
-                        _DevOp(kind=-2, stream=op.stream, ready_ns=self.host_ns, event=(op.event, gen)))
+                        _DevOp(
+                            kind=-2, stream=op.stream, ready_ns=self.host_ns, event=(op.event, gen)
+                        )
+                    )
             elif isinstance(op, SyncOp):
                 streams = set(self._queues) if op.stream is None else {op.stream}
                 self._advance(math.inf, drain=streams)
@@ -288,12 +332,15 @@ class SimulatedGPU:
             d.bw_load = max(1.0, load_bw)
             d.sm_load = max(1.0, load_sm)
 
-    def _advance(self, until_ns: float, drain: set[int] | None = None,
-                 until_done: _DevOp | None = None) -> None:
+    def _advance(
+        self, until_ns: float, drain: set[int] | None = None, until_done: _DevOp | None = None
+    ) -> None:
         """Run the device until ``until_ns``, until ``drain`` streams are empty, or ``until_done`` ends."""
         while True:
             self._start_ready()
-            if drain is not None and all(not self._queues[s] and s not in self._active for s in drain):
+            if drain is not None and all(
+                not self._queues[s] and s not in self._active for s in drain
+            ):
                 return
             if until_done is not None and until_done.remaining <= 0.0:
                 return
@@ -304,7 +351,9 @@ class SimulatedGPU:
                 if s not in self._active and q and q[0].ready_ns > self.now:
                     t_next = min(t_next, q[0].ready_ns)
             if t_next == math.inf:
-                raise SimulationError(f"device deadlock at t={self.now:.0f} ns in {self.workload.name}")
+                raise SimulationError(
+                    f"device deadlock at t={self.now:.0f} ns in {self.workload.name}"
+                )
             dt = t_next - self.now
             self.now = t_next
             finished = []
@@ -340,8 +389,8 @@ class SimulatedGPU:
         r = self.rng.normal(0.0, noise, 4)
         if d.cost is None:
             assert isinstance(d.op, CopyOp)
-            for c in ("grid", "block", "regs", "smem"):
-                cols[c].append(0)
+            for col in ("grid", "block", "regs", "smem"):
+                cols[col].append(0)
             cols["occupancy"].append(math.nan)
             cols["flops"].append(0.0)
             cols["dram_bytes"].append(d.op.bytes)
@@ -364,9 +413,16 @@ class SimulatedGPU:
         cols["occupancy"].append(c.occupancy)
         cols["flops"].append(max(0.0, op.flops * (1.0 + 0.005 * r[0])))
         cols["dram_bytes"].append(max(0.0, op.bytes * (1.0 + r[1])))
-        cols["issue_active"].append(_clip(_ISSUE_COMPUTE * c.fill * min(1.0, t_c / dur)
-                                          + _ISSUE_MEMORY * min(1.0, t_m / dur) + r[2]))
-        cols["stall_frac"].append(_clip(_STALL_LATENCY * min(1.0, t_stall / dur) + _STALL_BASE + r[3]))
+        cols["issue_active"].append(
+            _clip(
+                _ISSUE_COMPUTE * c.fill * min(1.0, t_c / dur)
+                + _ISSUE_MEMORY * min(1.0, t_m / dur)
+                + r[2]
+            )
+        )
+        cols["stall_frac"].append(
+            _clip(_STALL_LATENCY * min(1.0, t_stall / dur) + _STALL_BASE + r[3])
+        )
         cols["provenance"].append(_MEASURED)
         self._acc.truth.append(int(truth))
 
@@ -377,13 +433,23 @@ class SimulatedGPU:
         order = np.lexsort((segs.start_ns, segs.stream))  # completion order → (stream, start)
         segs = segs.take(order)
         truth = np.asarray(acc.truth, dtype=np.uint8)[order]
-        host = HostEvents(*(np.asarray(acc.host[k], dtype=dt) for k, dt in (
-            ("correlation", np.int64), ("stream", np.int32), ("api_start_ns", np.int64),
-            ("api_end_ns", np.int64))))
+        host = HostEvents(
+            correlation=np.asarray(acc.host["correlation"], dtype=np.int64),
+            stream=np.asarray(acc.host["stream"], dtype=np.int32),
+            api_start_ns=np.asarray(acc.host["api_start_ns"], dtype=np.int64),
+            api_end_ns=np.asarray(acc.host["api_end_ns"], dtype=np.int64),
+        )
         telemetry = self._telemetry(segs, t0)
         self._acc = _Acc()
-        return SimBatch(segments=segs, truth=truth, host=host, telemetry=telemetry,
-                        t_start_ns=int(t0), t_end_ns=int(self.now), iterations=iterations)
+        return SimBatch(
+            segments=segs,
+            truth=truth,
+            host=host,
+            telemetry=telemetry,
+            t_start_ns=int(t0),
+            t_end_ns=int(self.now),
+            iterations=iterations,
+        )
 
     def _telemetry(self, segs: Segments, t0: float) -> list[TelemetrySample]:
         """Integrate the thermal model over the batch and return one sample at its end."""
@@ -396,14 +462,22 @@ class SimulatedGPU:
             mem = np.nansum(segs.dram_bytes[kern]) / self.hw.hbm_bandwidth_Bps / (span * 1e-9)
         self.thermal.step(span * 1e-9, busy, min(1.0, float(comp)), min(1.0, float(mem)))
         jitter = 1.0 + 0.002 * self.rng.normal()
-        return [TelemetrySample(
-            t_ns=int(self.now), device=self.device, source="simulated",
-            gpu_util=round(100.0 * busy, 1), mem_util=round(100.0 * min(1.0, float(mem)), 1),
-            memory_used_bytes=int(self.workload.memory_used_bytes * jitter),
-            memory_total_bytes=self.hw.memory_bytes, power_w=round(self.thermal.power_w, 1),
-            power_limit_w=self.hw.tdp_w, sm_clock_mhz=self.thermal.sm_clock_mhz,
-            temperature_c=round(self.thermal.temperature_c, 1),
-            clock_event_reasons=self.thermal.reasons)]
+        return [
+            TelemetrySample(
+                t_ns=int(self.now),
+                device=self.device,
+                source="simulated",
+                gpu_util=round(100.0 * busy, 1),
+                mem_util=round(100.0 * min(1.0, float(mem)), 1),
+                memory_used_bytes=int(self.workload.memory_used_bytes * jitter),
+                memory_total_bytes=self.hw.memory_bytes,
+                power_w=round(self.thermal.power_w, 1),
+                power_limit_w=self.hw.tdp_w,
+                sm_clock_mhz=self.thermal.sm_clock_mhz,
+                temperature_c=round(self.thermal.temperature_c, 1),
+                clock_event_reasons=self.thermal.reasons,
+            )
+        ]
 
 
 def _clip(x: float) -> float:
@@ -421,8 +495,9 @@ def _union_ns(start: np.ndarray, end: np.ndarray) -> float:
     return float(run_end[-1] - s[0] - gaps.sum())
 
 
-def simulate(workload: str, iterations: int, seed: int = 0,
-             hardware: str = "h100_telemetry") -> tuple[SimBatch, NameTable]:
+def simulate(
+    workload: str, iterations: int, seed: int = 0, hardware: str = "h100_telemetry"
+) -> tuple[SimBatch, NameTable]:
     """Convenience: simulate ``iterations`` of a built-in workload; return the batch and names."""
     from engine.manifest import load_hardware, load_workload
 

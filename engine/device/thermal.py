@@ -32,8 +32,12 @@ class ThermalState:
     @classmethod
     def cold(cls, hw: HardwareSpec) -> ThermalState:
         """Return an idle GPU at ambient temperature and maximum clock."""
-        return cls(hw=hw, temperature_c=hw.thermal.ambient_c, sm_clock_mhz=hw.sm_clock_max_mhz,
-                   power_w=hw.idle_power_w)
+        return cls(
+            hw=hw,
+            temperature_c=hw.thermal.ambient_c,
+            sm_clock_mhz=hw.sm_clock_max_mhz,
+            power_w=hw.idle_power_w,
+        )
 
     @property
     def clock_factor(self) -> float:
@@ -42,7 +46,9 @@ class ThermalState:
 
     def power_for(self, busy: float, compute: float, memory: float) -> float:
         """Return board power (W) for activity fractions in [0, 1] at the current clock."""
-        dyn = min(1.0, _W_COMPUTE * compute * self.clock_factor + _W_MEMORY * memory + _W_BUSY * busy)
+        dyn = min(
+            1.0, _W_COMPUTE * compute * self.clock_factor + _W_MEMORY * memory + _W_BUSY * busy
+        )
         return self.hw.idle_power_w + (self.hw.tdp_w * 1.05 - self.hw.idle_power_w) * dyn
 
     def step(self, dt_s: float, busy: float, compute: float, memory: float) -> None:

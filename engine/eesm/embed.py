@@ -24,24 +24,36 @@ ESTIMATED = np.uint8(int(Provenance.ESTIMATED))
 
 
 @jit
-def _observe_row(dur_ns: float, k: int, flops: float, dram: float, issue: float, stall: float,
-                 occ: float, class_peak: np.ndarray, prior: np.ndarray, hbm_Bps: float,
-                 short_ns: float) -> tuple[float, float, float, bool]:
-    secs = max(dur_ns, 1.0) * 1e-9
-    shortness = min(1.0, max(dur_ns, 1.0) / short_ns)
+def _observe_row(
+    dur_ns: float,
+    k: int,
+    flops: float,
+    dram: float,
+    issue: float,
+    stall: float,
+    occ: float,
+    class_peak: np.ndarray,
+    prior: np.ndarray,
+    hbm_Bps: float,
+    short_ns: float,
+) -> tuple[float, float, float, bool]:
+    # one division per row: rates are FLOPs (bytes) × (1/seconds); the numpy reference divides,
+    # which agrees to an ulp (tested with rtol 1e-12)
+    dur = max(dur_ns, 1.0)
+    per_s = 1e9 / dur
     est = False
     c = np.nan
     if flops == flops:
-        c = flops / secs / class_peak[k]
+        c = flops * per_s / class_peak[k]
     if issue == issue:
         c = issue if c != c else max(c, issue)
     if c != c:
-        c = prior[k, 0] * shortness
+        c = prior[k, 0] * min(1.0, dur / short_ns)
         est = True
     if dram == dram:
-        m = dram / secs / hbm_Bps
+        m = dram * per_s / hbm_Bps
     else:
-        m = prior[k, 1] * shortness
+        m = prior[k, 1] * min(1.0, dur / short_ns)
         est = True
     if stall == stall:
         s = stall
@@ -61,18 +73,38 @@ def _bound(x: float, floor: float) -> float:
 
 
 @jit
-def observe(start_ns: np.ndarray, end_ns: np.ndarray, klass: np.ndarray, flops: np.ndarray,
-            dram_bytes: np.ndarray, issue_active: np.ndarray, stall_frac: np.ndarray,
-            occupancy: np.ndarray, class_peak: np.ndarray, prior: np.ndarray, hbm_Bps: float,
-            short_ns: float) -> tuple[np.ndarray, np.ndarray]:
+def observe(
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    klass: np.ndarray,
+    flops: np.ndarray,
+    dram_bytes: np.ndarray,
+    issue_active: np.ndarray,
+    stall_frac: np.ndarray,
+    occupancy: np.ndarray,
+    class_peak: np.ndarray,
+    prior: np.ndarray,
+    hbm_Bps: float,
+    short_ns: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """O_θ: return raw pressures (n, 3) float64 and a per-row ESTIMATED flag (uint8 0/1)."""
     n = start_ns.shape[0]
     out = np.empty((n, 3), np.float64)
     est = np.zeros(n, np.uint8)
     for i in range(n):
-        c, m, s, e = _observe_row(float(end_ns[i] - start_ns[i]), klass[i], flops[i],
-                                  dram_bytes[i], issue_active[i], stall_frac[i], occupancy[i],
-                                  class_peak, prior, hbm_Bps, short_ns)
+        c, m, s, e = _observe_row(
+            float(end_ns[i] - start_ns[i]),
+            klass[i],
+            flops[i],
+            dram_bytes[i],
+            issue_active[i],
+            stall_frac[i],
+            occupancy[i],
+            class_peak,
+            prior,
+            hbm_Bps,
+            short_ns,
+        )
         out[i, 0] = c
         out[i, 1] = m
         out[i, 2] = s
@@ -91,10 +123,20 @@ def bound(P: np.ndarray, floor: float) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- references
-def observe_ref(start_ns: np.ndarray, end_ns: np.ndarray, klass: np.ndarray, flops: np.ndarray,
-                dram_bytes: np.ndarray, issue_active: np.ndarray, stall_frac: np.ndarray,
-                occupancy: np.ndarray, class_peak: np.ndarray, prior: np.ndarray,
-                hbm_Bps: float, short_ns: float) -> tuple[np.ndarray, np.ndarray]:
+def observe_ref(
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    klass: np.ndarray,
+    flops: np.ndarray,
+    dram_bytes: np.ndarray,
+    issue_active: np.ndarray,
+    stall_frac: np.ndarray,
+    occupancy: np.ndarray,
+    class_peak: np.ndarray,
+    prior: np.ndarray,
+    hbm_Bps: float,
+    short_ns: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Plain-numpy O_θ, the specification the numba kernel is tested against."""
     dur = np.maximum((end_ns - start_ns).astype(np.float64), 1.0)
     secs = dur * 1e-9

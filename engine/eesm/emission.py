@@ -40,7 +40,9 @@ def beta_divergence(p: np.ndarray, mu: np.ndarray, beta: float) -> np.ndarray:
     return phi(p, beta) - phi(mu, beta) - dphi(mu, beta) * (p - mu)
 
 
-def affine_coefficients(centroids: np.ndarray, beta: float, scale: float) -> tuple[np.ndarray, np.ndarray]:
+def affine_coefficients(
+    centroids: np.ndarray, beta: float, scale: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Return (W (S,3), c (S,)) so that emissions = −scale·(c + P·Wᵀ) up to a per-row constant."""
     mu = np.asarray(centroids, dtype=np.float64)
     w = -dphi(mu, beta)

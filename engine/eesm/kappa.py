@@ -33,8 +33,11 @@ def _sym3_cond(a00: float, a01: float, a02: float, a11: float, a12: float, a22: 
     p = math.sqrt(p2 / 6.0)
     b00, b11, b22 = (a00 - q) / p, (a11 - q) / p, (a22 - q) / p
     b01, b02, b12 = a01 / p, a02 / p, a12 / p
-    r = 0.5 * (b00 * (b11 * b22 - b12 * b12) - b01 * (b01 * b22 - b12 * b02)
-               + b02 * (b01 * b12 - b11 * b02))
+    r = 0.5 * (
+        b00 * (b11 * b22 - b12 * b12)
+        - b01 * (b01 * b22 - b12 * b02)
+        + b02 * (b01 * b12 - b11 * b02)
+    )
     r = min(1.0, max(-1.0, r))
     ph = math.acos(r) / 3.0
     e1 = q + 2.0 * p * math.cos(ph)
@@ -43,8 +46,15 @@ def _sym3_cond(a00: float, a01: float, a02: float, a11: float, a12: float, a22: 
 
 
 @jit
-def kappa_groups(P: np.ndarray, perm: np.ndarray, offsets: np.ndarray, window: int, stride: int,
-                 min_count: int, ridge: float) -> np.ndarray:
+def kappa_groups(
+    P: np.ndarray,
+    perm: np.ndarray,
+    offsets: np.ndarray,
+    window: int,
+    stride: int,
+    min_count: int,
+    ridge: float,
+) -> np.ndarray:
     """Return κ per row (row order), NaN where the window holds fewer than min_count rows."""
     n = P.shape[0]
     out = np.full(n, np.nan, np.float32)
@@ -82,31 +92,43 @@ def kappa_groups(P: np.ndarray, perm: np.ndarray, offsets: np.ndarray, window: i
                 k = np.nan
                 if cnt >= min_count:
                     m0, m1, m2 = s0 / cnt, s1 / cnt, s2 / cnt
-                    k = _sym3_cond(s00 / cnt - m0 * m0 + ridge, s01 / cnt - m0 * m1,
-                                   s02 / cnt - m0 * m2, s11 / cnt - m1 * m1 + ridge,
-                                   s12 / cnt - m1 * m2, s22 / cnt - m2 * m2 + ridge)
+                    k = _sym3_cond(
+                        s00 / cnt - m0 * m0 + ridge,
+                        s01 / cnt - m0 * m1,
+                        s02 / cnt - m0 * m2,
+                        s11 / cnt - m1 * m1 + ridge,
+                        s12 / cnt - m1 * m2,
+                        s22 / cnt - m2 * m2 + ridge,
+                    )
                 for q in range(last, j + 1):
                     out[perm[q]] = k
                 last = j + 1
     return out
 
 
-def kappa_groups_ref(P: np.ndarray, perm: np.ndarray, offsets: np.ndarray, window: int,
-                     stride: int, min_count: int, ridge: float) -> np.ndarray:
+def kappa_groups_ref(
+    P: np.ndarray,
+    perm: np.ndarray,
+    offsets: np.ndarray,
+    window: int,
+    stride: int,
+    min_count: int,
+    ridge: float,
+) -> np.ndarray:
     """Plain-numpy κ (np.cov + eigvalsh at each evaluation point)."""
     out = np.full(len(P), np.nan, np.float32)
     for g in range(len(offsets) - 1):
-        rows = perm[offsets[g]:offsets[g + 1]]
+        rows = perm[offsets[g] : offsets[g + 1]]
         m = len(rows)
         last = 0
         for j in range(m):
             if (j + 1) % stride == 0 or j == m - 1:
-                w = P[rows[max(0, j + 1 - window): j + 1]]
+                w = P[rows[max(0, j + 1 - window) : j + 1]]
                 k = np.nan
                 if len(w) >= min_count:
                     cov = np.cov(w, rowvar=False, bias=True) + ridge * np.eye(3)
                     ev = np.linalg.eigvalsh(cov)
                     k = ev[-1] / ev[0]
-                out[rows[last: j + 1]] = k
+                out[rows[last : j + 1]] = k
                 last = j + 1
     return out

@@ -75,7 +75,8 @@ class LiveDecoder:
         m, kp = self.model, self.model.params.kappa
         P, _ = pressures(seg, m, use_numba=self.use_numba)
         E = (emission.emissions_affine if self.use_numba else emission.emissions_affine_ref)(
-            P, m.W, m.c)
+            P, m.W, m.c
+        )
         order = np.lexsort((seg.start_ns, seg.stream))
         out: list[FinalRows] = []
         streams = seg.stream[order]
@@ -90,20 +91,34 @@ class LiveDecoder:
             # κ over the trailing window: history + new rows, assigned to the new rows
             win = np.concatenate([st.hist, P[rows]])
             kfn = kappa.kappa_groups if self.use_numba else kappa.kappa_groups_ref
-            k_all = kfn(win, np.arange(len(win), dtype=np.int64),
-                        np.array([0, len(win)], np.int64), kp.window, kp.stride, kp.min_count,
-                        kp.ridge)
-            st.hist = win[-(kp.window - 1):] if kp.window > 1 else win[:0]
+            k_all = kfn(
+                win,
+                np.arange(len(win), dtype=np.int64),
+                np.array([0, len(win)], np.int64),
+                kp.window,
+                kp.stride,
+                kp.min_count,
+                kp.ridge,
+            )
+            st.hist = win[-(kp.window - 1) :] if kp.window > 1 else win[:0]
             cols = {c: getattr(seg, c)[rows] for c in _META}
-            cols["kappa"] = k_all[-len(rows):]
+            cols["kappa"] = k_all[-len(rows) :]
             if truth is not None:
                 cols["truth"] = truth[rows]
             st.append(cols)
             labels = np.empty(len(rows), np.uint8)
             exact = np.empty(len(rows), np.bool_)
             push = viterbi.fixed_lag_push if self.use_numba else viterbi.fixed_lag_push_ref
-            k = push(np.ascontiguousarray(E[rows]), m.logA, m.logpi, st.delta, st.ring, st.seen,
-                     labels, exact)
+            k = push(
+                np.ascontiguousarray(E[rows]),
+                m.logA,
+                m.logpi,
+                st.delta,
+                st.ring,
+                st.seen,
+                labels,
+                exact,
+            )
             st.seen += len(rows)
             if k:
                 out.append(self._final(sid, st.pop(k), labels[:k], exact[:k]))
@@ -120,14 +135,23 @@ class LiveDecoder:
                 out.append(self._final(sid, st.pop(k), labels[:k], np.ones(k, np.bool_)))
         return out
 
-    def _final(self, sid: int, cols: dict[str, np.ndarray], labels: np.ndarray,
-               exact: np.ndarray) -> FinalRows:
+    def _final(
+        self, sid: int, cols: dict[str, np.ndarray], labels: np.ndarray, exact: np.ndarray
+    ) -> FinalRows:
         with np.errstate(invalid="ignore"):
             deg = cols["kappa"] > self.model.params.kappa.k_max
-        return FinalRows(stream=sid, start_ns=cols["start_ns"], end_ns=cols["end_ns"],
-                         name=cols["name"], klass=cols["klass"], labels=labels.copy(),
-                         exact=exact.copy(), kappa=cols["kappa"], degenerate=deg,
-                         truth=cols.get("truth"))
+        return FinalRows(
+            stream=sid,
+            start_ns=cols["start_ns"],
+            end_ns=cols["end_ns"],
+            name=cols["name"],
+            klass=cols["klass"],
+            labels=labels.copy(),
+            exact=exact.copy(),
+            kappa=cols["kappa"],
+            degenerate=deg,
+            truth=cols.get("truth"),
+        )
 
 
 def warm_up() -> float:
@@ -137,9 +161,16 @@ def warm_up() -> float:
     n = 64
     start = np.sort(rng.integers(0, 10_000, n)).astype(np.int64)
     seg = Segments.from_columns(
-        start_ns=start, end_ns=start + 100, stream=rng.integers(0, 2, n),
-        klass=rng.integers(0, 9, n), flops=rng.random(n) * 1e6, dram_bytes=rng.random(n) * 1e5,
-        issue_active=rng.random(n), stall_frac=rng.random(n), occupancy=rng.random(n))
+        start_ns=start,
+        end_ns=start + 100,
+        stream=rng.integers(0, 2, n),
+        klass=rng.integers(0, 9, n),
+        flops=rng.random(n) * 1e6,
+        dram_bytes=rng.random(n) * 1e5,
+        issue_active=rng.random(n),
+        stall_frac=rng.random(n),
+        occupancy=rng.random(n),
+    )
     decode(seg)
     decode_fused(seg)
     live = LiveDecoder(use_numba=True)

@@ -49,14 +49,23 @@ class EesmModel:
         hw = hw or load_hardware()
         params = params or load_eesm()
         if tuple(params.regimes) != tuple(r.name for r in Regime):
-            raise ValueError(f"eesm.json regimes {params.regimes} must be {[r.name for r in Regime]}")
+            raise ValueError(
+                f"eesm.json regimes {params.regimes} must be {[r.name for r in Regime]}"
+            )
         mu = params.centroid_matrix()
         W, c = emission.affine_coefficients(mu, params.bregman_beta, params.emission_scale)
         S = len(params.regimes)
-        return cls(params=params, class_peak=hw.class_peak_flops(), prior=params.prior_matrix(),
-                   hbm_Bps=hw.hbm_bandwidth_Bps, centroids=mu, W=W, c=c,
-                   logA=viterbi.sticky_log_transitions(S, params.p_stay),
-                   logpi=np.full(S, -np.log(S)))
+        return cls(
+            params=params,
+            class_peak=hw.class_peak_flops(),
+            prior=params.prior_matrix(),
+            hbm_Bps=hw.hbm_bandwidth_Bps,
+            centroids=mu,
+            W=W,
+            c=c,
+            logA=viterbi.sticky_log_transitions(S, params.p_stay),
+            logpi=np.full(S, -np.log(S)),
+        )
 
 
 @dataclass(frozen=True)
@@ -79,18 +88,33 @@ class Decoded:
         n = max(1, len(self.labels))
         und = int(np.isnan(self.kappa).sum())
         deg = int(self.degenerate.sum())
-        return {"M_id": (n - und - deg) / n if len(self.labels) else 0.0,
-                "M_deg": deg / n, "undetermined": und / n}
+        return {
+            "M_id": (n - und - deg) / n if len(self.labels) else 0.0,
+            "M_deg": deg / n,
+            "undetermined": und / n,
+        }
 
 
 def _observe_args(seg: Segments, m: EesmModel) -> tuple:
-    return (seg.start_ns, seg.end_ns, seg.klass, seg.flops, seg.dram_bytes, seg.issue_active,
-            seg.stall_frac, seg.occupancy, m.class_peak, m.prior, m.hbm_Bps,
-            float(m.params.priors.short_kernel_ns))
+    return (
+        seg.start_ns,
+        seg.end_ns,
+        seg.klass,
+        seg.flops,
+        seg.dram_bytes,
+        seg.issue_active,
+        seg.stall_frac,
+        seg.occupancy,
+        m.class_peak,
+        m.prior,
+        m.hbm_Bps,
+        float(m.params.priors.short_kernel_ns),
+    )
 
 
-def pressures(seg: Segments, m: EesmModel, bounded: bool = True,
-              use_numba: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def pressures(
+    seg: Segments, m: EesmModel, bounded: bool = True, use_numba: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """Return (P (n, 3), estimated flags) = B_bounded(O_θ(seg)), or O_θ alone floored."""
     floor = m.params.pressure_floor
     if use_numba:
@@ -107,8 +131,12 @@ def _gate(k: np.ndarray, m: EesmModel) -> np.ndarray:
         return np.asarray(k > m.params.kappa.k_max)
 
 
-def decode(seg: Segments, m: EesmModel | None = None, variant: Variant = Variant.FULL,
-           use_numba: bool = True) -> Decoded:
+def decode(
+    seg: Segments,
+    m: EesmModel | None = None,
+    variant: Variant = Variant.FULL,
+    use_numba: bool = True,
+) -> Decoded:
     """Decode every row of ``seg`` with the layer-by-layer pipeline (``variant`` for ablations)."""
     m = m or EesmModel.build()
     kp = m.params.kappa
@@ -130,7 +158,7 @@ def decode(seg: Segments, m: EesmModel | None = None, variant: Variant = Variant
     else:
         labels = np.empty(len(seg), np.uint8)
         for g in range(len(offsets) - 1):
-            rows = perm[offsets[g]:offsets[g + 1]]
+            rows = perm[offsets[g] : offsets[g + 1]]
             labels[rows] = viterbi.viterbi_ref(E[rows], m.logA, m.logpi)
     kfn = kappa.kappa_groups if use_numba else kappa.kappa_groups_ref
     k = kfn(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
@@ -147,54 +175,216 @@ def decode_raw(seg: Segments, m: EesmModel | None = None) -> Decoded:
 
 
 @jit
-def _fused(start, end, stream, klass, flops, dram, issue, stall, occ, class_peak, prior, hbm,
-           short_ns, floor, W, c, logA, logpi, window, stride, min_count, ridge):  # type: ignore[no-untyped-def]
+def _group_ids(stream: np.ndarray) -> tuple[np.ndarray, int]:
+    """Map stream ids to dense group ids in order of first appearance (O(n), no sort)."""
+    n = stream.shape[0]
+    gid = np.empty(n, np.int32)
+    if n == 0:
+        return gid, 0
+    lo, hi = stream.min(), stream.max()
+    G = 0
+    if hi - lo < 1 << 20:  # stream ids are small integers in practice: a direct table
+        table = np.full(hi - lo + 1, -1, np.int32)
+        for i in range(n):
+            k = stream[i] - lo
+            if table[k] < 0:
+                table[k] = G
+                G += 1
+            gid[i] = table[k]
+    else:
+        d = {}
+        for i in range(n):
+            s = stream[i]
+            if s not in d:
+                d[s] = G
+                G += 1
+            gid[i] = d[s]
+    return gid, G
+
+
+@jit
+def _fused(
+    start: np.ndarray,
+    end: np.ndarray,
+    stream: np.ndarray,
+    klass: np.ndarray,
+    flops: np.ndarray,
+    dram: np.ndarray,
+    issue: np.ndarray,
+    stall: np.ndarray,
+    occ: np.ndarray,
+    class_peak: np.ndarray,
+    prior: np.ndarray,
+    hbm: float,
+    short_ns: float,
+    floor: float,
+    W: np.ndarray,
+    c: np.ndarray,
+    logA: np.ndarray,
+    logpi: np.ndarray,
+    window: int,
+    stride: int,
+    min_count: int,
+    ridge: float,
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+    """One pass in row order with per-stream state; returns ok=False if a stream is out of order.
+
+    Per-stream Viterbi recursions, κ running sums and a ring of the last ``window`` pressures
+    make T_stream implicit: no sort and no permutation when each stream is in start order (the
+    usual case for device traces). Operation order matches the layered kernels exactly.
+    """
     n = start.shape[0]
-    perm, offsets, _ = stream_order.stream_order(stream, start)
-    P = np.empty((n, 3), np.float64)
-    est = np.zeros(n, np.uint8)
-    for i in range(n):
-        x, y, z, e = embed._observe_row(float(end[i] - start[i]), klass[i], flops[i], dram[i],
-                                        issue[i], stall[i], occ[i], class_peak, prior, hbm,
-                                        short_ns)
-        P[i, 0] = embed._bound(x, floor)
-        P[i, 1] = embed._bound(y, floor)
-        P[i, 2] = embed._bound(z, floor)
-        est[i] = 1 if e else 0
     S = W.shape[0]
+    gid, G = _group_ids(stream)
     labels = np.empty(n, np.uint8)
+    kap = np.empty(n, np.float32)
+    est = np.zeros(n, np.uint8)
     bp = np.empty((n, S), np.int8)
-    delta = np.empty(S)
+    prev = np.empty(n, np.int64)
+    delta = np.zeros((G, S))
+    last = np.full(G, -1, np.int64)
+    count = np.zeros(G, np.int64)
+    sums = np.zeros((G, 9))
+    ring = np.zeros((G, window, 3))
+    pend = np.empty((G, stride), np.int64)
+    npend = np.zeros(G, np.int64)
+    slot_of = np.zeros(G, np.int64)  # ring position, kept by increment: no % on the hot path
+    e = np.empty((1, S))
     new = np.empty(S)
-    e_row = np.empty(S)
-    for g in range(offsets.shape[0] - 1):
-        a, b = offsets[g], offsets[g + 1]
-        if b <= a:
+    sticky = viterbi._sticky(logA)
+    ls, lsw = logA[0, 0], logA[min(1, S - 1), 0]
+    for i in range(n):
+        g = gid[i]
+        if last[g] >= 0 and start[i] < start[last[g]]:
+            return False, labels, kap, est
+        x, y, z, flag = embed._observe_row(
+            float(end[i] - start[i]),
+            klass[i],
+            flops[i],
+            dram[i],
+            issue[i],
+            stall[i],
+            occ[i],
+            class_peak,
+            prior,
+            hbm,
+            short_ns,
+        )
+        x = embed._bound(x, floor)
+        y = embed._bound(y, floor)
+        z = embed._bound(z, floor)
+        est[i] = 1 if flag else 0
+        for s in range(S):
+            e[0, s] = c[s] + x * W[s, 0] + y * W[s, 1] + z * W[s, 2]
+        if count[g] == 0:
+            viterbi._init(delta, g, logpi, e, 0)
+        elif sticky:
+            viterbi._step_sticky(delta, g, ls, lsw, e, 0, new, bp, i)
+        else:
+            viterbi._step(delta, g, logA, e, 0, new, bp, i)
+        prev[i] = last[g]
+        last[g] = i
+        # κ: same add-then-remove order as kappa.kappa_groups (2-D indexing, no views)
+        sums[g, 0] += x
+        sums[g, 1] += y
+        sums[g, 2] += z
+        sums[g, 3] += x * x
+        sums[g, 4] += x * y
+        sums[g, 5] += x * z
+        sums[g, 6] += y * y
+        sums[g, 7] += y * z
+        sums[g, 8] += z * z
+        slot = slot_of[g]
+        slot_of[g] = 0 if slot + 1 == window else slot + 1
+        if count[g] >= window:
+            ox, oy, oz = ring[g, slot, 0], ring[g, slot, 1], ring[g, slot, 2]
+            sums[g, 0] -= ox
+            sums[g, 1] -= oy
+            sums[g, 2] -= oz
+            sums[g, 3] -= ox * ox
+            sums[g, 4] -= ox * oy
+            sums[g, 5] -= ox * oz
+            sums[g, 6] -= oy * oy
+            sums[g, 7] -= oy * oz
+            sums[g, 8] -= oz * oz
+        ring[g, slot, 0] = x
+        ring[g, slot, 1] = y
+        ring[g, slot, 2] = z
+        count[g] += 1
+        pend[g, npend[g]] = i
+        npend[g] += 1
+        if npend[g] == stride:  # the stride's evaluation point: count is a multiple of stride
+            k = _kappa_from_sums(sums, g, min(count[g], window), min_count, ridge)
+            for q in range(npend[g]):
+                kap[pend[g, q]] = k
+            npend[g] = 0
+    for g in range(G):
+        if npend[g]:
+            k = _kappa_from_sums(sums, g, min(count[g], window), min_count, ridge)
+            for q in range(npend[g]):
+                kap[pend[g, q]] = k
+        i = last[g]
+        if i < 0:
             continue
-        for j in range(a, b):
-            r = perm[j]
-            for s in range(S):
-                e_row[s] = c[s] + P[r, 0] * W[s, 0] + P[r, 1] * W[s, 1] + P[r, 2] * W[s, 2]
-            if j == a:
-                viterbi._init(delta, logpi, e_row)
-            else:
-                viterbi._step(delta, logA, e_row, new, bp[j])
-        s = viterbi._argmax(delta)
-        labels[perm[b - 1]] = s
-        for j in range(b - 1, a, -1):
-            s = bp[j, s]
-            labels[perm[j - 1]] = s
-    k = kappa.kappa_groups(P, perm, offsets, window, stride, min_count, ridge)
-    return labels, k, est
+        s = viterbi._argmax(delta, g)
+        labels[i] = s
+        while prev[i] >= 0:
+            s = bp[i, s]
+            i = prev[i]
+            labels[i] = s
+    return True, labels, kap, est
+
+
+@jit
+def _kappa_from_sums(sm: np.ndarray, g: int, cnt: int, min_count: int, ridge: float) -> float:
+    if cnt < min_count:
+        return np.nan
+    m0, m1, m2 = sm[g, 0] / cnt, sm[g, 1] / cnt, sm[g, 2] / cnt
+    return kappa._sym3_cond(
+        sm[g, 3] / cnt - m0 * m0 + ridge,
+        sm[g, 4] / cnt - m0 * m1,
+        sm[g, 5] / cnt - m0 * m2,
+        sm[g, 6] / cnt - m1 * m1 + ridge,
+        sm[g, 7] / cnt - m1 * m2,
+        sm[g, 8] / cnt - m2 * m2 + ridge,
+    )
 
 
 def decode_fused(seg: Segments, m: EesmModel | None = None) -> Decoded:
     """Full pipeline in one compiled pass; returns exactly what ``decode(seg, m)`` returns."""
     m = m or EesmModel.build()
     kp = m.params.kappa
-    labels, k, est = _fused(
-        seg.start_ns, seg.end_ns, seg.stream, seg.klass, seg.flops, seg.dram_bytes,
-        seg.issue_active, seg.stall_frac, seg.occupancy, m.class_peak, m.prior, m.hbm_Bps,
-        float(m.params.priors.short_kernel_ns), m.params.pressure_floor, m.W, m.c, m.logA,
-        m.logpi, kp.window, kp.stride, kp.min_count, kp.ridge)
+
+    def run(s: Segments) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+        return _fused(
+            s.start_ns,
+            s.end_ns,
+            s.stream,
+            s.klass,
+            s.flops,
+            s.dram_bytes,
+            s.issue_active,
+            s.stall_frac,
+            s.occupancy,
+            m.class_peak,
+            m.prior,
+            m.hbm_Bps,
+            float(m.params.priors.short_kernel_ns),
+            m.params.pressure_floor,
+            m.W,
+            m.c,
+            m.logA,
+            m.logpi,
+            kp.window,
+            kp.stride,
+            kp.min_count,
+            kp.ridge,
+        )
+
+    ok, labels, k, est = run(seg)
+    if not ok:  # some stream is out of start order: sort once (T_stream), decode, scatter back
+        perm, _, _ = stream_order.stream_order(seg.stream, seg.start_ns)
+        ok, lab_p, k_p, est_p = run(seg.take(perm))
+        labels, k, est = np.empty_like(lab_p), np.empty_like(k_p), np.empty_like(est_p)
+        labels[perm], k[perm], est[perm] = lab_p, k_p, est_p
     return Decoded(labels=labels, kappa=k, degenerate=_gate(k, m), estimated=est)

@@ -15,7 +15,9 @@ from engine.eesm._jit import jit
 
 
 @jit
-def stream_order(stream: np.ndarray, start_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stream_order(
+    stream: np.ndarray, start_ns: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (perm int64 (n,), offsets int64 (G+1,), stream ids int32 (G,) ascending)."""
     n = stream.shape[0]
     ids = {}
@@ -29,7 +31,7 @@ def stream_order(stream: np.ndarray, start_ns: np.ndarray) -> tuple[np.ndarray, 
     j = 0
     for s in ids:
         keys[j] = s
-        j += 1
+        j += 1  # noqa: SIM113 - numba cannot enumerate() a typed dict
     keys.sort()
     offsets = np.zeros(G + 1, np.int64)
     slot = {}
@@ -57,7 +59,9 @@ def stream_order(stream: np.ndarray, start_ns: np.ndarray) -> tuple[np.ndarray, 
     return perm, offsets, keys
 
 
-def stream_order_ref(stream: np.ndarray, start_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stream_order_ref(
+    stream: np.ndarray, start_ns: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Plain-numpy T_stream (stable lexsort on (stream, start))."""
     perm = np.lexsort((start_ns, stream)).astype(np.int64)
     keys, counts = np.unique(stream, return_counts=True)

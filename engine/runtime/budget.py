@@ -23,13 +23,12 @@ def parse_budget(text: str | float | int) -> float:
         else:
             pos, seconds = 0, 0.0
             for m in _PART.finditer(s):
-                if s[pos:m.start()].strip():
+                if s[pos : m.start()].strip():
                     break
                 seconds += float(m.group(1)) * _UNITS[m.group(2)]
                 pos = m.end()
             if pos == 0 or s[pos:].strip():
-                raise BudgetError(
-                    f"bad budget {text!r}: use a duration like 10s, 5m, 1h30m or 24h")
+                raise BudgetError(f"bad budget {text!r}: use a duration like 10s, 5m, 1h30m or 24h")
     if not seconds > 0 or seconds != seconds or seconds == float("inf"):
         raise BudgetError(f"bad budget {text!r}: must be a positive duration")
     return seconds

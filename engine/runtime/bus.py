@@ -40,8 +40,14 @@ class Subscription:
         self._ready.set()
 
     def _drop_one(self) -> None:
-        idx = next((i for i, b in enumerate(self._q)
-                    if isinstance(b[0], LogEvent) and b[0].level == "info"), None)
+        idx = next(
+            (
+                i
+                for i, b in enumerate(self._q)
+                if isinstance(b[0], LogEvent) and b[0].level == "info"
+            ),
+            None,
+        )
         if idx is None:
             idx = next((i for i, b in enumerate(self._q) if b[0].kind not in _LIFECYCLE), 0)
         victim = self._q[idx]

@@ -112,13 +112,28 @@ class Engine:
         gpu = SimulatedGPU(self.hw, self.workload, seed=cfg.seed)
         model = EesmModel.build(self.hw)
         decoder = LiveDecoder(model, use_numba=False)
-        pub(RunStarted(t_wall=0.0, run_id=self.run_id, workload=self.workload.name,
-                       workload_title=self.workload.title, device=self.device_label,
-                       simulated=True, budget_s=cfg.budget_s, seed=cfg.seed,
-                       streams=self.workload.streams, regimes=tuple(r.name for r in Regime)))
-        pub(PhaseChanged(t_wall=self.elapsed(), phase="warmup",
-                         detail="compiling numba kernels; numpy reference decoder active"))
-        warm = asyncio.ensure_future(asyncio.to_thread(warm_up))
+        pub(
+            RunStarted(
+                t_wall=0.0,
+                run_id=self.run_id,
+                workload=self.workload.name,
+                workload_title=self.workload.title,
+                device=self.device_label,
+                simulated=True,
+                budget_s=cfg.budget_s,
+                seed=cfg.seed,
+                streams=self.workload.streams,
+                regimes=tuple(r.name for r in Regime),
+            )
+        )
+        pub(
+            PhaseChanged(
+                t_wall=self.elapsed(),
+                phase="warmup",
+                detail="compiling numba kernels; numpy reference decoder active",
+            )
+        )
+        warm: asyncio.Future[float] | None = asyncio.ensure_future(asyncio.to_thread(warm_up))
         pub(PhaseChanged(t_wall=self.elapsed(), phase="profile", detail=self.device_label))
         tracker = _Tracker(model.params.kappa.k_max)
         windows, status = 0, "completed"
@@ -131,17 +146,25 @@ class Engine:
                     continue
                 t_tick = time.monotonic()
                 if warm is not None and warm.done():
-                    warm = self._kernels_ready(warm, decoder)
+                    self._kernels_ready(warm, decoder)
+                    warm = None
                 batch = await asyncio.to_thread(gpu.run_for, cfg.window_ns)
                 finals = await asyncio.to_thread(decoder.push, batch.segments, batch.truth)
                 windows += 1
                 self._publish_finals(finals, gpu, tracker)
                 for s in batch.telemetry:
                     pub(TelemetryEvent(t_wall=self.elapsed(), sample=s))
-                pub(Progress(t_wall=self.elapsed(), elapsed_s=self.elapsed(),
-                             budget_s=cfg.budget_s, segments=tracker.rows,
-                             iterations=gpu.iterations_done, sim_time_ns=int(gpu.now),
-                             regime_shares=tracker.shares()))
+                pub(
+                    Progress(
+                        t_wall=self.elapsed(),
+                        elapsed_s=self.elapsed(),
+                        budget_s=cfg.budget_s,
+                        segments=tracker.rows,
+                        iterations=gpu.iterations_done,
+                        sim_time_ns=int(gpu.now),
+                        regime_shares=tracker.shares(),
+                    )
+                )
                 if cfg.realtime:
                     await asyncio.sleep(max(0.0, cfg.tick_s - (time.monotonic() - t_tick)))
                 else:
@@ -158,12 +181,19 @@ class Engine:
                 warm.cancel()
             self.state = "done"
             fin = RunFinished(
-                t_wall=self.elapsed(), status=status, segments=tracker.rows,
-                iterations=gpu.iterations_done, sim_time_ns=int(gpu.now), wall_s=self.elapsed(),
-                regime_shares=tracker.shares(), kappa_partition=tracker.partition(),
-                fixed_lag_exact=tracker.exact_share(), validation=tracker.validation(),
+                t_wall=self.elapsed(),
+                status=status,
+                segments=tracker.rows,
+                iterations=gpu.iterations_done,
+                sim_time_ns=int(gpu.now),
+                wall_s=self.elapsed(),
+                regime_shares=tracker.shares(),
+                kappa_partition=tracker.partition(),
+                fixed_lag_exact=tracker.exact_share(),
+                validation=tracker.validation(),
                 dropped_events=self.bus.dropped,
-                kernels="numba" if decoder.use_numba else "numpy")
+                kernels="numba" if decoder.use_numba else "numpy",
+            )
             pub(PhaseChanged(t_wall=self.elapsed(), phase="done", detail=status))
             pub(fin)
         return fin
@@ -174,35 +204,59 @@ class Engine:
         await self._paused.wait()
         self._paused_s += time.monotonic() - t
         if not self._stop:
-            self.bus.publish(PhaseChanged(t_wall=self.elapsed(), phase="profile",
-                                          detail=self.device_label))
+            self.bus.publish(
+                PhaseChanged(t_wall=self.elapsed(), phase="profile", detail=self.device_label)
+            )
 
     def _kernels_ready(self, warm: asyncio.Future[float], decoder: LiveDecoder) -> None:
         try:
             secs = warm.result()
         except Exception as e:  # numba could not compile here: keep the numpy decoder
-            self.bus.publish(LogEvent(t_wall=self.elapsed(), level="warning",
-                                      message=f"numba kernels unavailable ({e}); using numpy"))
+            self.bus.publish(
+                LogEvent(
+                    t_wall=self.elapsed(),
+                    level="warning",
+                    message=f"numba kernels unavailable ({e}); using numpy",
+                )
+            )
             self.bus.publish(KernelsReady(t_wall=self.elapsed(), backend="numpy", seconds=0.0))
-            return None
+            return
         decoder.use_numba = True
         self.bus.publish(KernelsReady(t_wall=self.elapsed(), backend="numba", seconds=secs))
-        self.bus.publish(LogEvent(t_wall=self.elapsed(), level="info",
-                                  message=f"numba kernels ready in {secs:.1f}s"))
-        return None
+        self.bus.publish(
+            LogEvent(
+                t_wall=self.elapsed(), level="info", message=f"numba kernels ready in {secs:.1f}s"
+            )
+        )
 
-    def _publish_finals(self, finals: list[FinalRows], gpu: SimulatedGPU,
-                        tracker: _Tracker) -> None:
+    def _publish_finals(
+        self, finals: list[FinalRows], gpu: SimulatedGPU, tracker: _Tracker
+    ) -> None:
         for f in finals:
             tracker.add(f)
-            self.bus.publish(DecodedBatch(
-                t_wall=self.elapsed(), stream=f.stream, start_ns=f.start_ns, end_ns=f.end_ns,
-                labels=f.labels, degenerate=f.degenerate, kappa=f.kappa,
-                names=tuple(gpu.names[int(i)] for i in f.name)))
+            self.bus.publish(
+                DecodedBatch(
+                    t_wall=self.elapsed(),
+                    stream=f.stream,
+                    start_ns=f.start_ns,
+                    end_ns=f.end_ns,
+                    labels=f.labels,
+                    degenerate=f.degenerate,
+                    kappa=f.kappa,
+                    names=tuple(gpu.names[int(i)] for i in f.name),
+                )
+            )
             k = f.kappa[-1] if len(f.kappa) else np.nan
             part = tracker.stream_partition(f.stream)
-            self.bus.publish(KappaUpdate(t_wall=self.elapsed(), stream=f.stream, kappa=float(k),
-                                         k_max=tracker.k_max, **part))
+            self.bus.publish(
+                KappaUpdate(
+                    t_wall=self.elapsed(),
+                    stream=f.stream,
+                    kappa=float(k),
+                    k_max=tracker.k_max,
+                    **part,
+                )
+            )
 
 
 class _Tracker:
@@ -246,5 +300,9 @@ class _Tracker:
     def validation(self) -> dict[str, Any]:
         if not self.conf.sum():
             return {}
-        return {"against": "simulator ground truth", "macro_f1": metrics.macro_f1(self.conf),
-                "accuracy": metrics.accuracy(self.conf), "recall": metrics.recall(self.conf)}
+        return {
+            "against": "simulator ground truth",
+            "macro_f1": metrics.macro_f1(self.conf),
+            "accuracy": metrics.accuracy(self.conf),
+            "recall": metrics.recall(self.conf),
+        }

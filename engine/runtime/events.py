@@ -108,12 +108,15 @@ class DecodedBatch(Event):
     def merge(self, newer: Event) -> Event:
         assert isinstance(newer, DecodedBatch)
         return DecodedBatch(
-            t_wall=newer.t_wall, stream=self.stream,
+            t_wall=newer.t_wall,
+            stream=self.stream,
             start_ns=np.concatenate([self.start_ns, newer.start_ns]),
             end_ns=np.concatenate([self.end_ns, newer.end_ns]),
             labels=np.concatenate([self.labels, newer.labels]),
             degenerate=np.concatenate([self.degenerate, newer.degenerate]),
-            kappa=np.concatenate([self.kappa, newer.kappa]), names=self.names + newer.names)
+            kappa=np.concatenate([self.kappa, newer.kappa]),
+            names=self.names + newer.names,
+        )
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -163,8 +166,12 @@ class TelemetryEvent(Event):
         return (*self.earlier, self.sample)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"v": SCHEMA_VERSION, "type": self.kind, "t_wall": self.t_wall,
-               **_jsonable(self.sample.to_dict())}
+        out = {
+            "v": SCHEMA_VERSION,
+            "type": self.kind,
+            "t_wall": self.t_wall,
+            **_jsonable(self.sample.to_dict()),
+        }
         if self.earlier:
             out["earlier"] = [_jsonable(s.to_dict()) for s in self.earlier]
         return out
@@ -202,6 +209,16 @@ class RunFinished(Event):
 
 #: every event type by its JSON ``type`` — the headless schema's vocabulary
 EVENT_TYPES: dict[str, type[Event]] = {
-    c.kind: c for c in (RunStarted, PhaseChanged, KernelsReady, LogEvent, DecodedBatch,
-                        KappaUpdate, TelemetryEvent, Progress, RunFinished)
+    c.kind: c
+    for c in (
+        RunStarted,
+        PhaseChanged,
+        KernelsReady,
+        LogEvent,
+        DecodedBatch,
+        KappaUpdate,
+        TelemetryEvent,
+        Progress,
+        RunFinished,
+    )
 }

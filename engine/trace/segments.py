@@ -233,9 +233,7 @@ class Segments:
         """Concatenate tables that share one name table (see :func:`concat_traces` otherwise)."""
         if not parts:
             return Segments.empty()
-        return Segments(
-            **{c: np.concatenate([getattr(p, c) for p in parts]) for c in COLUMNS}
-        )
+        return Segments(**{c: np.concatenate([getattr(p, c) for p in parts]) for c in COLUMNS})
 
     def with_names_remapped(self, mapping: npt.NDArray[np.int32]) -> Segments:
         """Return a copy whose ``name`` indices are translated through ``mapping``."""

@@ -23,8 +23,12 @@ class HostEvents:
     @classmethod
     def empty(cls) -> HostEvents:
         """Return a table with no rows."""
-        return cls(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64),
-                   np.zeros(0, np.int64))
+        return cls(
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+        )
 
     def __len__(self) -> int:
         return len(self.correlation)
@@ -34,8 +38,12 @@ class HostEvents:
         """Concatenate host-event tables."""
         if not parts:
             return HostEvents.empty()
-        return HostEvents(*(np.concatenate([getattr(p, f) for p in parts])
-                            for f in ("correlation", "stream", "api_start_ns", "api_end_ns")))
+        return HostEvents(
+            *(
+                np.concatenate([getattr(p, f) for p in parts])
+                for f in ("correlation", "stream", "api_start_ns", "api_end_ns")
+            )
+        )
 
 
 @dataclass(eq=False)

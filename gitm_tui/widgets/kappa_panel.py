@@ -21,8 +21,14 @@ class KappaPanel(Static):
         """Record one stream's update and redraw."""
         self._rows[ev.stream] = ev
         k_max = ev.k_max
-        table = Table(box=None, pad_edge=False, expand=True, title_justify="left",
-                      title=f"κ gate  (M_deg when κ > {k_max:g})", title_style="bold")
+        table = Table(
+            box=None,
+            pad_edge=False,
+            expand=True,
+            title_justify="left",
+            title=f"κ gate  (M_deg when κ > {k_max:g})",
+            title_style="bold",
+        )
         for col in ("stream", "κ now", "M_id", "M_deg", "filling"):
             table.add_column(col, justify="right" if col != "stream" else "left")
         degenerate_now = False
@@ -30,7 +36,12 @@ class KappaPanel(Static):
             r = self._rows[s]
             now_deg = r.kappa == r.kappa and r.kappa > r.k_max
             degenerate_now |= now_deg
-            table.add_row(str(s), Text(fmt_kappa(r.kappa), style="bold red" if now_deg else ""),
-                          f"{r.m_id:.0%}", f"{r.m_deg:.0%}", f"{r.undetermined:.0%}")
+            table.add_row(
+                str(s),
+                Text(fmt_kappa(r.kappa), style="bold red" if now_deg else ""),
+                f"{r.m_id:.0%}",
+                f"{r.m_deg:.0%}",
+                f"{r.undetermined:.0%}",
+            )
         self.set_class(degenerate_now, "-degenerate")
         self.update(table)

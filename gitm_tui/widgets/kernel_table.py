@@ -13,7 +13,9 @@ from gitm_tui.render import REGIME_STYLE
 
 _REFRESH_S = 0.5  # table redraw rhythm: rows change every tick, eyes need less
 _MAX_ROWS = 200
-_NAME_W = 40  # kernel names are long (templated C++): the regime column must stay on screen
+# kernel names are long (templated C++): cap them so the regime column stays on screen; fixed
+# widths elsewhere because a DataTable column does not grow when its cells later do
+_WIDTHS = {"kernel": 40, "regime": 13, "calls": 9, "total": 10, "mean": 9, "lowconf": 8}
 
 
 @dataclass
@@ -27,9 +29,15 @@ class _Agg:
 class KernelTable(DataTable[object]):
     """Aggregates decoded rows per (stream, kernel name); redraws changed rows twice a second."""
 
-    COLUMNS = (("kernel", "kernel"), ("regime", "regime"), ("stream", "stream"),
-               ("calls", "calls"), ("total", "total ms"), ("mean", "mean µs"),
-               ("lowconf", "low-conf"))
+    COLUMNS = (
+        ("kernel", "kernel"),
+        ("regime", "regime"),
+        ("stream", "stream"),
+        ("calls", "calls"),
+        ("total", "total ms"),
+        ("mean", "mean µs"),
+        ("lowconf", "low-conf"),
+    )
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)  # type: ignore[arg-type]
@@ -38,14 +46,23 @@ class KernelTable(DataTable[object]):
 
     def on_mount(self) -> None:
         for key, label in self.COLUMNS:
-            self.add_column(label, key=key, width=_NAME_W if key == "kernel" else None)
+            self.add_column(label, key=key, width=_WIDTHS.get(key))
         self.set_interval(_REFRESH_S, self.flush)
 
-    def add(self, stream: int, names: tuple[str, ...], start_ns: np.ndarray, end_ns: np.ndarray,
-            labels: np.ndarray, degenerate: np.ndarray) -> None:
+    def add(
+        self,
+        stream: int,
+        names: tuple[str, ...],
+        start_ns: np.ndarray,
+        end_ns: np.ndarray,
+        labels: np.ndarray,
+        degenerate: np.ndarray,
+    ) -> None:
         """Accumulate one decoded batch (no redraw until the next flush)."""
         dur = (end_ns - start_ns).tolist()
-        for name, d, lab, deg in zip(names, dur, labels.tolist(), degenerate.tolist(), strict=False):
+        for name, d, lab, deg in zip(
+            names, dur, labels.tolist(), degenerate.tolist(), strict=False
+        ):
             key = (stream, name)
             a = self._agg.get(key)
             if a is None:
@@ -86,7 +103,12 @@ class KernelTable(DataTable[object]):
         r = Regime(int(a.regimes.argmax()))
         share = a.regimes[r] / max(1, a.calls)
         regime = Text(f"{r.name} {share:.0%}", style=REGIME_STYLE[r])
-        return (Text(k[1], overflow="ellipsis", no_wrap=True), regime, str(k[0]),
-                f"{a.calls:,}", f"{a.total_ns / 1e6:,.2f}",
-                f"{a.total_ns / max(1, a.calls) / 1e3:,.1f}",
-                f"{a.degenerate / max(1, a.calls):.0%}")
+        return (
+            Text(k[1], overflow="ellipsis", no_wrap=True),
+            regime,
+            str(k[0]),
+            f"{a.calls:,}",
+            f"{a.total_ns / 1e6:,.2f}",
+            f"{a.total_ns / max(1, a.calls) / 1e3:,.1f}",
+            f"{a.degenerate / max(1, a.calls):.0%}",
+        )

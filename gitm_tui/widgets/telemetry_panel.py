@@ -56,8 +56,10 @@ class TelemetryPanel(Static):
             t.append(f"{v:,.0f} {unit}\n", style="bold")
             t.append(spark(self._hist[key], lo, float(top or 1.0), width) + "\n", style="#5fafff")
         if s.memory_used_bytes is not None and s.memory_total_bytes:
-            t.append(f"memory: {s.memory_used_bytes / 2**30:,.1f} / "
-                     f"{s.memory_total_bytes / 2**30:,.0f} GiB\n")
+            t.append(
+                f"memory: {s.memory_used_bytes / 2**30:,.1f} / "
+                f"{s.memory_total_bytes / 2**30:,.0f} GiB\n"
+            )
         names = reason_names(s.clock_event_reasons or 0)
         bad = [n for n in names if n != "GPU_IDLE"]
         t.append("clocks: ")
