@@ -248,3 +248,21 @@ def test_full_pipeline_beats_chance_by_far(model, wl):
     b, _ = simulate(wl, 40, seed=5)
     conf = metrics.confusion(b.truth, decode(b.segments, model).labels)
     assert metrics.macro_f1(conf) > 0.9
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 6), st.booleans(), st.integers(1, 200))
+def test_every_viterbi_path_matches_reference(seed, S, sticky, n):
+    """The unrolled 4-state step, the O(S) sticky step and the general step all equal numpy."""
+    rng = np.random.default_rng(seed)
+    E = rng.normal(0, 2, (n, S))
+    E[rng.random((n, S)) < 0.1] = 0.0  # exact ties in the emissions
+    if sticky:
+        logA = viterbi.sticky_log_transitions(S, float(rng.uniform(0.3, 0.99)))
+    else:
+        A = rng.random((S, S)) + 0.05
+        logA = np.log(A / A.sum(axis=1, keepdims=True))
+    logpi = np.log(np.full(S, 1.0 / S))
+    assert viterbi._sticky(logA) == sticky
+    fast = viterbi.viterbi_groups(E, np.arange(n), np.array([0, n]), logA, logpi)
+    assert np.array_equal(fast, viterbi.viterbi_ref(E, logA, logpi))

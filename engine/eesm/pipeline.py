@@ -242,6 +242,7 @@ def _fused(
     bp = np.empty((n, S), np.int8)
     prev = np.empty(n, np.int64)
     delta = np.zeros((G, S))
+    top_of = np.zeros(G, np.int64)  # index of δ[g]'s (first) maximum, kept by _init/_step_sticky
     last = np.full(G, -1, np.int64)
     count = np.zeros(G, np.int64)
     sums = np.zeros((G, 9))
@@ -252,6 +253,7 @@ def _fused(
     e = np.empty((1, S))
     new = np.empty(S)
     sticky = viterbi._sticky(logA)
+    s4 = sticky and S == 4
     ls, lsw = logA[0, 0], logA[min(1, S - 1), 0]
     for i in range(n):
         g = gid[i]
@@ -274,14 +276,29 @@ def _fused(
         y = embed._bound(y, floor)
         z = embed._bound(z, floor)
         est[i] = 1 if flag else 0
-        for s in range(S):
-            e[0, s] = c[s] + x * W[s, 0] + y * W[s, 1] + z * W[s, 2]
-        if count[g] == 0:
-            viterbi._init(delta, g, logpi, e, 0)
-        elif sticky:
-            viterbi._step_sticky(delta, g, ls, lsw, e, 0, new, bp, i)
+        if s4 and count[g] > 0:  # the hot path: four regimes, sticky chain
+            viterbi._step_sticky4(
+                delta,
+                g,
+                top_of,
+                ls,
+                lsw,
+                c[0] + x * W[0, 0] + y * W[0, 1] + z * W[0, 2],
+                c[1] + x * W[1, 0] + y * W[1, 1] + z * W[1, 2],
+                c[2] + x * W[2, 0] + y * W[2, 1] + z * W[2, 2],
+                c[3] + x * W[3, 0] + y * W[3, 1] + z * W[3, 2],
+                bp,
+                i,
+            )
         else:
-            viterbi._step(delta, g, logA, e, 0, new, bp, i)
+            for s in range(S):
+                e[0, s] = c[s] + x * W[s, 0] + y * W[s, 1] + z * W[s, 2]
+            if count[g] == 0:
+                viterbi._init(delta, g, logpi, e, 0, top_of)
+            elif sticky:
+                viterbi._step_sticky(delta, g, top_of, ls, lsw, e, 0, new, bp, i)
+            else:
+                viterbi._step(delta, g, logA, e, 0, new, bp, i)
         prev[i] = last[g]
         last[g] = i
         # κ: same add-then-remove order as kappa.kappa_groups (2-D indexing, no views)

@@ -10,8 +10,10 @@ only moves data. Issue #4 adds the attribute / rank / apply / report phases to t
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +135,7 @@ class Engine:
                 detail="compiling numba kernels; numpy reference decoder active",
             )
         )
-        warm: asyncio.Future[float] | None = asyncio.ensure_future(asyncio.to_thread(warm_up))
+        warm: asyncio.Future[float] | None = _in_daemon_thread(warm_up)
         pub(PhaseChanged(t_wall=self.elapsed(), phase="profile", detail=self.device_label))
         tracker = _Tracker(model.params.kappa.k_max)
         windows, status = 0, "completed"
@@ -257,6 +259,36 @@ class Engine:
                     **part,
                 )
             )
+
+
+def _in_daemon_thread(fn: Callable[[], float]) -> asyncio.Future[float]:
+    """Run ``fn`` in a daemon thread; return a future resolved on this loop.
+
+    Compilation can take seconds on a cold cache: a daemon thread lets the process exit at once
+    when the user quits, where ``asyncio.to_thread`` would make interpreter shutdown wait for it.
+    """
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[float] = loop.create_future()
+
+    def target() -> None:
+        try:
+            result = fn()
+        except BaseException as e:  # delivered to the engine, which falls back to numpy
+            loop.call_soon_threadsafe(_settle, fut, None, e)
+        else:
+            loop.call_soon_threadsafe(_settle, fut, result, None)
+
+    threading.Thread(target=target, name="gitm-numba-warmup", daemon=True).start()
+    return fut
+
+
+def _settle(fut: asyncio.Future[float], result: float | None, exc: BaseException | None) -> None:
+    if fut.done():  # cancelled because the run ended first
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(float(result or 0.0))
 
 
 class _Tracker:
