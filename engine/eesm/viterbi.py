@@ -164,9 +164,13 @@ def _step_sticky4(
 
 @jit
 def _sticky(logA: np.ndarray) -> bool:
-    """Return whether logA has one diagonal value and one off-diagonal value."""
+    """Return whether logA has one diagonal value, one smaller off-diagonal value.
+
+    The fast steps rely on staying being likelier than switching (ls > lsw); a chain with
+    p_stay below 1/S is not 'sticky' and takes the general step.
+    """
     S = logA.shape[0]
-    if S < 2:
+    if S < 2 or not logA[0, 0] > logA[1, 0]:
         return False
     for i in range(S):
         for j in range(S):
