@@ -66,27 +66,21 @@ def kappa_groups(
         for j in range(a, b):
             r = perm[j]
             x, y, z = P[r, 0], P[r, 1], P[r, 2]
-            s0 += x
-            s1 += y
-            s2 += z
-            s00 += x * x
-            s01 += x * y
-            s02 += x * z
-            s11 += y * y
-            s12 += y * z
-            s22 += z * z
+            ox = oy = oz = 0.0
             if j - a >= window:
                 o = perm[j - window]
-                x, y, z = P[o, 0], P[o, 1], P[o, 2]
-                s0 -= x
-                s1 -= y
-                s2 -= z
-                s00 -= x * x
-                s01 -= x * y
-                s02 -= x * z
-                s11 -= y * y
-                s12 -= y * z
-                s22 -= z * z
+                ox, oy, oz = P[o, 0], P[o, 1], P[o, 2]
+            # one update per sum with (new − leaving) terms: the fused pass does the same
+            # arithmetic, so both give bit-identical κ
+            s0 += x - ox
+            s1 += y - oy
+            s2 += z - oz
+            s00 += x * x - ox * ox
+            s01 += x * y - ox * oy
+            s02 += x * z - ox * oz
+            s11 += y * y - oy * oy
+            s12 += y * z - oy * oz
+            s22 += z * z - oz * oz
             if (j - a + 1) % stride == 0 or j == b - 1:
                 cnt = min(j - a + 1, window)
                 k = np.nan

@@ -301,29 +301,20 @@ def _fused(
                 viterbi._step(delta, g, logA, e, 0, new, bp, i)
         prev[i] = last[g]
         last[g] = i
-        # κ: same add-then-remove order as kappa.kappa_groups (2-D indexing, no views)
-        sums[g, 0] += x
-        sums[g, 1] += y
-        sums[g, 2] += z
-        sums[g, 3] += x * x
-        sums[g, 4] += x * y
-        sums[g, 5] += x * z
-        sums[g, 6] += y * y
-        sums[g, 7] += y * z
-        sums[g, 8] += z * z
+        # κ: one update per running sum with (new − leaving) terms, as kappa.kappa_groups;
+        # the ring starts at zeros, so the first `window` rows subtract nothing
         slot = slot_of[g]
         slot_of[g] = 0 if slot + 1 == window else slot + 1
-        if count[g] >= window:
-            ox, oy, oz = ring[g, slot, 0], ring[g, slot, 1], ring[g, slot, 2]
-            sums[g, 0] -= ox
-            sums[g, 1] -= oy
-            sums[g, 2] -= oz
-            sums[g, 3] -= ox * ox
-            sums[g, 4] -= ox * oy
-            sums[g, 5] -= ox * oz
-            sums[g, 6] -= oy * oy
-            sums[g, 7] -= oy * oz
-            sums[g, 8] -= oz * oz
+        ox, oy, oz = ring[g, slot, 0], ring[g, slot, 1], ring[g, slot, 2]
+        sums[g, 0] += x - ox
+        sums[g, 1] += y - oy
+        sums[g, 2] += z - oz
+        sums[g, 3] += x * x - ox * ox
+        sums[g, 4] += x * y - ox * oy
+        sums[g, 5] += x * z - ox * oz
+        sums[g, 6] += y * y - oy * oy
+        sums[g, 7] += y * z - oy * oz
+        sums[g, 8] += z * z - oz * oz
         ring[g, slot, 0] = x
         ring[g, slot, 1] = y
         ring[g, slot, 2] = z
