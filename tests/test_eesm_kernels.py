@@ -266,3 +266,30 @@ def test_every_viterbi_path_matches_reference(seed, S, sticky, n):
     assert viterbi._sticky(logA) == (sticky and logA[0, 0] > logA[1, 0])
     fast = viterbi.viterbi_groups(E, np.arange(n), np.array([0, n]), logA, logpi)
     assert np.array_equal(fast, viterbi.viterbi_ref(E, logA, logpi))
+
+
+@settings(max_examples=30, deadline=None)
+@given(segment_tables())
+def test_general_fused_kernel_matches_layered_for_a_non_sticky_chain(model, seg):
+    """p_stay below 1/S is not sticky: decode_fused takes the general kernel."""
+    from engine.eesm import fused
+    from engine.eesm.pipeline import EesmModel
+
+    loose = EesmModel.build(params=model.params.with_overrides(p_stay=0.2))
+    assert not fused.fast_path_applies(loose.logA)
+    a, b = decode(seg, loose), decode_fused(seg, loose)
+    assert np.array_equal(a.labels, b.labels)
+    np.testing.assert_array_equal(a.kappa, b.kappa)
+
+
+def test_fused_handles_stream_ids_far_apart(model):
+    """Stream ids spanning ≥ 2**20 are renumbered before the fast kernel; labels unchanged."""
+    from engine.device.simulator import simulate
+
+    b, _ = simulate("af2", 5, seed=3)
+    seg = b.segments
+    cols = seg.columns()
+    cols["stream"] = np.where(seg.stream == 7, 2**30, seg.stream).astype(np.int32)
+    far = Segments(**cols)
+    a, f = decode(far, model), decode_fused(far, model)
+    assert np.array_equal(a.labels, f.labels) and np.array_equal(decode(seg, model).labels, a.labels)
