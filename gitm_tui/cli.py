@@ -41,7 +41,7 @@ def _run_parser() -> _Parser:
         prog=PROG,
         description="GPU kernel regimes, roofline deviations and safe interventions. Without "
         "a subcommand: the live dashboard on the embedded default (simulated H100, hft-lob).",
-        epilog="subcommands: validate (decoding vs simulator truth). "
+        epilog="subcommands: analyze (traces you have), validate (decoding vs simulator truth). "
         "Run '%(prog)s SUBCOMMAND --help' for each.",
     )
     p.add_argument(
@@ -115,7 +115,71 @@ def _cmd_validate(argv: Sequence[str]) -> ExitCode:
     return ExitCode.OK
 
 
-SUBCOMMANDS = {"validate": _cmd_validate}
+def _analyze_parser() -> _Parser:
+    p = _Parser(
+        prog=f"{PROG} analyze",
+        description="Decode the traces you already have (PyTorch profiler / Kineto JSON, "
+        "plain or .gz; Nsight Systems SQLite export) into regimes per stream.",
+    )
+    p.add_argument("paths", nargs="+", help="trace files or directories of rank traces")
+    p.add_argument("--hardware", help="catalogue id when the trace does not say (e.g. a100-80gb)")
+    p.add_argument(
+        "--out",
+        default="gitm-analysis",
+        help="write analysis.json, report.md, perfetto.json per file under this "
+        "directory (default: ./gitm-analysis)",
+    )
+    p.add_argument("--no-write", action="store_true", help="print only; write no files")
+    p.add_argument("--json", action="store_true", help="print the analyses as JSON on stdout")
+    p.add_argument("--top", type=int, default=20, help="kernels in the top-kernels table")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
+    return p
+
+
+def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
+    import json
+
+    from engine.analyze.run import analyze_paths
+    from engine.planner.catalogue import catalogue
+
+    ns = _analyze_parser().parse_args(argv)
+    known = [g.id for g in catalogue()]
+    if ns.hardware and ns.hardware not in known:
+        raise UsageError(f"unknown hardware {ns.hardware!r}; known: {', '.join(known)}")
+    if ns.top < 1 or (ns.workers is not None and ns.workers < 1):
+        raise UsageError("--top and --workers must be >= 1")
+    outcomes = analyze_paths(
+        ns.paths,
+        hardware=ns.hardware,
+        out_root=None if ns.no_write else ns.out,
+        top=ns.top,
+        workers=ns.workers,
+    )
+    good = [o for o in outcomes if o.analysis is not None]
+    if ns.json:
+        print(json.dumps([o.analysis.model_dump(mode="json") for o in good], indent=2))
+    else:
+        from rich.console import Console
+
+        from gitm_tui.analyze_view import rank_table, summary
+
+        # piped output is not 80 columns of wrapped cells: tables get room to stay tables
+        console = Console(width=None if sys.stdout.isatty() else 140)
+        for o in good:
+            assert o.analysis is not None
+            console.print(summary(o.analysis))
+            if o.outputs:
+                console.print(f"wrote {', '.join(o.outputs)}", style="dim", highlight=False)
+        ranks = rank_table([o.analysis for o in good if o.analysis is not None])
+        if ranks is not None:
+            console.print(ranks)
+    for o in outcomes:
+        if o.error:
+            print(f"{PROG}: error: {o.error}", file=sys.stderr)
+    return ExitCode.INPUT if any(o.error for o in outcomes) else ExitCode.OK
+
+
+SUBCOMMANDS = {"validate": _cmd_validate, "analyze": _cmd_analyze}
 
 
 def _main(argv: Sequence[str]) -> ExitCode:

@@ -292,4 +292,6 @@ def test_fused_handles_stream_ids_far_apart(model):
     cols["stream"] = np.where(seg.stream == 7, 2**30, seg.stream).astype(np.int32)
     far = Segments(**cols)
     a, f = decode(far, model), decode_fused(far, model)
-    assert np.array_equal(a.labels, f.labels) and np.array_equal(decode(seg, model).labels, a.labels)
+    assert np.array_equal(a.labels, f.labels) and np.array_equal(
+        decode(seg, model).labels, a.labels
+    )

@@ -1,0 +1,104 @@
+"""Analyse many files: expand directories, import by format, run in worker processes, collect errors."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.analyze.compute import analyze_trace
+from engine.analyze.export import write_outputs
+from engine.analyze.model import Analysis
+from engine.trace.errors import TraceImportError
+from engine.trace.kineto import read_kineto
+from engine.trace.nsys import read_nsys
+from engine.trace.trace import Trace
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """One input file's result: an analysis and where it was written, or one error line."""
+
+    path: str
+    analysis: Analysis | None = None
+    outputs: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def expand(paths: list[str]) -> tuple[list[Path], list[FileOutcome]]:
+    """Return the trace files named or contained (one level) in ``paths``, and per-path errors."""
+    files: list[Path] = []
+    errors: list[FileOutcome] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(
+                f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+            )
+            if not found:
+                errors.append(
+                    FileOutcome(
+                        str(p),
+                        error=f"{p}: no trace files (.json, .json.gz, .sqlite) in this directory",
+                    )
+                )
+            files.extend(found)
+        elif p.exists():
+            files.append(p)
+        else:
+            errors.append(FileOutcome(str(p), error=f"{p}: no such file or directory"))
+    return files, errors
+
+
+def read_trace(path: Path) -> Trace:
+    """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
+    if head.startswith(b"SQLite format 3"):
+        return read_nsys(path)
+    return read_kineto(path)
+
+
+def analyze_file(path: str, hardware: str | None, out_root: str | None, top: int) -> FileOutcome:
+    """Import, analyse and write one file; never raises for bad input (returns the error line)."""
+    p = Path(path)
+    try:
+        res = analyze_trace(read_trace(p), hardware=hardware, top=top)
+    except TraceImportError as e:
+        return FileOutcome(path, error=str(e))
+    outputs: tuple[str, ...] = ()
+    if out_root is not None:
+        stem = p.name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
+        try:
+            outputs = tuple(str(x) for x in write_outputs(res, Path(out_root) / stem))
+        except OSError as e:
+            return FileOutcome(
+                path,
+                analysis=res.analysis,
+                error=f"{path}: cannot write outputs to {out_root}: {e.strerror or e}",
+            )
+    return FileOutcome(path, analysis=res.analysis, outputs=outputs)
+
+
+def analyze_paths(
+    paths: list[str],
+    hardware: str | None = None,
+    out_root: str | None = None,
+    top: int = 20,
+    workers: int | None = None,
+) -> list[FileOutcome]:
+    """Analyse every file (in parallel processes when there are several); keep input order."""
+    files, outcomes = expand(paths)
+    if len(files) <= 1 or workers == 1:
+        outcomes += [analyze_file(str(f), hardware, out_root, top) for f in files]
+        return outcomes
+    n = min(len(files), workers or os.cpu_count() or 1)
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        futs = [pool.submit(analyze_file, str(f), hardware, out_root, top) for f in files]
+        outcomes += [f.result() for f in futs]
+    return outcomes

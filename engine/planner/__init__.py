@@ -1,0 +1,1 @@
+"""Planner: hardware catalogue and roofline bounds (the predicted graph arrives with issue #4)."""

@@ -1,0 +1,300 @@
+"""Import an Nsight Systems SQLite export (``nsys export --type sqlite``) into a Trace.
+
+Schemas differ between Nsight releases: tables are created only when the capture had such
+activity, and columns come and go. Every query is built from ``PRAGMA table_info``; a missing
+table is simply no rows, a missing optional column is NaN/0 with its provenance bit unset.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.trace.errors import TraceImportError
+from engine.trace.segments import Kind, NameTable, Provenance, Segments
+from engine.trace.taxonomy import classify_table
+from engine.trace.trace import HostEvents, Trace
+
+_KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+_MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+_MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+_SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+_COPY_KIND = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}  # CUpti_ActivityMemcpyKind
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise TraceImportError(path, "cannot read: no such file")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise TraceImportError(path, f"not a readable SQLite database ({e})") from None
+    return con
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
+
+def _fetch(con: sqlite3.Connection, table: str, wanted: list[str]) -> dict[str, np.ndarray]:
+    """Return the wanted columns that exist (others absent from the dict), as numpy arrays."""
+    have = _columns(con, table)
+    cols = [c for c in wanted if c in have]
+    if not cols:
+        return {}
+    rows = con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
+    if not rows:
+        return {c: np.zeros(0) for c in cols}
+    data = list(zip(*rows, strict=True))
+    return {c: np.asarray(v, dtype=object) for c, v in zip(cols, data, strict=True)}
+
+
+def _ints(d: dict[str, np.ndarray], key: str, n: int, default: int = 0) -> np.ndarray:
+    if key not in d:
+        return np.full(n, default, np.int64)
+    v = d[key]
+    return np.array([default if x is None else int(x) for x in v], dtype=np.int64)
+
+
+def read_nsys(path: str | Path) -> Trace:
+    """Import an Nsight Systems SQLite export; raise TraceImportError for anything else."""
+    path = Path(path)
+    con = _connect(path)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables) and (
+            "TARGET_INFO_GPU" not in tables
+        ):
+            raise TraceImportError(
+                path,
+                "SQLite file is not an Nsight Systems export (no CUPTI_ACTIVITY_KIND_* tables)",
+            )
+        strings = (
+            dict(con.execute("SELECT id, value FROM StringIds").fetchall())
+            if "StringIds" in tables
+            else {}
+        )
+        names = NameTable()
+        parts: list[dict[str, np.ndarray]] = []
+        if _KERNEL in tables:
+            parts.append(_kernels(con, strings, names))
+        if _MEMCPY in tables:
+            parts.append(_copies(con, names, _MEMCPY, Kind.MEMCPY))
+        if _MEMSET in tables:
+            parts.append(_copies(con, names, _MEMSET, Kind.MEMSET))
+        if _SYNC in tables:
+            parts.append(_syncs(con, names, tables))
+        host = _runtime(con) if _RUNTIME in tables else HostEvents.empty()
+        gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
+    except sqlite3.DatabaseError as e:
+        raise TraceImportError(path, f"unreadable Nsight export ({e})") from None
+    finally:
+        con.close()
+    parts = [p for p in parts if len(p["start_ns"])]
+    if parts:
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        klass = classify_table(names)
+        cols["klass"] = klass[cols["name"]] if len(cols["name"]) else cols["name"].astype(np.uint8)
+        seg = Segments.from_columns(**cols)
+        seg = seg.take(np.argsort(seg.start_ns, kind="stable"))
+    else:
+        seg = Segments.empty()
+    props: dict[str, Any] = {"format": "nsys", "devices": gpus, "rank": None, "malformed_events": 0}
+    return Trace(segments=seg, names=names, host=host, device_properties=props, source=str(path))
+
+
+def _kernels(
+    con: sqlite3.Connection, strings: dict[int, str], names: NameTable
+) -> dict[str, np.ndarray]:
+    d = _fetch(
+        con,
+        _KERNEL,
+        [
+            "start",
+            "end",
+            "deviceId",
+            "streamId",
+            "correlationId",
+            "gridX",
+            "gridY",
+            "gridZ",
+            "blockX",
+            "blockY",
+            "blockZ",
+            "registersPerThread",
+            "staticSharedMemory",
+            "dynamicSharedMemory",
+            "demangledName",
+            "shortName",
+            "name",
+        ],
+    )
+    n = len(d.get("start", ()))
+    name_ids = next((d[k] for k in ("demangledName", "name", "shortName") if k in d), None)
+    if name_ids is None:
+        name_idx = np.full(n, names.intern("<unnamed kernel>"), np.int32)
+    else:
+        name_idx = np.array(
+            [
+                names.intern(strings.get(int(i), f"<string {i}>"))
+                if i is not None
+                else names.intern("<unnamed kernel>")
+                for i in name_ids
+            ],
+            np.int32,
+        )
+    grid = _ints(d, "gridX", n, 1) * _ints(d, "gridY", n, 1) * _ints(d, "gridZ", n, 1)
+    block = _ints(d, "blockX", n, 1) * _ints(d, "blockY", n, 1) * _ints(d, "blockZ", n, 1)
+    has_geom = "gridX" in d and "blockX" in d
+    return {
+        "start_ns": _ints(d, "start", n),
+        "end_ns": _ints(d, "end", n),
+        "stream": _ints(d, "streamId", n).astype(np.int32),
+        "device": _ints(d, "deviceId", n).astype(np.int16),
+        "kind": np.full(n, Kind.KERNEL, np.uint8),
+        "name": name_idx,
+        "correlation": _ints(d, "correlationId", n),
+        "grid": (grid if has_geom else np.zeros(n, np.int64)).clip(0, 2**31 - 1).astype(np.int32),
+        "block": (block if has_geom else np.zeros(n, np.int64)).clip(0, 2**31 - 1).astype(np.int32),
+        "regs": _ints(d, "registersPerThread", n).astype(np.int32),
+        "smem": (_ints(d, "staticSharedMemory", n) + _ints(d, "dynamicSharedMemory", n)).astype(
+            np.int32
+        ),
+        "occupancy": np.full(n, np.nan, np.float32),
+        "flops": np.full(n, np.nan),
+        "dram_bytes": np.full(n, np.nan),
+        "provenance": np.full(n, int(Provenance.GEOMETRY) if has_geom else 0, np.uint8),
+    }
+
+
+def _copies(
+    con: sqlite3.Connection, names: NameTable, table: str, kind: Kind
+) -> dict[str, np.ndarray]:
+    d = _fetch(
+        con, table, ["start", "end", "deviceId", "streamId", "correlationId", "bytes", "copyKind"]
+    )
+    n = len(d.get("start", ()))
+    if kind == Kind.MEMCPY:
+        ck = _ints(d, "copyKind", n)
+        name_idx = np.array(
+            [names.intern(f"Memcpy {_COPY_KIND.get(int(k), 'Unknown')}") for k in ck], np.int32
+        )
+    else:
+        name_idx = np.full(n, names.intern("Memset"), np.int32)
+    has_bytes = "bytes" in d
+    return {
+        "start_ns": _ints(d, "start", n),
+        "end_ns": _ints(d, "end", n),
+        "stream": _ints(d, "streamId", n).astype(np.int32),
+        "device": _ints(d, "deviceId", n).astype(np.int16),
+        "kind": np.full(n, kind, np.uint8),
+        "name": name_idx,
+        "correlation": _ints(d, "correlationId", n),
+        "grid": np.zeros(n, np.int32),
+        "block": np.zeros(n, np.int32),
+        "regs": np.zeros(n, np.int32),
+        "smem": np.zeros(n, np.int32),
+        "occupancy": np.full(n, np.nan, np.float32),
+        "flops": np.full(n, np.nan),
+        "dram_bytes": _ints(d, "bytes", n).astype(np.float64) if has_bytes else np.full(n, np.nan),
+        "provenance": np.full(n, int(Provenance.DRAM_BYTES) if has_bytes else 0, np.uint8),
+    }
+
+
+def _syncs(con: sqlite3.Connection, names: NameTable, tables: set[str]) -> dict[str, np.ndarray]:
+    d = _fetch(con, _SYNC, ["start", "end", "deviceId", "streamId", "correlationId", "syncType"])
+    n = len(d.get("start", ()))
+    kinds = {}
+    if "ENUM_CUPTI_SYNC_TYPE" in tables:
+        cols = _columns(con, "ENUM_CUPTI_SYNC_TYPE")
+        if {"id", "label"} <= cols:
+            kinds = dict(con.execute("SELECT id, label FROM ENUM_CUPTI_SYNC_TYPE").fetchall())
+    st = _ints(d, "syncType", n)
+    name_idx = np.array(
+        [names.intern(str(kinds.get(int(k), f"Sync {int(k)}"))) for k in st], np.int32
+    )
+    return {
+        "start_ns": _ints(d, "start", n),
+        "end_ns": _ints(d, "end", n),
+        "stream": _ints(d, "streamId", n, -1).astype(np.int32),
+        "device": _ints(d, "deviceId", n).astype(np.int16),
+        "kind": np.full(n, Kind.SYNC, np.uint8),
+        "name": name_idx,
+        "correlation": _ints(d, "correlationId", n),
+        "grid": np.zeros(n, np.int32),
+        "block": np.zeros(n, np.int32),
+        "regs": np.zeros(n, np.int32),
+        "smem": np.zeros(n, np.int32),
+        "occupancy": np.full(n, np.nan, np.float32),
+        "flops": np.full(n, np.nan),
+        "dram_bytes": np.full(n, np.nan),
+        "provenance": np.zeros(n, np.uint8),
+    }
+
+
+def _runtime(con: sqlite3.Connection) -> HostEvents:
+    d = _fetch(con, _RUNTIME, ["start", "end", "correlationId"])
+    n = len(d.get("start", ()))
+    corr = _ints(d, "correlationId", n)
+    keep = corr > 0
+    return HostEvents(
+        correlation=corr[keep],
+        stream=np.full(int(keep.sum()), -1, np.int32),
+        api_start_ns=_ints(d, "start", n)[keep],
+        api_end_ns=_ints(d, "end", n)[keep],
+    )
+
+
+def _gpus(con: sqlite3.Connection) -> list[dict[str, Any]]:
+    cols = _columns(con, "TARGET_INFO_GPU")
+    wanted = [
+        c
+        for c in (
+            "id",
+            "name",
+            "smCount",
+            "memoryBandwidth",
+            "clockRate",
+            "totalMemory",
+            "computeMajor",
+            "computeMinor",
+            "chipName",
+        )
+        if c in cols
+    ]
+    if not wanted:
+        return []
+    rows = con.execute(f"SELECT {', '.join(wanted)} FROM TARGET_INFO_GPU").fetchall()
+    out = []
+    for r in rows:
+        g = dict(zip(wanted, r, strict=True))
+        out.append(
+            {
+                "id": g.get("id"),
+                "name": g.get("name"),
+                "numSms": g.get("smCount"),
+                "memoryBandwidth": g.get("memoryBandwidth"),
+                "clockRate": g.get("clockRate"),
+                "totalGlobalMem": g.get("totalMemory"),
+                "computeMajor": g.get("computeMajor"),
+                "computeMinor": g.get("computeMinor"),
+            }
+        )
+    return out

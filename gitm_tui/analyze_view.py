@@ -1,0 +1,125 @@
+"""Terminal summary of `gitm-tui analyze` (Rich renderables; one per file, plus the rank view)."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from engine.analyze.model import Analysis
+from engine.regimes import Regime
+from gitm_tui.render import REGIME_STYLE
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+def summary(a: Analysis, top: int = 10) -> RenderableType:
+    """Return the summary of one analysis: header, regimes, streams, top kernels, invariant."""
+    head = Text()
+    head.append(a.source, style="bold")
+    head.append(f"  {a.format}" + ("" if a.rank is None else f" rank {a.rank}") + "\n")
+    head.append(f"{a.hardware.name}", style="bold cyan")
+    head.append(
+        f" ({a.hardware.detected_from})  ·  {a.segments:,} GPU segments, "
+        f"{a.kernels:,} kernels, {_ms(a.gpu_time_ns)} ms GPU time over "
+        f"{_ms(a.span_ns)} ms\n"
+    )
+    head.append(f"pressures: {a.pressures}", style="dim")
+
+    reg = Table(title="GPU time by regime", title_justify="left", box=None, pad_edge=False)
+    tot = max(1, sum(a.time_by_regime_ns.values()))
+    for r in Regime:
+        reg.add_column(Text(r.name, style=REGIME_STYLE[r]), justify="right")
+    reg.add_row(*[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Regime])
+
+    st = Table(title="streams", title_justify="left", box=None, pad_edge=False)
+    for c in (
+        "dev",
+        "stream",
+        "kernels",
+        "kernel ms",
+        "idle ms",
+        "host wait",
+        "kernel wait",
+        "other",
+        "M_deg",
+    ):
+        st.add_column(c, justify="right")
+    for s in a.streams:
+        i = s.idle
+        st.add_row(
+            str(s.device),
+            str(s.stream),
+            f"{s.kernels:,}",
+            _ms(s.kernel_time_ns),
+            _ms(i.total_ns),
+            _ms(i.host_wait_ns),
+            _ms(i.kernel_wait_ns),
+            _ms(i.other_ns),
+            f"{s.kappa_partition['M_deg']:.0%}",
+        )
+
+    kt = Table(
+        title=f"top kernels (of {len(a.top_kernels)})",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+        expand=True,
+    )
+    kt.add_column("kernel", ratio=1, min_width=24, no_wrap=True, overflow="ellipsis")
+    for c in ("class", "calls", "ms", "share", "regime", "of roofline"):
+        kt.add_column(c, justify="right" if c not in ("class", "regime") else "left", no_wrap=True)
+    for k in a.top_kernels[:top]:
+        r = Regime[k.regime]
+        kt.add_row(
+            Text(k.name),
+            k.klass,
+            f"{k.calls:,}",
+            _ms(k.total_ns),
+            f"{k.share_of_gpu_time:.1%}",
+            Text(f"{k.regime} {k.regime_share:.0%}", style=REGIME_STYLE[r]),
+            "—" if k.achieved_fraction is None else f"{k.achieved_fraction:.1%}",
+        )
+
+    inv = a.kernel_time_invariant
+    foot = Text()
+    foot.append(
+        f"kernel-time invariant: {inv.violations} violations of {inv.checkable} checkable "
+        f"— {inv.note}\n"
+    )
+    la = a.launch
+    foot.append(
+        f"launches: {la.shorter_than_launch} of {la.kernels_linked} kernels ran shorter "
+        "than their launch call\n"
+    )
+    kp = a.kappa_partition
+    foot.append(
+        f"κ gate: M_id {kp['M_id']:.0%}, M_deg {kp['M_deg']:.0%}, "
+        f"undetermined {kp['undetermined']:.0%}"
+    )
+    for n in a.notes:
+        foot.append(f"\nnote: {n}", style="yellow")
+    return Group(head, Text(), reg, Text(), st, Text(), kt, Text(), foot, Text())
+
+
+def rank_table(analyses: list[Analysis]) -> RenderableType | None:
+    """Return a per-rank comparison (straggler = longest span) when several ranks were analysed."""
+    ranked = [a for a in analyses if a.rank is not None]
+    if len(ranked) < 2 or len({a.rank for a in ranked}) != len(ranked):
+        return None  # not the ranks of one job (missing or repeated rank ids)
+    slow = max(ranked, key=lambda a: a.span_ns)
+    t = Table(title="ranks", title_justify="left", box=None, pad_edge=False)
+    for c in ("rank", "GPU ms", "span ms", *[r.name for r in Regime], ""):
+        t.add_column(c, justify="right")
+    for a in sorted(ranked, key=lambda a: a.rank or 0):
+        tot = max(1, sum(a.time_by_regime_ns.values()))
+        t.add_row(
+            str(a.rank),
+            _ms(a.gpu_time_ns),
+            _ms(a.span_ns),
+            *[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Regime],
+            Text("straggler", style="bold red") if a is slow else "",
+        )
+    return t

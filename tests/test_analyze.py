@@ -1,0 +1,67 @@
+"""`gitm-tui analyze` outputs: schema, Perfetto regime tracks, report, numbers that add up."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.analyze.export import schema_json
+from engine.analyze.model import Analysis
+from engine.regimes import Regime
+from gitm_tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "traces"
+ALL = sorted((TRACES / "kineto").glob("*.json.gz")) + sorted((TRACES / "nsys").glob("*.sqlite"))
+pytestmark = pytest.mark.skipif(not ALL, reason="shared/traces not present")
+
+
+def test_committed_schema_is_current():
+    committed = (ROOT / "manifests" / "schemas" / "analysis.schema.json").read_text()
+    assert committed == schema_json(), (
+        "regenerate: python -c 'from engine.analyze.export import schema_json'"
+    )
+
+
+def test_analyze_every_shared_trace(tmp_path, capsys):
+    assert main(["analyze", *map(str, ALL), "--out", str(tmp_path), "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU time by regime" in out
+    for path in ALL:
+        stem = path.name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
+        d = tmp_path / stem
+        a = Analysis.model_validate_json((d / "analysis.json").read_text())
+        assert a.segments > 0 and a.hardware.id is not None
+        assert sum(a.time_by_regime_ns.values()) == a.gpu_time_ns
+        assert sum(a.time_by_class_ns.values()) == a.gpu_time_ns
+        for s in a.streams:
+            assert s.idle.total_ns == s.idle.host_wait_ns + s.idle.kernel_wait_ns + s.idle.other_ns
+        trace = json.loads((d / "perfetto.json").read_text())  # valid Chrome-trace JSON
+        ev = trace["traceEvents"]
+        names = {e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+        for s in a.streams:
+            assert f"stream {s.stream} · regime" in names
+        regimes = [e for e in ev if e.get("cat") == "regime"]
+        assert regimes and {e["name"] for e in regimes} <= {r.name for r in Regime}
+        assert sum(e["args"]["segments"] for e in regimes) == a.segments
+        assert "# gitm-tui analysis" in (d / "report.md").read_text()
+
+
+def test_counters_trace_measures_flops_and_says_times_are_ranges(capsys):
+    path = TRACES / "kineto" / "a100_cupti_counters.json.gz"
+    assert main(["analyze", str(path), "--json", "--no-write"]) == 0
+    a = json.loads(capsys.readouterr().out)[0]
+    assert a["pressures"].startswith("measured counters")
+    assert "not checkable" in a["kernel_time_invariant"]["note"]
+    assert any("CUPTI-profiler mode" in n for n in a["notes"])
+
+
+def test_hardware_flag_and_unknown_hardware(capsys):
+    path = TRACES / "kineto" / "a100_triton_one_kernel.json.gz"
+    assert main(["analyze", str(path), "--json", "--no-write", "--hardware", "h100-sxm"]) == 0
+    a = json.loads(capsys.readouterr().out)[0]
+    assert a["hardware"]["id"] == "h100-sxm" and a["hardware"]["detected_from"] == "flag"
+    assert main(["analyze", str(path), "--hardware", "tpu-v9"]) == 2
+    assert "unknown hardware 'tpu-v9'" in capsys.readouterr().err

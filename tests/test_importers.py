@@ -1,0 +1,244 @@
+"""Importers on every shared trace, exact timestamps, taxonomy, bad inputs and fuzzing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.trace.errors import TraceImportError
+from engine.trace.kineto import read_kineto
+from engine.trace.nsys import read_nsys
+from engine.trace.segments import Kind, Klass
+from engine.trace.taxonomy import classify
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+KINETO = sorted((TRACES / "kineto").glob("*.json.gz"))
+NSYS = TRACES / "nsys" / "a100_cloverleaf.sqlite"
+pytestmark = pytest.mark.skipif(not KINETO, reason="shared/traces not present")
+
+
+def _events(path):
+    with gzip.open(path) as f:
+        return json.load(f)["traceEvents"]
+
+
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
+def test_kineto_rows_match_an_independent_parse(path):
+    tr = read_kineto(path)
+    ev = _events(path)
+    want = {
+        c: sum(1 for e in ev if e.get("cat") == c and e.get("ph") == "X")
+        for c in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_profiler_range")
+    }
+    s = tr.segments
+    assert int((s.kind == Kind.KERNEL).sum()) == want["kernel"] + want["cuda_profiler_range"]
+    assert int((s.kind == Kind.MEMCPY).sum()) == want["gpu_memcpy"]
+    assert int((s.kind == Kind.MEMSET).sum()) == want["gpu_memset"]
+    # timestamps exact to the nanosecond: parse the JSON numbers as decimals
+    with gzip.open(path) as f:
+        exact = json.load(f, parse_float=Decimal)["traceEvents"]
+    kts = sorted(
+        int(Decimal(e["ts"]) * 1000)
+        for e in exact
+        if e.get("cat") in ("kernel", "cuda_profiler_range") and e.get("ph") == "X"
+    )
+    assert sorted(s.start_ns[s.kind == Kind.KERNEL].tolist()) == kts
+    assert (s.end_ns >= s.start_ns).all()
+    assert tr.device_properties["devices"]
+
+
+def test_epoch_microsecond_timestamps_keep_their_nanoseconds(tmp_path):
+    ev = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": "__TS__",
+            "dur": 1.5,
+            "args": {"stream": 7, "correlation": 1},
+        }
+    ]
+    text = json.dumps({"traceEvents": ev}).replace('"__TS__"', "1712195495505582.988")
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    s = read_kineto(p).segments
+    assert s.start_ns[0] == 1712195495505582988  # a float64 would give ...582988 ± 250 ns
+    assert s.duration_ns[0] == 1500
+
+
+def test_profiler_range_flops_count_fma_twice():
+    tr = read_kineto(TRACES / "kineto" / "a100_cupti_counters.json.gz")
+    ev = [
+        e
+        for e in _events(TRACES / "kineto" / "a100_cupti_counters.json.gz")
+        if e.get("cat") == "cuda_profiler_range"
+    ]
+    a = ev[0]["args"]
+    pre = "smsp__sass_thread_inst_executed_op_"
+    want = sum(
+        a.get(f"{pre}{p}{o}_pred_on.sum", 0) * (2 if o == "fma" else 1)
+        for p in "hfd"
+        for o in ("add", "mul", "fma")
+    )
+    assert tr.segments.flops[0] == want > 0
+
+
+def test_amd_trace_has_no_geometry_and_float_timestamps():
+    tr = read_kineto(TRACES / "kineto" / "mi250_rocm62_minitoy.json.gz")
+    s = tr.segments
+    assert len(s) and (s.grid == 0).all() and set(s.stream.tolist()) == {0}
+    assert s.start_ns[0] == 4203669603454206  # "ts": 4203669603454.206
+
+
+def test_nsys_rows_match_the_database():
+    tr = read_nsys(NSYS)
+    con = sqlite3.connect(NSYS)
+    n_k = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    n_m = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0]
+    s = tr.segments
+    assert int((s.kind == Kind.KERNEL).sum()) == n_k
+    assert int((s.kind == Kind.MEMCPY).sum()) == n_m
+    first = con.execute(
+        "select start, end from CUPTI_ACTIVITY_KIND_KERNEL order by start limit 1"
+    ).fetchone()
+    k = s.take(s.kind == Kind.KERNEL)
+    assert (int(k.start_ns[0]), int(k.end_ns[0])) == first
+    assert tr.device_properties["devices"][0]["name"] == "NVIDIA A100-SXM4-80GB"
+    assert (k.grid > 0).all() and len(tr.host) > 0
+
+
+@pytest.mark.parametrize(
+    "name,klass",
+    [
+        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(x)", Klass.GEMM),
+        ("ampere_sgemm_128x64_nn", Klass.GEMM),
+        ("Cijk_Ailk_Bljk_SB_MT64x64x8", Klass.GEMM),
+        ("sm90_xmma_fprop_implicit_gemm_bf16", Klass.CONV),
+        ("flash_fwd_kernel<Flash_fwd_kernel_traits>", Klass.ATTENTION),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+            Klass.ELEMENTWISE,
+        ),
+        ("void at::native::reduce_kernel<128, 4>", Klass.REDUCTION),
+        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float>", Klass.NORM),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", Klass.COMM),
+        ("Memcpy HtoD (Pinned -> Device)", Klass.COPY),
+        ("triton_poi_fused_add_cos_sin_0", Klass.ELEMENTWISE),
+        ("triton_red_fused_sum_1", Klass.REDUCTION),
+        ("mystery_kernel", Klass.OTHER),
+    ],
+)
+def test_taxonomy(name, klass):
+    assert classify(name) == klass
+
+
+def test_taxonomy_classifies_most_kernels_of_every_trace():
+    for path in KINETO:
+        s = read_kineto(path).segments
+        k = s.klass[s.kind == Kind.KERNEL]
+        if len(k) > 10:
+            assert (k != Klass.OTHER).mean() > 0.6, path.name
+
+
+def _bad_inputs(tmp_path):
+    good = (TRACES / "kineto" / "a100_alexnet_2streams.json.gz").read_bytes()
+    raw = gzip.decompress(good)
+    cases = {
+        "truncated.json.gz": (good[: len(good) // 2], "truncated gzip"),
+        "corrupt.json.gz": (good[:100] + b"\x00" * 200 + good[300:], "corrupt gzip"),
+        "invalid.json": (
+            b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1,]',
+            "invalid JSON",
+        ),
+        "noevents.json": (b'{"schemaVersion": 1, "other": []}', "no traceEvents"),
+        "empty.json": (b"", "empty file"),
+        "cpu_only.json": (
+            json.dumps(
+                {
+                    "traceEvents": [
+                        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 2}
+                    ]
+                }
+            ).encode(),
+            "no GPU activity",
+        ),
+        "notjson.json": (b"hello world, not a trace", "not JSON"),
+        "cut.json": (raw[: len(raw) * 2 // 3], "truncated"),
+    }
+    out = {}
+    for name, (data, needle) in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        out[p] = needle
+    db = tmp_path / "other.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("create table t (x int)")
+    con.commit()
+    con.close()
+    out[db] = "not an Nsight Systems export"
+    return out
+
+
+def test_bad_inputs_one_line_each_and_the_good_file_still_analysed(tmp_path, capsys):
+    from gitm_tui.cli import main
+    from gitm_tui.exit_codes import ExitCode
+
+    bad = _bad_inputs(tmp_path)
+    good = tmp_path / "good.json.gz"
+    good.write_bytes((TRACES / "kineto" / "a100_event_sync_multistream.json.gz").read_bytes())
+    missing = tmp_path / "missing.json"
+    rc = main(["analyze", str(tmp_path), str(missing), "--json", "--no-write", "--workers", "1"])
+    assert rc == ExitCode.INPUT
+    cap = capsys.readouterr()
+    lines = cap.err.strip().splitlines()
+    assert "Traceback" not in cap.err
+    assert len(lines) == len(bad) + 1, cap.err
+    for p, needle in bad.items():
+        line = next(ln for ln in lines if str(p) in ln)
+        assert needle in line, (p.name, line)
+    assert any(str(missing) in ln and "no such file" in ln for ln in lines)
+    analyses = json.loads(cap.out)
+    assert [a["source"] for a in analyses] == [str(good)]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_fuzzed_real_traces_raise_only_the_importer_error(tmp_path, data):
+    src = data.draw(st.sampled_from(KINETO[:3] + KINETO[4:]))
+    raw = bytearray(gzip.decompress(src.read_bytes()))
+    for _ in range(data.draw(st.integers(1, 8))):
+        i = data.draw(st.integers(0, len(raw) - 1))
+        raw[i] = data.draw(st.sampled_from(list(b'{}[]",:0123456789.-e x\\')))
+    cut = data.draw(st.integers(len(raw) // 2, len(raw)))
+    p = tmp_path / "fuzz.json"
+    p.write_bytes(bytes(raw[:cut]))
+    try:
+        tr = read_kineto(p)
+    except TraceImportError:
+        return
+    s = tr.segments
+    s.validate()
+    assert np.isfinite(s.start_ns).all()
+
+
+@pytest.mark.parametrize("body", [b"}", b"{}}", b"1, }", b'{"ts": 1e999}'])
+def test_scanner_terminates_on_stray_closers_and_wild_numbers(tmp_path, body):
+    """Regression: a '}' at array level once made the scanner spin forever (found by fuzzing)."""
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": [' + body + b"]}")
+    try:
+        read_kineto(p)
+    except TraceImportError as e:
+        assert "t.json" in str(e)
