@@ -276,7 +276,10 @@ def _decode_kept(
         pass  # some event has a field of an unexpected type: handled one by one below
     except msgspec.DecodeError as e:
         raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
-    items = msgspec.json.decode(data)
+    try:
+        items = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:  # a type error came first, a syntax error is further on
+        raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
     kind = _RangeEvent if ranges else _Event
     good: list[Any] = []
     keep: list[int] = []
