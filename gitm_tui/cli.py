@@ -133,6 +133,11 @@ def _analyze_parser() -> _Parser:
     p.add_argument("--json", action="store_true", help="print the analyses as JSON on stdout")
     p.add_argument("--top", type=int, default=20, help="kernels in the top-kernels table")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
+    p.add_argument(
+        "--ui",
+        action="store_true",
+        help="open the analysis screen (one file): timeline, kernel table, details",
+    )
     return p
 
 
@@ -148,6 +153,8 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
         raise UsageError(f"unknown hardware {ns.hardware!r}; known: {', '.join(known)}")
     if ns.top < 1 or (ns.workers is not None and ns.workers < 1):
         raise UsageError("--top and --workers must be >= 1")
+    if ns.ui:
+        return _analyze_ui(ns)
     outcomes = analyze_paths(
         ns.paths,
         hardware=ns.hardware,
@@ -177,6 +184,28 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
         if o.error:
             print(f"{PROG}: error: {o.error}", file=sys.stderr)
     return ExitCode.INPUT if any(o.error for o in outcomes) else ExitCode.OK
+
+
+def _analyze_ui(ns: argparse.Namespace) -> ExitCode:
+    from engine.analyze.compute import analyze_trace
+    from engine.analyze.run import expand, read_trace
+    from engine.trace.errors import TraceImportError
+
+    files, errors = expand(ns.paths)
+    if errors:
+        print(f"{PROG}: error: {errors[0].error}", file=sys.stderr)
+        return ExitCode.INPUT
+    if len(files) != 1:
+        raise UsageError(f"--ui opens one trace; got {len(files)} files")
+    try:
+        res = analyze_trace(read_trace(files[0]), hardware=ns.hardware, top=max(ns.top, 200))
+    except TraceImportError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return ExitCode.INPUT
+    from gitm_tui.analysis_app import make_analysis_app
+
+    make_analysis_app(res).run()
+    return ExitCode.OK
 
 
 SUBCOMMANDS = {"validate": _cmd_validate, "analyze": _cmd_analyze}

@@ -1,0 +1,180 @@
+"""Kineto import speed and memory: gitm-tui vs Holistic Trace Analysis, side by side, as ratios.
+
+    python benchmarks/bench_import.py [--events 2000000] [--out benchmarks/results]
+
+Inputs: the real 109k-event A100 trace from ../shared/traces, and a *synthetic* trace of
+``--events`` events generated here by tiling that trace in time (correlation ids offset, each
+copy shifted past the previous one), gzip-compressed like the original. Each measurement runs in
+a fresh process: gitm = ``read_kineto`` (gunzip + scan + decode into Segments); HTA =
+``TraceAnalysis(trace_dir=…)`` (its full load). events/s counts every event in the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT.parent / "shared" / "traces" / "kineto" / "a100_training_3streams.json.gz"
+CACHE = Path(__file__).parent / ".cache"
+
+
+def _peak_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def generate(n_events: int, path: Path) -> int:
+    """Write a synthetic trace of about n_events events (tiling REAL); return the exact count."""
+    with gzip.open(REAL) as f:
+        doc = json.load(f)
+    events = doc.pop("traceEvents")
+    ts = [e["ts"] for e in events if "ts" in e]
+    span = int(max(ts) - min(ts)) + 1000
+    reps = max(1, round(n_events / len(events)))
+    written = 0
+    with gzip.open(path, "wt", compresslevel=6) as out:
+        head = json.dumps(doc)[:-1]
+        out.write(head + ', "traceEvents": [\n')
+        first = True
+        for r in range(reps):
+            for e in events:
+                e2 = dict(e)
+                if "ts" in e2:
+                    e2["ts"] = e2["ts"] + r * span
+                args = e2.get("args")
+                if isinstance(args, dict) and "correlation" in args:
+                    e2["args"] = {**args, "correlation": args["correlation"] + r * 10_000_000}
+                if e2.get("ph") in ("s", "f") and "id" in e2:
+                    e2["id"] = e2["id"] + r * 10_000_000
+                out.write(("" if first else ",\n") + json.dumps(e2))
+                first = False
+                written += 1
+        out.write("\n]}\n")
+    return written
+
+
+def worker(tool: str, path: str) -> dict[str, float]:
+    t0 = time.perf_counter()
+    if tool == "gitm":
+        sys.path.insert(0, str(ROOT))
+        from engine.trace.kineto import read_kineto
+
+        tr = read_kineto(path)
+        rows = len(tr.segments) + len(tr.host)
+    else:
+        import logging
+        import warnings
+
+        logging.disable(logging.WARNING)
+        warnings.simplefilter("ignore")
+        from hta.trace_analysis import TraceAnalysis
+
+        ta = TraceAnalysis(trace_dir=str(Path(path).parent), include_last_profiler_step=True)
+        rows = sum(len(ta.t.get_trace(r)) for r in ta.t.traces)
+    return {"seconds": time.perf_counter() - t0, "peak_mib": _peak_mib(), "rows": rows}
+
+
+def _run(tool: str, path: Path) -> dict[str, float]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(
+        [sys.executable, __file__, "--worker", tool, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ns = ap.parse_args()
+    if ns.worker:
+        print(json.dumps(worker(*ns.worker)))
+        return
+    # numba compiles on the first import of a process; warm its cache outside the timing
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+            f"from engine.trace.kineto import read_kineto; read_kineto({str(REAL)!r})",
+        ],
+        check=True,
+    )
+    real_dir = CACHE / "real"
+    real_dir.mkdir(parents=True, exist_ok=True)
+    real = real_dir / REAL.name
+    if not real.exists():
+        real.write_bytes(REAL.read_bytes())
+    with gzip.open(REAL) as f:
+        n_real = len(json.load(f)["traceEvents"])
+    synth_dir = CACHE / f"synthetic_{ns.events}"
+    synth_dir.mkdir(parents=True, exist_ok=True)
+    synth = synth_dir / "synthetic_rank0.json.gz"
+    count_file = synth_dir / "count"
+    if not synth.exists() or not count_file.exists():
+        print(f"generating {ns.events:,} synthetic events …", file=sys.stderr)
+        count_file.write_text(str(generate(ns.events, synth)))
+    n_synth = int(count_file.read_text())
+    rows = []
+    for label, path, n in (
+        ("A100 training (real)", real, n_real),
+        (f"synthetic {n_synth / 1e6:.1f} M events", synth, n_synth),
+    ):
+        g = _run("gitm", path)
+        h = _run("hta", path)
+        rows.append((label, n, path.stat().st_size, g, h))
+        print(
+            f"{label}: gitm {n / g['seconds'] / 1e6:.2f} M ev/s {g['peak_mib']:.0f} MiB | "
+            f"HTA {n / h['seconds'] / 1e3:.1f} k ev/s {h['peak_mib']:.0f} MiB",
+            file=sys.stderr,
+        )
+    lines = [
+        "# Kineto import: gitm-tui vs Holistic Trace Analysis",
+        "",
+        "Generated by `python benchmarks/bench_import.py` — each tool in a fresh process; "
+        "gitm = `read_kineto` (gunzip + scan + typed decode into Segments), HTA = "
+        "`TraceAnalysis(trace_dir)`; events/s counts every event in the file.",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}.",
+        "",
+        "| trace | events | .gz MB | gitm s | gitm M ev/s | gitm peak MiB | HTA s | HTA k ev/s "
+        "| HTA peak MiB | speed ratio | memory ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, n, size, g, h in rows:
+        lines.append(
+            f"| {label} | {n:,} | {size / 1e6:.1f} | {g['seconds']:.2f} | "
+            f"{n / g['seconds'] / 1e6:.2f} | {g['peak_mib']:.0f} | {h['seconds']:.1f} | "
+            f"{n / h['seconds'] / 1e3:.1f} | {h['peak_mib']:.0f} | "
+            f"{h['seconds'] / g['seconds']:.0f}× | {g['peak_mib'] / h['peak_mib']:.2f} |"
+        )
+    lines += [
+        "",
+        "speed ratio = HTA seconds ÷ gitm seconds; memory ratio = gitm peak ÷ HTA peak "
+        "(peak resident set of the whole process, Python and libraries included).",
+        "",
+    ]
+    ns.out.mkdir(parents=True, exist_ok=True)
+    (ns.out / "import_kineto.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""The analysis screen of `gitm-tui analyze PATH --ui`: regime timeline per stream (zoom, scroll),
+a sortable kernel table and the selected kernel's details."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from rich.table import Table
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, Static
+
+from engine.analyze.compute import AnalysisResult
+from engine.analyze.model import KernelRow
+from engine.regimes import Regime
+from gitm_tui.render import REGIME_STYLE, legend
+from gitm_tui.timeline import timeline_text
+
+_LABEL_W = 12
+
+
+class RegimeTimeline(Widget, can_focus=True):
+    """Streams × time bins; keys zoom (+/-), scroll (←/→) and reset (0) the window."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("plus,equals_sign", "zoom(0.5)", "Zoom in", key_display="+"),
+        Binding("minus", "zoom(2.0)", "Zoom out", key_display="-"),
+        Binding("left", "scroll_time(-0.25)", "Earlier", key_display="←"),
+        Binding("right", "scroll_time(0.25)", "Later", key_display="→"),
+        Binding("0", "reset", "Whole trace"),
+    ]
+    DEFAULT_CSS = "RegimeTimeline { height: auto; }"
+    window: reactive[tuple[int, int]] = reactive((0, 1))
+
+    def __init__(self, res: AnalysisResult, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        rows = res.rows
+        self.t_min, self.t_max = int(rows.start_ns.min()), int(rows.end_ns.max())
+        self._streams: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+        for dev, st in sorted(
+            {(int(d), int(s)) for d, s in zip(rows.device, rows.stream, strict=True)}
+        ):
+            sel = np.flatnonzero((rows.device == dev) & (rows.stream == st))
+            sel = sel[np.argsort(rows.start_ns[sel], kind="stable")]
+            label = f"d{dev} s{st}" if len({int(d) for d in rows.device}) > 1 else f"stream {st}"
+            self._streams.append(
+                (label, rows.start_ns[sel], rows.end_ns[sel], res.decoded.labels[sel])
+            )
+        self.set_reactive(RegimeTimeline.window, (self.t_min, max(self.t_max, self.t_min + 1)))
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+        return len(self._streams) + 1
+
+    def render(self) -> Text:
+        t0, t1 = self.window
+        width = max(10, self.size.width - _LABEL_W)
+        out = Text(no_wrap=True)
+        span_ms = (t1 - t0) / 1e6
+        out.append(
+            f"{'':<{_LABEL_W}}{(t0 - self.t_min) / 1e6:,.3f} ms"
+            f"  ·  window {span_ms:,.3f} ms  ·  "
+            f"{100 * (t1 - t0) / max(1, self.t_max - self.t_min):.1f}% of the trace\n",
+            style="dim",
+        )
+        for i, (label, s, e, lab) in enumerate(self._streams):
+            out.append(label[: _LABEL_W - 1].ljust(_LABEL_W), style="bold")
+            out.append_text(timeline_text(s, e, lab, t0, t1, width))
+            if i < len(self._streams) - 1:
+                out.append("\n")
+        return out
+
+    def action_zoom(self, factor: float) -> None:
+        t0, t1 = self.window
+        mid, half = (t0 + t1) / 2, (t1 - t0) * factor / 2
+        half = min(max(half, 500.0), (self.t_max - self.t_min) / 2 + 1)  # ≥ 1 µs wide
+        self._set(int(mid - half), int(mid + half))
+
+    def action_scroll_time(self, frac: float) -> None:
+        t0, t1 = self.window
+        step = int((t1 - t0) * frac)
+        self._set(t0 + step, t1 + step)
+
+    def action_reset(self) -> None:
+        self._set(self.t_min, self.t_max)
+
+    def _set(self, t0: int, t1: int) -> None:
+        span = t1 - t0
+        if t0 < self.t_min:
+            t0, t1 = self.t_min, self.t_min + span
+        if t1 > self.t_max:
+            t0, t1 = max(self.t_min, self.t_max - span), self.t_max
+        self.window = (t0, max(t1, t0 + 1))
+
+
+def kernel_details(k: KernelRow) -> Table:
+    """Return the details panel of one kernel row."""
+    t = Table(box=None, show_header=False, pad_edge=False, expand=True)
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    t.add_row("kernel", Text(k.name))
+    t.add_row("class", k.klass)
+    t.add_row("streams", ", ".join(map(str, k.streams)))
+    t.add_row("calls", f"{k.calls:,}")
+    t.add_row("total", f"{k.total_ns / 1e6:,.3f} ms ({k.share_of_gpu_time:.1%} of GPU time)")
+    t.add_row("mean", f"{k.mean_ns / 1e3:,.2f} µs")
+    r = Regime[k.regime]
+    t.add_row("regime", Text(f"{k.regime} in {k.regime_share:.0%} of calls", style=REGIME_STYLE[r]))
+    if k.roofline_bound_ns is None:
+        t.add_row("roofline", "not measured (no FLOPs or bytes for this kernel)")
+    else:
+        t.add_row(
+            "roofline",
+            f"bound {k.roofline_bound_ns / 1e6:,.3f} ms, achieved {k.achieved_fraction or 0:.1%}",
+        )
+    return t
+
+
+class AnalysisApp(App[int]):
+    """One analysed trace: timeline, kernel table, details."""
+
+    CSS_PATH = "gitm.tcss"
+    TITLE = "gitm-tui analyze"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("tab", "focus_next", "Next pane", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+    SORTS = (("total", "total ms"), ("calls", "calls"), ("mean", "mean µs"), ("name", "kernel"))
+
+    def __init__(self, res: AnalysisResult) -> None:
+        super().__init__()
+        self.res = res
+        self._kernels = {str(i): k for i, k in enumerate(res.analysis.top_kernels)}
+        self._sort = 0
+        self.selected: KernelRow | None = None
+
+    def compose(self) -> ComposeResult:
+        a = self.res.analysis
+        head = Text()
+        head.append(" gitm-tui analyze ", style="bold reverse")
+        head.append(f"  {a.source}  ", style="bold")
+        head.append(
+            f"{a.hardware.name}  ·  {a.segments:,} segments  ·  pressures "
+            f"{'measured' if a.pressures.startswith('measured') else 'estimated'}"
+        )
+        yield Static(head, id="analysis-header")
+        with Vertical(id="analysis-top") as top:
+            top.border_title = "regimes over time (+/- zoom, ←/→ scroll, 0 all)"
+            yield Static(legend(), id="legend")
+            yield RegimeTimeline(self.res, id="timeline")
+        with Horizontal(id="analysis-bottom"):
+            yield DataTable(id="analysis-kernels", cursor_type="row", zebra_stripes=True)
+            yield Static(id="analysis-details")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#analysis-kernels", DataTable)
+        table.add_column("kernel", key="name", width=48)
+        table.add_column("regime", key="regime", width=16)
+        table.add_column("calls", key="calls")
+        table.add_column("total ms", key="total")
+        table.add_column("mean µs", key="mean")
+        for key, k in self._kernels.items():
+            r = Regime[k.regime]
+            table.add_row(
+                Text(k.name, overflow="ellipsis", no_wrap=True),
+                Text(f"{k.regime} {k.regime_share:.0%}", style=REGIME_STYLE[r]),
+                k.calls,
+                round(k.total_ns / 1e6, 3),
+                round(k.mean_ns / 1e3, 2),
+                key=key,
+            )
+        if self._kernels:
+            self._show(next(iter(self._kernels)))
+        self.query_one(RegimeTimeline).focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self._show(event.row_key.value)
+
+    def _show(self, key: str) -> None:
+        self.selected = self._kernels[key]
+        self.query_one("#analysis-details", Static).update(kernel_details(self.selected))
+
+    def action_cycle_sort(self) -> None:
+        self._sort = (self._sort + 1) % len(self.SORTS)
+        col, _label = self.SORTS[self._sort]
+        table = self.query_one("#analysis-kernels", DataTable)
+        if col == "name":
+            table.sort("name", key=lambda t: str(t))
+        else:
+            table.sort(col, reverse=True)
+        self.notify(f"sorted by {self.SORTS[self._sort][1]}", timeout=1.5)
+
+
+def make_analysis_app(res: AnalysisResult) -> AnalysisApp:
+    """Return the analysis screen's app (the CLI and the tests use this)."""
+    return AnalysisApp(res)

@@ -1,0 +1,65 @@
+"""The analysis screen: timeline rows per stream, zoom/scroll, kernel details, sorting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from engine.analyze.compute import analyze_trace
+from engine.trace.kineto import read_kineto
+from gitm_tui.analysis_app import RegimeTimeline, kernel_details, make_analysis_app
+from gitm_tui.timeline import bin_regimes, covered_until
+
+TRACE = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "traces"
+    / "kineto"
+    / "a100_training_3streams.json.gz"
+)
+
+
+def test_covered_until_and_binning():
+    start = np.array([0, 10, 20])
+    end = np.array([5, 15, 30])
+    assert covered_until(start, end, np.array([0, 3, 5, 12, 40])).tolist() == [0, 3, 5, 7, 20]
+    labels = np.array([0, 1, 1])
+    dom, busy = bin_regimes(start, end, labels, 0, 40, 4)
+    assert dom.tolist()[:3] == [0, 1, 1] and busy.tolist() == [0.5, 0.5, 1.0, 0.0]
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="shared/traces not present")
+async def test_analysis_screen_zoom_and_details():
+    res = analyze_trace(read_kineto(TRACE))
+    app = make_analysis_app(res)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        tl = app.query_one(RegimeTimeline)
+        lines = tl.render().plain.splitlines()
+        assert len(lines) == 1 + len(res.analysis.streams)
+        whole = tl.window
+        await pilot.press("plus")
+        await pilot.pause(0.05)
+        zoomed = tl.window
+        assert zoomed[1] - zoomed[0] < whole[1] - whole[0]
+        await pilot.press("right")
+        await pilot.pause(0.05)
+        assert tl.window[0] > zoomed[0]
+        await pilot.press("0")
+        await pilot.pause(0.05)
+        assert tl.window == whole
+        assert app.selected == res.analysis.top_kernels[0]
+        await pilot.press("tab")
+        await pilot.press("down")
+        await pilot.pause(0.1)
+        assert app.selected == res.analysis.top_kernels[1]
+        console = Console(width=100, record=True)
+        console.print(kernel_details(app.selected))
+        text = console.export_text()
+        assert app.selected.name[:20] in text and "calls" in text
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        await pilot.press("q")
