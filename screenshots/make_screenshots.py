@@ -43,9 +43,29 @@ async def shoot(name: str, workload: str, seconds: float) -> None:
     print(f"wrote screenshots/{name}")
 
 
+async def shoot_analysis() -> None:
+    """The analysis screen on the shared 3-stream A100 training trace (when ../shared is there)."""
+    from engine.analyze.compute import analyze_trace
+    from engine.trace.kineto import read_kineto
+    from gitm_tui.analysis_app import make_analysis_app
+
+    trace = HERE.parents[1] / "shared" / "traces" / "kineto" / "a100_training_3streams.json.gz"
+    if not trace.exists():
+        print("skipped analysis.svg: ../shared/traces not present")
+        return
+    app = make_analysis_app(analyze_trace(read_kineto(trace), top=200))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.5)
+        await pilot.press("plus")
+        await pilot.pause(0.2)
+        app.save_screenshot(str(HERE / "analysis.svg"))
+    print("wrote screenshots/analysis.svg")
+
+
 async def main() -> None:
     for name, workload, seconds in SHOTS:
         await shoot(name, workload, seconds)
+    await shoot_analysis()
 
 
 if __name__ == "__main__":

@@ -65,27 +65,6 @@ def _string_end(buf: np.ndarray, i: int, n: int) -> int:
 
 
 @jit
-def _object_end(buf: np.ndarray, i: int, n: int) -> int:
-    """Index one past the '}' closing the object opened at i, or -1 if the buffer ends first."""
-    depth = 0
-    j = i
-    while j < n:
-        c = buf[j]
-        if c == _QUOTE:
-            j = _string_end(buf, j, n)
-            if j < 0:
-                return -1
-        elif c == _LBRACE or c == _LBRACK:
-            depth += 1
-        elif c == _RBRACE or c == _RBRACK:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        j += 1
-    return -1
-
-
-@jit
 def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
     """Parse the JSON number at k (microseconds) exactly into int64 nanoseconds."""
     neg = False
@@ -135,30 +114,33 @@ def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
 
 
 @jit
-def _event_fields(
-    buf: np.ndarray, s: int, e: int, cats: np.ndarray, catlens: np.ndarray
-) -> tuple[int, int, int]:
-    """Return (category code or -1, ts ns, dur ns) of the event object buf[s:e]."""
+def _event_scan(
+    buf: np.ndarray, s: int, n: int, cats: np.ndarray, catlens: np.ndarray
+) -> tuple[int, int, int, int]:
+    """One pass over the event object opening at s: return (end, category code or -1, ts ns,
+    dur ns), end = one past its '}', or -1 when the buffer ends first (event incomplete)."""
     code = -1
     ts = NO_TIME
     dur = NO_TIME
     depth = 0
     expect_key = False
     i = s
-    while i < e:
+    while i < n:
         c = buf[i]
         if c == _QUOTE:
-            j = _string_end(buf, i, e)
+            j = _string_end(buf, i, n)
             if j < 0:
-                return code, ts, dur
+                return -1, code, ts, dur
             if depth == 1 and expect_key:
                 klen = j - i - 1
                 k = j + 1
-                while k < e and (_is_ws(buf[k]) or buf[k] == _COLON):
+                while k < n and (_is_ws(buf[k]) or buf[k] == _COLON):
                     k += 1
                 if klen == 3 and buf[i + 1] == 99 and buf[i + 2] == 97 and buf[i + 3] == 116:
-                    if k < e and buf[k] == _QUOTE:  # "cat": "<string>"
-                        v_end = _string_end(buf, k, e)
+                    if k < n and buf[k] == _QUOTE:  # "cat": "<string>"
+                        v_end = _string_end(buf, k, n)
+                        if v_end < 0:
+                            return -1, code, ts, dur
                         vlen = v_end - k - 1
                         for ci in range(cats.shape[0]):
                             if catlens[ci] == vlen:
@@ -171,9 +153,9 @@ def _event_fields(
                                     code = ci
                                     break
                 elif klen == 2 and buf[i + 1] == 116 and buf[i + 2] == 115:  # "ts"
-                    ts = _parse_us_to_ns(buf, k, e)
+                    ts = _parse_us_to_ns(buf, k, n)
                 elif klen == 3 and buf[i + 1] == 100 and buf[i + 2] == 117 and buf[i + 3] == 114:
-                    dur = _parse_us_to_ns(buf, k, e)
+                    dur = _parse_us_to_ns(buf, k, n)
                 expect_key = False
                 i = k
                 continue
@@ -185,10 +167,12 @@ def _event_fields(
                 expect_key = True
         elif c == _RBRACE or c == _RBRACK:
             depth -= 1
+            if depth == 0:
+                return i + 1, code, ts, dur
         elif c == _COMMA and depth == 1:
             expect_key = True
         i += 1
-    return code, ts, dur
+    return -1, code, ts, dur
 
 
 @jit
@@ -220,10 +204,9 @@ def scan_events(
         if c == _RBRACK:
             return starts, ends, codes, tss, durs, count, i, i
         if c == _LBRACE:
-            j = _object_end(buf, i, n)
+            j, code, ts, dur = _event_scan(buf, i, n, cats, catlens)
             if j < 0:
                 return starts, ends, codes, tss, durs, count, i, -1
-            code, ts, dur = _event_fields(buf, i, j, cats, catlens)
             starts[count] = i
             ends[count] = j
             codes[count] = code
@@ -276,3 +259,284 @@ def gather(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, keep: np.ndarr
         p += e - s
     out[p] = _RBRACK
     return out[: p + 1]
+
+
+# ----------------------------------------------------------------------------- field extraction
+#: top-level keys read from each kept event, and the keys read inside its "args" object
+TOP_KEYS = (b"name", b"pid", b"tid", b"args")
+ARG_KEYS = (
+    b"correlation",
+    b"stream",
+    b"device",
+    b"grid",
+    b"block",
+    b"registers per thread",
+    b"shared memory",
+    b"est. achieved occupancy %",
+    b"bytes",
+)
+#: CUPTI-profiler SASS counters: <prefix>{h,f,d}{add,mul,fma}<suffix>; FMA counts two FLOPs
+FLOP_PREFIX = b"smsp__sass_thread_inst_executed_op_"
+FLOP_SUFFIX = b"_pred_on.sum"
+MISSING = np.iinfo(np.int64).min + 1  # an integer field the event did not carry
+_N_INT = 10  # pid, tid, correlation, stream, device, grid, block, regs, smem, bytes
+F_PID, F_TID, F_CORR, F_STREAM, F_DEVICE, F_GRID, F_BLOCK, F_REGS, F_SMEM, F_BYTES = range(_N_INT)
+
+
+def key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Return keys as a padded uint8 table and their lengths (for the numba matcher)."""
+    width = max(len(k) for k in keys)
+    table = np.zeros((len(keys), width), np.uint8)
+    lens = np.zeros(len(keys), np.int64)
+    for i, k in enumerate(keys):
+        table[i, : len(k)] = np.frombuffer(k, np.uint8)
+        lens[i] = len(k)
+    return table, lens
+
+
+@jit
+def _match(buf: np.ndarray, s: int, n: int, table: np.ndarray, lens: np.ndarray) -> int:
+    for i in range(table.shape[0]):
+        if lens[i] == n:
+            same = True
+            for q in range(n):
+                if buf[s + q] != table[i, q]:
+                    same = False
+                    break
+            if same:
+                return i
+    return -1
+
+
+@jit
+def _parse_int(buf: np.ndarray, k: int, e: int) -> int:
+    """Integer value at k: a JSON number (fraction dropped) or a quoted decimal/0x-hex string."""
+    quoted = k < e and buf[k] == _QUOTE
+    if quoted:
+        k += 1
+    neg = False
+    if k < e and buf[k] == 45:
+        neg = True
+        k += 1
+    v = 0
+    digits = 0
+    if quoted and k + 1 < e and buf[k] == 48 and (buf[k + 1] == 120 or buf[k + 1] == 88):
+        k += 2
+        while k < e:
+            c = buf[k]
+            if 48 <= c <= 57:
+                d = c - 48
+            elif 97 <= c <= 102:
+                d = c - 87
+            elif 65 <= c <= 70:
+                d = c - 55
+            else:
+                break
+            v = v * 16 + d
+            digits += 1
+            k += 1
+    else:
+        while k < e and 48 <= buf[k] <= 57:
+            v = v * 10 + (buf[k] - 48)
+            digits += 1
+            k += 1
+    if digits == 0 or digits > 18:
+        return MISSING
+    return -v if neg else v
+
+
+@jit
+def _parse_float(buf: np.ndarray, k: int, e: int) -> float:
+    """Float value of the JSON number at k (NaN if there is none)."""
+    neg = False
+    if k < e and buf[k] == 45:
+        neg = True
+        k += 1
+    v = 0.0
+    digits = 0
+    while k < e and 48 <= buf[k] <= 57:
+        v = v * 10.0 + (buf[k] - 48)
+        digits += 1
+        k += 1
+    if k < e and buf[k] == 46:
+        k += 1
+        scale = 0.1
+        while k < e and 48 <= buf[k] <= 57:
+            v += (buf[k] - 48) * scale
+            scale *= 0.1
+            digits += 1
+            k += 1
+    if digits == 0:
+        return np.nan
+    if k < e and (buf[k] == 101 or buf[k] == 69):
+        k += 1
+        esign = 1
+        if k < e and buf[k] == 45:
+            esign = -1
+            k += 1
+        elif k < e and buf[k] == 43:
+            k += 1
+        ex = 0
+        while k < e and 48 <= buf[k] <= 57 and ex < 400:
+            ex = ex * 10 + (buf[k] - 48)
+            k += 1
+        v = v * 10.0 ** (esign * min(ex, 308))
+    return -v if neg else v
+
+
+@jit
+def _int_array_product(buf: np.ndarray, k: int, e: int) -> int:
+    """Product of the integers of the JSON array at k ([8, 16, 5] → 640); MISSING if not one."""
+    if k >= e or buf[k] != _LBRACK:
+        return MISSING
+    k += 1
+    p = 1
+    any_ = False
+    while k < e and buf[k] != _RBRACK:
+        c = buf[k]
+        if 48 <= c <= 57 or c == 45:
+            v = _parse_int(buf, k, e)
+            if v == MISSING:
+                return MISSING
+            p *= v
+            any_ = True
+            while k < e and buf[k] != _COMMA and buf[k] != _RBRACK:
+                k += 1
+            continue
+        k += 1
+    return p if any_ else MISSING
+
+
+@jit
+def _flop_weight(buf: np.ndarray, s: int, n: int, prefix: np.ndarray, suffix: np.ndarray) -> int:
+    """2 for an FMA counter key, 1 for add/mul, 0 for any other key."""
+    lp, ls = prefix.shape[0], suffix.shape[0]
+    if n != lp + 4 + ls:
+        return 0
+    for q in range(lp):
+        if buf[s + q] != prefix[q]:
+            return 0
+    for q in range(ls):
+        if buf[s + lp + 4 + q] != suffix[q]:
+            return 0
+    p0, a, b, c = buf[s + lp], buf[s + lp + 1], buf[s + lp + 2], buf[s + lp + 3]
+    if p0 != 104 and p0 != 102 and p0 != 100:  # h f d
+        return 0
+    if a == 102 and b == 109 and c == 97:  # fma
+        return 2
+    if (a == 97 and b == 100 and c == 100) or (a == 109 and b == 117 and c == 108):  # add mul
+        return 1
+    return 0
+
+
+@jit
+def extract_fields(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    keep: np.ndarray,
+    top: np.ndarray,
+    toplens: np.ndarray,
+    argk: np.ndarray,
+    arglens: np.ndarray,
+    prefix: np.ndarray,
+    suffix: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Read the fields we use from each kept event, straight into arrays.
+
+    Returns (ints (m, 10) int64 [MISSING where absent], occupancy (m,) float64, flops (m,)
+    float64 [NaN if no counter], name_start, name_end (m,) int64 [-1 if no name], name_escaped
+    (m,) bool, name_hash (m,) uint64 [FNV-1a of the raw name bytes]).
+    """
+    m = keep.shape[0]
+    ints = np.full((m, _N_INT), MISSING, np.int64)
+    occ = np.full(m, np.nan)
+    flops = np.full(m, np.nan)
+    ns = np.full(m, -1, np.int64)
+    ne = np.full(m, -1, np.int64)
+    nesc = np.zeros(m, np.bool_)
+    nhash = np.zeros(m, np.uint64)
+    for r in range(m):
+        s, e = starts[keep[r]], ends[keep[r]]
+        depth = 0
+        expect = False
+        in_args = False
+        fsum = 0.0
+        fseen = False
+        i = s
+        while i < e:
+            c = buf[i]
+            if c == _QUOTE:
+                j = _string_end(buf, i, e)
+                if j < 0:
+                    break
+                is_key = expect and (depth == 1 or (depth == 2 and in_args))
+                if not is_key:
+                    i = j + 1
+                    continue
+                expect = False
+                ks, kn = i + 1, j - i - 1
+                k = j + 1
+                while k < e and (_is_ws(buf[k]) or buf[k] == _COLON):
+                    k += 1
+                if depth == 1:
+                    which = _match(buf, ks, kn, top, toplens)
+                    if which == 0 and k < e and buf[k] == _QUOTE:  # name
+                        v_end = _string_end(buf, k, e)
+                        if v_end > k:
+                            ns[r], ne[r] = k + 1, v_end
+                            h = np.uint64(14695981039346656037)
+                            for q in range(k + 1, v_end):
+                                h = (h ^ np.uint64(buf[q])) * np.uint64(1099511628211)
+                                if buf[q] == _BSLASH:
+                                    nesc[r] = True
+                            nhash[r] = h
+                    elif which == 1:
+                        ints[r, F_PID] = _parse_int(buf, k, e)
+                    elif which == 2:
+                        ints[r, F_TID] = _parse_int(buf, k, e)
+                    elif which == 3 and k < e and buf[k] == _LBRACE:
+                        in_args = True
+                else:
+                    which = _match(buf, ks, kn, argk, arglens)
+                    if which == 0:
+                        ints[r, F_CORR] = _parse_int(buf, k, e)
+                    elif which == 1:
+                        ints[r, F_STREAM] = _parse_int(buf, k, e)
+                    elif which == 2:
+                        ints[r, F_DEVICE] = _parse_int(buf, k, e)
+                    elif which == 3:
+                        ints[r, F_GRID] = _int_array_product(buf, k, e)
+                    elif which == 4:
+                        ints[r, F_BLOCK] = _int_array_product(buf, k, e)
+                    elif which == 5:
+                        ints[r, F_REGS] = _parse_int(buf, k, e)
+                    elif which == 6:
+                        ints[r, F_SMEM] = _parse_int(buf, k, e)
+                    elif which == 7:
+                        occ[r] = _parse_float(buf, k, e)
+                    elif which == 8:
+                        ints[r, F_BYTES] = _parse_int(buf, k, e)
+                    else:
+                        w = _flop_weight(buf, ks, kn, prefix, suffix)
+                        if w:
+                            v = _parse_float(buf, k, e)
+                            if v == v:
+                                fsum += w * v
+                                fseen = True
+                i = k
+                continue
+            if c == _LBRACE or c == _LBRACK:
+                depth += 1
+                if depth == 1 or (depth == 2 and in_args and c == _LBRACE):
+                    expect = c == _LBRACE
+            elif c == _RBRACE or c == _RBRACK:
+                depth -= 1
+                if depth <= 1:
+                    in_args = False
+            elif c == _COMMA and (depth == 1 or (depth == 2 and in_args)):
+                expect = True
+            i += 1
+        if fseen:
+            flops[r] = fsum
+    return ints, occ, flops, ns, ne, nesc, nhash

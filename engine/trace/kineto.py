@@ -1,9 +1,10 @@
 """Import PyTorch-profiler (Kineto) / Chrome-trace JSON, plain or gzip, NVIDIA or AMD, into a Trace.
 
-Pipeline: stream-decompress in chunks → the numba scanner (json_scan) finds every event,
-keeps GPU and runtime categories and reads ``ts``/``dur`` exactly into int64 ns → msgspec
-decodes only the kept events, typed, keeping the fields we use → columns. Memory stays in the
-tens of MB whatever the file size; the GC is paused while objects are created in bulk.
+Pipeline: stream-decompress in chunks → the numba scanner (json_scan) finds every event and
+keeps the GPU and runtime categories, reading ``ts``/``dur`` exactly into int64 ns → the kept
+events' bytes are validated as JSON by msgspec (no objects built) → a second numba pass reads
+the fields we use straight into arrays; only distinct kernel names become Python strings.
+Memory stays in the tens of MB whatever the file size, and no per-event Python runs.
 
 What becomes what:
 * ``kernel`` → KERNEL rows (launch geometry, registers, shared memory; Kineto's
@@ -28,6 +29,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
+try:  # ISA-L's inflate is ~3x zlib's on x86-64 and arm64 (python-isal); plain zlib otherwise
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal is a core dependency; this keeps odd platforms going
+    _zlib = zlib  # type: ignore[misc]
+
 from engine.trace import json_scan as js
 from engine.trace.errors import TraceImportError
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
@@ -36,44 +42,14 @@ from engine.trace.trace import HostEvents, Trace
 
 CHUNK = 16 << 20  # decompressed bytes per scan step
 _KEY = b'"traceEvents"'
+_INFLATE_ERRORS: tuple[type[BaseException], ...] = (zlib.error, getattr(_zlib, "error", zlib.error))
 
 
-class _Args(msgspec.Struct):
-    correlation: int | str = -1
-    stream: int | str | None = None  # absent: the event's tid is the stream
-    device: int | str | None = None  # absent: the event's pid is the device
-    grid: list[int] | None = None
-    block: list[int] | None = None
-    regs: int = msgspec.field(default=0, name="registers per thread")
-    smem: int = msgspec.field(default=0, name="shared memory")
-    occupancy: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
-    bytes: int | str | None = None
-
-
-class _Event(msgspec.Struct):
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    args: _Args | None = None
-
-
-class _RangeEvent(msgspec.Struct):
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    args: dict[str, Any] | None = None
-
-
-_DEC_EVENTS = msgspec.json.Decoder(list[_Event])
-_DEC_RANGES = msgspec.json.Decoder(list[_RangeEvent])
-_DEC_ONE = msgspec.json.Decoder(_Event)
-
-# SASS instruction counters that carry floating-point work: FMA counts twice (DESIGN §3).
-_FLOP_COUNTERS = {
-    f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": (2 if op == "fma" else 1)
-    for p in ("h", "f", "d")
-    for op in ("add", "mul", "fma")
-}
+_TOP, _TOPLENS = js.key_table(js.TOP_KEYS)
+_ARGK, _ARGLENS = js.key_table(js.ARG_KEYS)
+_PREFIX = np.frombuffer(js.FLOP_PREFIX, np.uint8).copy()
+_SUFFIX = np.frombuffer(js.FLOP_SUFFIX, np.uint8).copy()
+_VALIDATE = msgspec.json.Decoder(msgspec.Raw)
 
 
 @contextmanager
@@ -103,11 +79,11 @@ def _chunks(path: Path) -> Iterator[bytes]:
             while block := f.read(CHUNK):
                 yield block
             return
-        z = zlib.decompressobj(wbits=31)
+        z = _zlib.decompressobj(wbits=31)
         while block := f.read(CHUNK // 4):
             try:
                 out = z.decompress(block)
-            except zlib.error as e:
+            except _INFLATE_ERRORS as e:
                 raise TraceImportError(path, f"corrupt gzip data ({e})") from None
             if out:
                 yield out
@@ -121,179 +97,114 @@ def _chunks(path: Path) -> Iterator[bytes]:
 
 
 class _Columns:
-    """Growing per-field lists of the kept events (one entry per device row / host event)."""
+    """Per-chunk arrays of the kept events, concatenated at the end."""
 
     def __init__(self) -> None:
-        self.dev: dict[str, list[Any]] = {
-            k: []
-            for k in (
-                "start_ns",
-                "end_ns",
-                "stream",
-                "device",
-                "kind",
-                "name",
-                "correlation",
-                "grid",
-                "block",
-                "regs",
-                "smem",
-                "occupancy",
-                "flops",
-                "dram_bytes",
-                "provenance",
-            )
-        }
-        self.host: dict[str, list[int]] = {
-            k: [] for k in ("correlation", "stream", "api_start_ns", "api_end_ns")
-        }
+        self.dev: list[dict[str, np.ndarray]] = []
+        self.host: list[dict[str, np.ndarray]] = []
         self.names = NameTable()
+        self.name_of_hash: dict[int, int] = {}
         self.malformed = 0
         self.ranges = 0  # cuda_profiler_range rows (CUPTI profiler mode)
 
 
-def _as_int(v: int | str | None, default: int) -> int:
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str):
-        try:
-            return int(v, 0)
-        except ValueError:
-            return default
-    return default
+_KIND = np.full(len(js.CATEGORIES), 255, np.uint8)
+_KIND[js.CAT_KERNEL] = Kind.KERNEL
+_KIND[js.CAT_MEMCPY] = Kind.MEMCPY
+_KIND[js.CAT_MEMSET] = Kind.MEMSET
+_KIND[js.CAT_SYNC] = Kind.SYNC
+_KIND[js.CAT_PROFILER] = Kind.KERNEL
 
 
-def _prod(v: list[int] | None) -> int:
-    if not v:
-        return 0
-    p = 1
-    for x in v:
-        p *= int(x)
-    return p
+def _name_ids(
+    cols: _Columns, buf: np.ndarray, ns: np.ndarray, ne: np.ndarray, esc: np.ndarray, h: np.ndarray
+) -> np.ndarray:
+    """Intern the distinct names (by FNV-1a hash of their bytes; 64-bit collisions ignored)."""
+    uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    ids = np.empty(len(uniq), np.int32)
+    for u, (hv, i) in enumerate(zip(uniq.tolist(), first.tolist(), strict=True)):
+        nid = cols.name_of_hash.get(hv)
+        if nid is None:
+            raw = buf[ns[i] : ne[i]].tobytes() if ns[i] >= 0 else b""
+            try:
+                name = json.loads(b'"' + raw + b'"') if esc[i] else raw.decode("utf-8")
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                name = raw.decode("utf-8", "replace")
+            nid = cols.names.intern(name)
+            cols.name_of_hash[hv] = nid
+        ids[u] = nid
+    return ids[inv.reshape(-1)]
 
 
-_KIND = {
-    js.CAT_KERNEL: Kind.KERNEL,
-    js.CAT_MEMCPY: Kind.MEMCPY,
-    js.CAT_MEMSET: Kind.MEMSET,
-    js.CAT_SYNC: Kind.SYNC,
-}
-
-
-def _add_events(
-    cols: _Columns, events: list[_Event], codes: np.ndarray, ts: np.ndarray, dur: np.ndarray
-) -> None:
-    d, h, names = cols.dev, cols.host, cols.names
-    for ev, code, t, du in zip(events, codes.tolist(), ts.tolist(), dur.tolist(), strict=True):
-        a = ev.args or _Args()
-        if t == js.NO_TIME:
-            cols.malformed += 1
-            continue
-        du = 0 if du == js.NO_TIME or du < 0 else du
-        if code in (js.CAT_RUNTIME, js.CAT_DRIVER):
-            corr = _as_int(a.correlation, -1)
-            if corr >= 0:
-                h["correlation"].append(corr)
-                h["stream"].append(_as_int(a.stream, -1))
-                h["api_start_ns"].append(t)
-                h["api_end_ns"].append(t + du)
-            continue
-        kind = _KIND[code]
-        stream = _as_int(ev.tid, 0) if a.stream is None else _as_int(a.stream, -1)
-        device = _as_int(ev.pid, 0) if a.device is None else _as_int(a.device, -1)
-        prov = 0
-        grid, block = _prod(a.grid), _prod(a.block)
-        if grid:
-            prov |= Provenance.GEOMETRY
-        nbytes = _as_int(a.bytes, -1) if kind in (Kind.MEMCPY, Kind.MEMSET) else -1
-        if nbytes >= 0:
-            prov |= Provenance.DRAM_BYTES
-        d["start_ns"].append(t)
-        d["end_ns"].append(t + du)
-        d["stream"].append(stream)
-        d["device"].append(device)
-        d["kind"].append(int(kind))
-        d["name"].append(names.intern(ev.name))
-        d["correlation"].append(_as_int(a.correlation, -1))
-        d["grid"].append(grid)
-        d["block"].append(block)
-        d["regs"].append(a.regs)
-        d["smem"].append(a.smem)
-        occ = a.occupancy
-        d["occupancy"].append(np.nan if occ is None else min(1.0, max(0.0, occ / 100.0)))
-        d["flops"].append(np.nan)
-        d["dram_bytes"].append(float(nbytes) if nbytes >= 0 else np.nan)
-        d["provenance"].append(int(prov))
-
-
-def _add_ranges(cols: _Columns, events: list[_RangeEvent], ts: np.ndarray, dur: np.ndarray) -> None:
-    d, names = cols.dev, cols.names
-    cols.ranges += len(events)
-    for ev, t, du in zip(events, ts.tolist(), dur.tolist(), strict=True):
-        if t == js.NO_TIME:
-            cols.malformed += 1
-            continue
-        du = 0 if du == js.NO_TIME or du < 0 else du
-        args = ev.args or {}
-        flops, seen = 0.0, False
-        for key, weight in _FLOP_COUNTERS.items():
-            v = args.get(key)
-            if isinstance(v, int | float):
-                flops += weight * float(v)
-                seen = True
-        d["start_ns"].append(t)
-        d["end_ns"].append(t + du)
-        d["stream"].append(_as_int(ev.tid, 0))
-        d["device"].append(_as_int(ev.pid, 0))
-        d["kind"].append(int(Kind.KERNEL))
-        d["name"].append(names.intern(ev.name))
-        d["correlation"].append(_as_int(args.get("correlation"), -1))
-        for c in ("grid", "block", "regs", "smem"):
-            d[c].append(0)
-        d["occupancy"].append(np.nan)
-        d["flops"].append(flops if seen else np.nan)
-        d["dram_bytes"].append(np.nan)
-        d["provenance"].append(int(Provenance.FLOPS) if seen else 0)
-
-
-def _decode_kept(
-    path: Path,
+def _add(
     cols: _Columns,
-    out: np.ndarray,
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    keep: np.ndarray,
     codes: np.ndarray,
     ts: np.ndarray,
     dur: np.ndarray,
-    ranges: bool,
 ) -> None:
-    data = out.tobytes()
-    try:
-        if ranges:
-            _add_ranges(cols, _DEC_RANGES.decode(data), ts, dur)
-        else:
-            _add_events(cols, _DEC_EVENTS.decode(data), codes, ts, dur)
+    """Read the kept events' fields (numba) and append them as device rows / host events."""
+    ints, occ, flops, ns, ne, esc, h = js.extract_fields(
+        buf, starts, ends, keep, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX
+    )
+    miss = js.MISSING
+    bad = ts == js.NO_TIME
+    cols.malformed += int(bad.sum())
+    dur = np.where((dur == js.NO_TIME) | (dur < 0), 0, dur)
+    corr = ints[:, js.F_CORR]
+    host = np.isin(codes, (js.CAT_RUNTIME, js.CAT_DRIVER)) & ~bad & (corr != miss) & (corr >= 0)
+    if host.any():
+        st = ints[host, js.F_STREAM]
+        cols.host.append(
+            {
+                "correlation": corr[host],
+                "stream": np.where(st == miss, -1, st),
+                "api_start_ns": ts[host],
+                "api_end_ns": ts[host] + dur[host],
+            }
+        )
+    dev = (_KIND[codes] != 255) & ~bad
+    if not dev.any():
         return
-    except msgspec.ValidationError:
-        pass  # some event has a field of an unexpected type: handled one by one below
-    except msgspec.DecodeError as e:
-        raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
-    try:
-        items = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:  # a type error came first, a syntax error is further on
-        raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
-    kind = _RangeEvent if ranges else _Event
-    good: list[Any] = []
-    keep: list[int] = []
-    for i, item in enumerate(items):
-        try:
-            good.append(msgspec.convert(item, kind))
-            keep.append(i)
-        except msgspec.ValidationError:
-            cols.malformed += 1
-    k = np.asarray(keep, dtype=np.int64)
-    if ranges:
-        _add_ranges(cols, good, ts[k], dur[k])
-    else:
-        _add_events(cols, good, codes[k], ts[k], dur[k])
+    c = codes[dev]
+    iv = ints[dev]
+    names = _name_ids(cols, buf, ns[dev], ne[dev], esc[dev], h[dev])
+    stream = np.where(iv[:, js.F_STREAM] != miss, iv[:, js.F_STREAM], iv[:, js.F_TID])
+    device = np.where(iv[:, js.F_DEVICE] != miss, iv[:, js.F_DEVICE], iv[:, js.F_PID])
+    grid = np.where(iv[:, js.F_GRID] == miss, 0, iv[:, js.F_GRID])
+    block = np.where(iv[:, js.F_BLOCK] == miss, 0, iv[:, js.F_BLOCK])
+    nbytes = iv[:, js.F_BYTES]
+    copy = np.isin(c, (js.CAT_MEMCPY, js.CAT_MEMSET)) & (nbytes != miss) & (nbytes >= 0)
+    f = np.where(c == js.CAT_PROFILER, flops[dev], np.nan)
+    prov = (
+        np.where(grid > 0, int(Provenance.GEOMETRY), 0)
+        | np.where(copy, int(Provenance.DRAM_BYTES), 0)
+        | np.where(~np.isnan(f), int(Provenance.FLOPS), 0)
+    ).astype(np.uint8)
+    cols.ranges += int((c == js.CAT_PROFILER).sum())
+    o = occ[dev]
+    cols.dev.append(
+        {
+            "start_ns": ts[dev],
+            "end_ns": ts[dev] + dur[dev],
+            "stream": np.where(stream == miss, 0, stream),
+            "device": np.where(device == miss, 0, device),
+            "kind": _KIND[c],
+            "name": names,
+            "correlation": np.where(iv[:, js.F_CORR] == miss, -1, iv[:, js.F_CORR]),
+            "grid": grid,
+            "block": block,
+            "regs": np.where(iv[:, js.F_REGS] == miss, 0, iv[:, js.F_REGS]),
+            "smem": np.where(iv[:, js.F_SMEM] == miss, 0, iv[:, js.F_SMEM]),
+            "occupancy": np.where(np.isnan(o), np.nan, np.clip(o / 100.0, 0.0, 1.0)),
+            "flops": f,
+            "dram_bytes": np.where(copy, nbytes, np.nan).astype(np.float64),
+            "provenance": prov,
+        }
+    )
 
 
 def read_kineto(path: str | Path) -> Trace:
@@ -349,20 +260,18 @@ def read_kineto(path: str | Path) -> Trace:
 def _scan_block(
     path: Path, pending: bytes, cols: _Columns, cats: np.ndarray, catlens: np.ndarray
 ) -> tuple[bytes, bytes | None]:
-    """Scan ``pending``; decode its complete events; return (unscanned rest, suffix if closed)."""
+    """Scan ``pending``; read its complete events; return (unscanned rest, suffix if closed)."""
     buf = np.frombuffer(pending, dtype=np.uint8)
     starts, ends, codes, ts, dur, n, resume, closed_at = js.scan_events(buf, 0, cats, catlens)
     if closed_at == js.MALFORMED:
         raise TraceImportError(path, "invalid JSON in traceEvents (a '}' closes nothing)")
-    codes, ts, dur = codes[:n], ts[:n], dur[:n]
-    main = np.flatnonzero((codes >= 0) & (codes != js.CAT_PROFILER))
-    if main.size:
-        out = js.gather(buf, starts, ends, main)
-        _decode_kept(path, cols, out, codes[main], ts[main], dur[main], ranges=False)
-    prof = np.flatnonzero(codes == js.CAT_PROFILER)
-    if prof.size:
-        out = js.gather(buf, starts, ends, prof)
-        _decode_kept(path, cols, out, codes[prof], ts[prof], dur[prof], ranges=True)
+    keep = np.flatnonzero(codes[:n] >= 0)
+    if keep.size:
+        try:  # the kept events must be valid JSON; msgspec checks without building objects
+            _VALIDATE.decode(js.gather(buf, starts, ends, keep).tobytes())
+        except msgspec.DecodeError as e:
+            raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
+        _add(cols, buf, starts, ends, keep, codes[keep], ts[keep], dur[keep])
     if closed_at >= 0:
         return b"", pending[closed_at + 1 :]
     return pending[resume:], None
@@ -384,39 +293,42 @@ def _metadata(path: Path, prefix: bytes, suffix: bytes) -> dict[str, Any]:
     return meta
 
 
+def _cat(parts: list[dict[str, np.ndarray]], key: str, dtype: type) -> np.ndarray:
+    return np.concatenate([p[key] for p in parts]).astype(dtype) if parts else np.zeros(0, dtype)
+
+
 def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     d = cols.dev
-    n = len(d["start_ns"])
-    klass_of_name = classify_table(cols.names)
-    name = np.asarray(d["name"], dtype=np.int32)
-    seg = (
-        Segments.from_columns(
-            start_ns=np.asarray(d["start_ns"], dtype=np.int64),
-            end_ns=np.asarray(d["end_ns"], dtype=np.int64),
-            stream=np.asarray(d["stream"], dtype=np.int64).clip(-(2**31), 2**31 - 1),
-            device=np.asarray(d["device"], dtype=np.int64).clip(-(2**15), 2**15 - 1),
-            kind=np.asarray(d["kind"], dtype=np.uint8),
+    if d:
+        name = _cat(d, "name", np.int32)
+        klass_of_name = classify_table(cols.names)
+        i32 = (-(2**31), 2**31 - 1)
+        seg = Segments.from_columns(
+            start_ns=_cat(d, "start_ns", np.int64),
+            end_ns=_cat(d, "end_ns", np.int64),
+            stream=_cat(d, "stream", np.int64).clip(*i32).astype(np.int32),
+            device=_cat(d, "device", np.int64).clip(-(2**15), 2**15 - 1).astype(np.int16),
+            kind=_cat(d, "kind", np.uint8),
             name=name,
-            klass=klass_of_name[name] if n else np.zeros(0, np.uint8),
-            correlation=np.asarray(d["correlation"], dtype=np.int64),
-            grid=np.asarray(d["grid"], dtype=np.int64).clip(0, 2**31 - 1),
-            block=np.asarray(d["block"], dtype=np.int64).clip(0, 2**31 - 1),
-            regs=np.asarray(d["regs"], dtype=np.int64).clip(0, 2**31 - 1),
-            smem=np.asarray(d["smem"], dtype=np.int64).clip(0, 2**31 - 1),
-            occupancy=np.asarray(d["occupancy"], dtype=np.float32),
-            flops=np.asarray(d["flops"], dtype=np.float64),
-            dram_bytes=np.asarray(d["dram_bytes"], dtype=np.float64),
-            provenance=np.asarray(d["provenance"], dtype=np.uint8),
+            klass=klass_of_name[name],
+            correlation=_cat(d, "correlation", np.int64),
+            grid=_cat(d, "grid", np.int64).clip(0, i32[1]).astype(np.int32),
+            block=_cat(d, "block", np.int64).clip(0, i32[1]).astype(np.int32),
+            regs=_cat(d, "regs", np.int64).clip(0, i32[1]).astype(np.int32),
+            smem=_cat(d, "smem", np.int64).clip(0, i32[1]).astype(np.int32),
+            occupancy=_cat(d, "occupancy", np.float32),
+            flops=_cat(d, "flops", np.float64),
+            dram_bytes=_cat(d, "dram_bytes", np.float64),
+            provenance=_cat(d, "provenance", np.uint8),
         )
-        if n
-        else Segments.empty()
-    )
+    else:
+        seg = Segments.empty()
     h = cols.host
     host = HostEvents(
-        correlation=np.asarray(h["correlation"], dtype=np.int64),
-        stream=np.asarray(h["stream"], dtype=np.int64).clip(-(2**31), 2**31 - 1).astype(np.int32),
-        api_start_ns=np.asarray(h["api_start_ns"], dtype=np.int64),
-        api_end_ns=np.asarray(h["api_end_ns"], dtype=np.int64),
+        correlation=_cat(h, "correlation", np.int64),
+        stream=_cat(h, "stream", np.int64).clip(-(2**31), 2**31 - 1).astype(np.int32),
+        api_start_ns=_cat(h, "api_start_ns", np.int64),
+        api_end_ns=_cat(h, "api_end_ns", np.int64),
     )
     props: dict[str, Any] = {
         "format": "kineto",
