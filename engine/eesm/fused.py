@@ -195,16 +195,19 @@ def fused_general(
 
 @jit
 def _kappa_from_sums(sm: np.ndarray, g: int, cnt: int, min_count: int, ridge: float) -> float:
-    if cnt < min_count:
-        return np.nan
-    m0, m1, m2 = sm[g, 0] / cnt, sm[g, 1] / cnt, sm[g, 2] / cnt
-    return kappa._sym3_cond(
-        sm[g, 3] / cnt - m0 * m0 + ridge,
-        sm[g, 4] / cnt - m0 * m1,
-        sm[g, 5] / cnt - m0 * m2,
-        sm[g, 6] / cnt - m1 * m1 + ridge,
-        sm[g, 7] / cnt - m1 * m2,
-        sm[g, 8] / cnt - m2 * m2 + ridge,
+    return kappa.cond_from_sums(
+        sm[g, 0],
+        sm[g, 1],
+        sm[g, 2],
+        sm[g, 3],
+        sm[g, 4],
+        sm[g, 5],
+        sm[g, 6],
+        sm[g, 7],
+        sm[g, 8],
+        cnt,
+        min_count,
+        ridge,
     )
 
 
@@ -361,7 +364,7 @@ def fused_sticky4(
                 pend[g, npend[g]] = i
                 npend[g] += 1
                 if npend[g] == stride:
-                    k = _kappa_scalar(
+                    k = kappa.cond_from_sums(
                         s0,
                         s1,
                         s2,
@@ -388,7 +391,7 @@ def fused_sticky4(
             prev_start[g] = last_t
     for g in range(G):
         if npend[g]:  # the stream's last, partial stride
-            k = _kappa_scalar(
+            k = kappa.cond_from_sums(
                 sums[g, 0],
                 sums[g, 1],
                 sums[g, 2],
@@ -414,31 +417,3 @@ def fused_sticky4(
                 labels[perm[j]] = s
                 later = j
     return True, labels, kap, est
-
-
-@jit
-def _kappa_scalar(
-    s0: float,
-    s1: float,
-    s2: float,
-    s00: float,
-    s01: float,
-    s02: float,
-    s11: float,
-    s12: float,
-    s22: float,
-    cnt: int,
-    min_count: int,
-    ridge: float,
-) -> float:
-    if cnt < min_count:
-        return np.nan
-    q0, q1, q2 = s0 / cnt, s1 / cnt, s2 / cnt
-    return kappa._sym3_cond(
-        s00 / cnt - q0 * q0 + ridge,
-        s01 / cnt - q0 * q1,
-        s02 / cnt - q0 * q2,
-        s11 / cnt - q1 * q1 + ridge,
-        s12 / cnt - q1 * q2,
-        s22 / cnt - q2 * q2 + ridge,
-    )

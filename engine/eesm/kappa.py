@@ -46,6 +46,35 @@ def _sym3_cond(a00: float, a01: float, a02: float, a11: float, a12: float, a22: 
 
 
 @jit
+def cond_from_sums(
+    s0: float,
+    s1: float,
+    s2: float,
+    s00: float,
+    s01: float,
+    s02: float,
+    s11: float,
+    s12: float,
+    s22: float,
+    cnt: int,
+    min_count: int,
+    ridge: float,
+) -> float:
+    """κ of (Σ + ridge·I) from running sums over ``cnt`` rows; NaN below ``min_count`` rows."""
+    if cnt < min_count:
+        return np.nan
+    m0, m1, m2 = s0 / cnt, s1 / cnt, s2 / cnt
+    return _sym3_cond(
+        s00 / cnt - m0 * m0 + ridge,
+        s01 / cnt - m0 * m1,
+        s02 / cnt - m0 * m2,
+        s11 / cnt - m1 * m1 + ridge,
+        s12 / cnt - m1 * m2,
+        s22 / cnt - m2 * m2 + ridge,
+    )
+
+
+@jit
 def kappa_groups(
     P: np.ndarray,
     perm: np.ndarray,
@@ -82,18 +111,20 @@ def kappa_groups(
             s12 += y * z - oy * oz
             s22 += z * z - oz * oz
             if (j - a + 1) % stride == 0 or j == b - 1:
-                cnt = min(j - a + 1, window)
-                k = np.nan
-                if cnt >= min_count:
-                    m0, m1, m2 = s0 / cnt, s1 / cnt, s2 / cnt
-                    k = _sym3_cond(
-                        s00 / cnt - m0 * m0 + ridge,
-                        s01 / cnt - m0 * m1,
-                        s02 / cnt - m0 * m2,
-                        s11 / cnt - m1 * m1 + ridge,
-                        s12 / cnt - m1 * m2,
-                        s22 / cnt - m2 * m2 + ridge,
-                    )
+                k = cond_from_sums(
+                    s0,
+                    s1,
+                    s2,
+                    s00,
+                    s01,
+                    s02,
+                    s11,
+                    s12,
+                    s22,
+                    min(j - a + 1, window),
+                    min_count,
+                    ridge,
+                )
                 for q in range(last, j + 1):
                     out[perm[q]] = k
                 last = j + 1

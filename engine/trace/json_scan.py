@@ -35,13 +35,7 @@ MALFORMED = -2  # scan_events' closed_at when the array is not valid JSON
 
 def category_table() -> tuple[np.ndarray, np.ndarray]:
     """Return the kept categories as a padded (n, maxlen) uint8 table and their lengths."""
-    width = max(len(c) for c in CATEGORIES)
-    table = np.zeros((len(CATEGORIES), width), np.uint8)
-    lens = np.zeros(len(CATEGORIES), np.int64)
-    for i, c in enumerate(CATEGORIES):
-        table[i, : len(c)] = np.frombuffer(c, np.uint8)
-        lens[i] = len(c)
-    return table, lens
+    return key_table(CATEGORIES)
 
 
 @jit
