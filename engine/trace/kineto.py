@@ -80,15 +80,23 @@ def _chunks(path: Path) -> Iterator[bytes]:
                 yield block
             return
         z = _zlib.decompressobj(wbits=31)
-        while block := f.read(CHUNK // 4):
+        # cap each output chunk at CHUNK: gzip'd traces inflate ~20x, and uncapped 4 MB reads
+        # became 80 MB chunks (peak memory, page faults, big copies)
+        data = b""
+        while True:
+            if not data:
+                data = f.read(1 << 20)
+                if not data:
+                    break
             try:
-                out = z.decompress(block)
+                out = z.decompress(data, CHUNK)
             except _INFLATE_ERRORS as e:
                 raise TraceImportError(path, f"corrupt gzip data ({e})") from None
+            data = z.unconsumed_tail
             if out:
                 yield out
-            while z.unconsumed_tail:  # pragma: no cover - only with max_length
-                yield z.decompress(z.unconsumed_tail)
+            if z.eof:
+                break
         if not z.eof:
             raise TraceImportError(path, "truncated gzip file (the stream ends early)")
         tail = z.flush()
@@ -214,7 +222,7 @@ def read_kineto(path: str | Path) -> Trace:
     cols = _Columns()
     prefix = bytearray()  # bytes before the traceEvents key (top-level metadata)
     suffix = bytearray()  # bytes after the array's closing bracket
-    pending = b""
+    pending = bytearray()  # unscanned bytes of the events array (a partial event at most)
     state = "find"  # find → events → tail
     key_at = -1
     with _gc_paused():
@@ -235,15 +243,19 @@ def read_kineto(path: str | Path) -> Trace:
                 between = prefix[key_at + len(_KEY) : bracket].strip()
                 if between != b":":
                     raise TraceImportError(path, "traceEvents is not an array")
-                pending = bytes(prefix[bracket + 1 :])
+                pending = bytearray(prefix[bracket + 1 :])
                 del prefix[key_at:]
                 state = "events"
             else:
                 pending += chunk
-            pending, closed = _scan_block(path, pending, cols, cats, catlens)
+            resume, closed = _scan_block(path, pending, cols, cats, catlens)
             if closed is not None:
-                suffix += closed
+                suffix += pending[closed:]
                 state = "tail"
+            # keep only the unfinished event, in a fresh buffer: the scanned one may still be
+            # exported to numpy (numba's first-call compile keeps its arguments in reference
+            # cycles, which the paused GC does not free), and an exported bytearray can't shrink
+            pending = bytearray(pending[resume:])
         if state == "find":
             if not prefix.strip():
                 raise TraceImportError(path, "empty file")
@@ -258,9 +270,9 @@ def read_kineto(path: str | Path) -> Trace:
 
 
 def _scan_block(
-    path: Path, pending: bytes, cols: _Columns, cats: np.ndarray, catlens: np.ndarray
-) -> tuple[bytes, bytes | None]:
-    """Scan ``pending``; read its complete events; return (unscanned rest, suffix if closed)."""
+    path: Path, pending: bytearray, cols: _Columns, cats: np.ndarray, catlens: np.ndarray
+) -> tuple[int, int | None]:
+    """Scan ``pending``; read its complete events; return (resume offset, suffix offset or None)."""
     buf = np.frombuffer(pending, dtype=np.uint8)
     starts, ends, codes, ts, dur, n, resume, closed_at = js.scan_events(buf, 0, cats, catlens)
     if closed_at == js.MALFORMED:
@@ -273,8 +285,8 @@ def _scan_block(
             raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
         _add(cols, buf, starts, ends, keep, codes[keep], ts[keep], dur[keep])
     if closed_at >= 0:
-        return b"", pending[closed_at + 1 :]
-    return pending[resume:], None
+        return len(pending), closed_at + 1
+    return resume, None
 
 
 def _metadata(path: Path, prefix: bytes, suffix: bytes) -> dict[str, Any]:
