@@ -124,8 +124,8 @@ def test_nsys_rows_match_the_database():
         ("ampere_sgemm_128x64_nn", Klass.GEMM),
         ("Cijk_Ailk_Bljk_SB_MT64x64x8", Klass.GEMM),
         ("sm90_xmma_fprop_implicit_gemm_bf16", Klass.CONV),
-    ("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", Klass.CONV),
-    ("void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*)", Klass.CONV),
+        ("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", Klass.CONV),
+        ("void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*)", Klass.CONV),
         ("flash_fwd_kernel<Flash_fwd_kernel_traits>", Klass.ATTENTION),
         (
             "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
