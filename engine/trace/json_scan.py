@@ -108,14 +108,39 @@ def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
 
 
 @jit
+def _skip_to_end(buf: np.ndarray, i: int, n: int, depth: int) -> int:
+    """From i inside an object nested ``depth`` deep, return one past the '}' that closes the
+    event (depth 0), or -1 when the buffer ends first. Strings and brackets only: the fast path
+    once an event's fields are known (or it is a category we do not keep)."""
+    while i < n:
+        c = buf[i]
+        if c == _QUOTE:
+            i = _string_end(buf, i, n)
+            if i < 0:
+                return -1
+        elif c == _LBRACE or c == _LBRACK:
+            depth += 1
+        elif c == _RBRACE or c == _RBRACK:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+@jit
 def _event_scan(
     buf: np.ndarray, s: int, n: int, cats: np.ndarray, catlens: np.ndarray
 ) -> tuple[int, int, int, int]:
     """One pass over the event object opening at s: return (end, category code or -1, ts ns,
-    dur ns), end = one past its '}', or -1 when the buffer ends first (event incomplete)."""
+    dur ns), end = one past its '}', or -1 when the buffer ends first (event incomplete).
+
+    Once the category is known to be one we do not keep, or cat, ts and dur are all read, the
+    rest of the event is skipped with the lighter ``_skip_to_end``."""
     code = -1
     ts = NO_TIME
     dur = NO_TIME
+    seen_cat = False
     depth = 0
     expect_key = False
     i = s
@@ -146,11 +171,16 @@ def _event_scan(
                                 if same:
                                     code = ci
                                     break
+                        seen_cat = True
+                        if code < 0:  # not a category we keep: no field of it matters
+                            return _skip_to_end(buf, v_end + 1, n, depth), code, ts, dur
                 elif klen == 2 and buf[i + 1] == 116 and buf[i + 2] == 115:  # "ts"
                     ts = _parse_us_to_ns(buf, k, n)
                 elif klen == 3 and buf[i + 1] == 100 and buf[i + 2] == 117 and buf[i + 3] == 114:
                     dur = _parse_us_to_ns(buf, k, n)
                 expect_key = False
+                if seen_cat and ts != NO_TIME and dur != NO_TIME:
+                    return _skip_to_end(buf, k, n, depth), code, ts, dur
                 i = k
                 continue
             i = j + 1
