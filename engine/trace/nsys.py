@@ -73,6 +73,37 @@ def _ints(d: dict[str, np.ndarray], key: str, n: int, default: int = 0) -> np.nd
     return np.array([default if x is None else int(x) for x in v], dtype=np.int64)
 
 
+def _rows(
+    d: dict[str, np.ndarray],
+    n: int,
+    kind: Kind,
+    name_idx: np.ndarray,
+    stream_default: int = 0,
+    **columns: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Columns shared by every activity table (times, stream, device, correlation) plus the
+    given ones; what a table does not have is unknown (0 / NaN, provenance bit unset)."""
+    out = {
+        "start_ns": _ints(d, "start", n),
+        "end_ns": _ints(d, "end", n),
+        "stream": _ints(d, "streamId", n, stream_default).astype(np.int32),
+        "device": _ints(d, "deviceId", n).astype(np.int16),
+        "kind": np.full(n, kind, np.uint8),
+        "name": name_idx,
+        "correlation": _ints(d, "correlationId", n),
+        "grid": np.zeros(n, np.int32),
+        "block": np.zeros(n, np.int32),
+        "regs": np.zeros(n, np.int32),
+        "smem": np.zeros(n, np.int32),
+        "occupancy": np.full(n, np.nan, np.float32),
+        "flops": np.full(n, np.nan),
+        "dram_bytes": np.full(n, np.nan),
+        "provenance": np.zeros(n, np.uint8),
+    }
+    out.update(columns)
+    return out
+
+
 def read_nsys(path: str | Path) -> Trace:
     """Import an Nsight Systems SQLite export; raise TraceImportError for anything else."""
     path = Path(path)
@@ -163,25 +194,19 @@ def _kernels(
     grid = _ints(d, "gridX", n, 1) * _ints(d, "gridY", n, 1) * _ints(d, "gridZ", n, 1)
     block = _ints(d, "blockX", n, 1) * _ints(d, "blockY", n, 1) * _ints(d, "blockZ", n, 1)
     has_geom = "gridX" in d and "blockX" in d
-    return {
-        "start_ns": _ints(d, "start", n),
-        "end_ns": _ints(d, "end", n),
-        "stream": _ints(d, "streamId", n).astype(np.int32),
-        "device": _ints(d, "deviceId", n).astype(np.int16),
-        "kind": np.full(n, Kind.KERNEL, np.uint8),
-        "name": name_idx,
-        "correlation": _ints(d, "correlationId", n),
-        "grid": (grid if has_geom else np.zeros(n, np.int64)).clip(0, 2**31 - 1).astype(np.int32),
-        "block": (block if has_geom else np.zeros(n, np.int64)).clip(0, 2**31 - 1).astype(np.int32),
-        "regs": _ints(d, "registersPerThread", n).astype(np.int32),
-        "smem": (_ints(d, "staticSharedMemory", n) + _ints(d, "dynamicSharedMemory", n)).astype(
+    return _rows(
+        d,
+        n,
+        Kind.KERNEL,
+        name_idx,
+        grid=(grid if has_geom else np.zeros(n, np.int64)).clip(0, 2**31 - 1).astype(np.int32),
+        block=(block if has_geom else np.zeros(n, np.int64)).clip(0, 2**31 - 1).astype(np.int32),
+        regs=_ints(d, "registersPerThread", n).astype(np.int32),
+        smem=(_ints(d, "staticSharedMemory", n) + _ints(d, "dynamicSharedMemory", n)).astype(
             np.int32
         ),
-        "occupancy": np.full(n, np.nan, np.float32),
-        "flops": np.full(n, np.nan),
-        "dram_bytes": np.full(n, np.nan),
-        "provenance": np.full(n, int(Provenance.GEOMETRY) if has_geom else 0, np.uint8),
-    }
+        provenance=np.full(n, int(Provenance.GEOMETRY) if has_geom else 0, np.uint8),
+    )
 
 
 def _copies(
@@ -199,23 +224,14 @@ def _copies(
     else:
         name_idx = np.full(n, names.intern("Memset"), np.int32)
     has_bytes = "bytes" in d
-    return {
-        "start_ns": _ints(d, "start", n),
-        "end_ns": _ints(d, "end", n),
-        "stream": _ints(d, "streamId", n).astype(np.int32),
-        "device": _ints(d, "deviceId", n).astype(np.int16),
-        "kind": np.full(n, kind, np.uint8),
-        "name": name_idx,
-        "correlation": _ints(d, "correlationId", n),
-        "grid": np.zeros(n, np.int32),
-        "block": np.zeros(n, np.int32),
-        "regs": np.zeros(n, np.int32),
-        "smem": np.zeros(n, np.int32),
-        "occupancy": np.full(n, np.nan, np.float32),
-        "flops": np.full(n, np.nan),
-        "dram_bytes": _ints(d, "bytes", n).astype(np.float64) if has_bytes else np.full(n, np.nan),
-        "provenance": np.full(n, int(Provenance.DRAM_BYTES) if has_bytes else 0, np.uint8),
-    }
+    return _rows(
+        d,
+        n,
+        kind,
+        name_idx,
+        dram_bytes=_ints(d, "bytes", n).astype(np.float64) if has_bytes else np.full(n, np.nan),
+        provenance=np.full(n, int(Provenance.DRAM_BYTES) if has_bytes else 0, np.uint8),
+    )
 
 
 def _syncs(con: sqlite3.Connection, names: NameTable, tables: set[str]) -> dict[str, np.ndarray]:
@@ -230,23 +246,7 @@ def _syncs(con: sqlite3.Connection, names: NameTable, tables: set[str]) -> dict[
     name_idx = np.array(
         [names.intern(str(kinds.get(int(k), f"Sync {int(k)}"))) for k in st], np.int32
     )
-    return {
-        "start_ns": _ints(d, "start", n),
-        "end_ns": _ints(d, "end", n),
-        "stream": _ints(d, "streamId", n, -1).astype(np.int32),
-        "device": _ints(d, "deviceId", n).astype(np.int16),
-        "kind": np.full(n, Kind.SYNC, np.uint8),
-        "name": name_idx,
-        "correlation": _ints(d, "correlationId", n),
-        "grid": np.zeros(n, np.int32),
-        "block": np.zeros(n, np.int32),
-        "regs": np.zeros(n, np.int32),
-        "smem": np.zeros(n, np.int32),
-        "occupancy": np.full(n, np.nan, np.float32),
-        "flops": np.full(n, np.nan),
-        "dram_bytes": np.full(n, np.nan),
-        "provenance": np.zeros(n, np.uint8),
-    }
+    return _rows(d, n, Kind.SYNC, name_idx, stream_default=-1)
 
 
 def _runtime(con: sqlite3.Connection) -> HostEvents:
