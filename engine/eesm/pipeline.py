@@ -178,9 +178,11 @@ def decode_fused(seg: Segments, m: EesmModel | None = None) -> Decoded:
     m = m or EesmModel.build()
     kp = m.params.kappa
 
-    kernel = fused.fused_sticky4 if fused.fast_path_applies(m.logA) else fused.fused_general
+    fast = fused.fast_path_applies(m.logA)
 
     def run(s: Segments) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+        extra = fused.work_arrays(len(s)) if fast else ()
+        kernel = fused.fused_sticky4 if fast else fused.fused_general
         return kernel(
             s.start_ns,
             s.end_ns,
@@ -204,14 +206,13 @@ def decode_fused(seg: Segments, m: EesmModel | None = None) -> Decoded:
             kp.stride,
             kp.min_count,
             kp.ridge,
+            *extra,
         )
 
     if len(seg) >= 2**31:
         raise ValueError("decode_fused handles at most 2**31 - 1 rows per call; split the table")
     if (
-        kernel is fused.fused_sticky4
-        and len(seg)
-        and (int(seg.stream.max()) - int(seg.stream.min()) >= 1 << 20)
+        fast and len(seg) and (int(seg.stream.max()) - int(seg.stream.min()) >= 1 << 20)
     ):  # its direct stream table wants compact ids: renumber (order-preserving)
         cols = seg.columns()
         cols["stream"] = np.unique(seg.stream, return_inverse=True)[1].astype(np.int32)
