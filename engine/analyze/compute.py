@@ -49,51 +49,26 @@ class AnalysisResult:
 
 
 def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks, Hardware, list[str]]:
-    notes: list[str] = []
+    """Return the peaks to use, how they were chosen, and a note when they are a fallback."""
     devices = trace.device_properties.get("devices") or []
     reported = str(devices[0].get("name")) if devices and devices[0].get("name") else None
-    if hardware:
-        hw = by_id(hardware)
-        return (
-            hw,
-            Hardware(
-                id=hw.id,
-                name=hw.name,
-                detected_from="flag",
-                reported_name=reported,
-                peak_source=hw.source,
-            ),
-            notes,
+    notes: list[str] = []
+    found = by_id(hardware) if hardware else detect(devices)
+    source = "flag" if hardware else "trace"
+    if found is None:
+        found, source = by_id(FALLBACK_HARDWARE), "none"
+        notes.append(
+            f"device {reported or '(unnamed)'} is not in the hardware catalogue: "
+            f"roofline bounds use {found.name} peaks; pass --hardware to choose"
         )
-    hw_found = detect(devices)
-    if hw_found is not None:
-        return (
-            hw_found,
-            Hardware(
-                id=hw_found.id,
-                name=hw_found.name,
-                detected_from="trace",
-                reported_name=reported,
-                peak_source=hw_found.source,
-            ),
-            notes,
-        )
-    hw = by_id(FALLBACK_HARDWARE)
-    notes.append(
-        f"device {reported or '(unnamed)'} is not in the hardware catalogue: roofline "
-        f"bounds use {hw.name} peaks; pass --hardware to choose"
+    model = Hardware(
+        id=found.id if source != "none" else None,
+        name=found.name,
+        detected_from=source,
+        reported_name=reported,
+        peak_source=found.source,
     )
-    return (
-        hw,
-        Hardware(
-            id=None,
-            name=hw.name,
-            detected_from="none",
-            reported_name=reported,
-            peak_source=hw.source,
-        ),
-        notes,
-    )
+    return found, model, notes
 
 
 def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray) -> Idle:
