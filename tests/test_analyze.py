@@ -65,3 +65,29 @@ def test_hardware_flag_and_unknown_hardware(capsys):
     assert a["hardware"]["id"] == "h100-sxm" and a["hardware"]["detected_from"] == "flag"
     assert main(["analyze", str(path), "--hardware", "tpu-v9"]) == 2
     assert "unknown hardware 'tpu-v9'" in capsys.readouterr().err
+
+
+def test_unknown_device_falls_back_and_says_so(tmp_path, capsys):
+    ev = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ampere_sgemm_128x64_nn",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 5,
+            "args": {"stream": 7, "device": 0, "correlation": 1},
+        }
+    ]
+    doc = {
+        "deviceProperties": [{"id": 0, "name": "Mystery Accelerator 9000", "numSms": 7}],
+        "traceEvents": ev,
+    }
+    p = tmp_path / "mystery.json"
+    p.write_text(json.dumps(doc))
+    assert main(["analyze", str(p), "--json", "--no-write"]) == 0
+    a = json.loads(capsys.readouterr().out)[0]
+    assert a["hardware"]["id"] is None and a["hardware"]["detected_from"] == "none"
+    assert a["hardware"]["reported_name"] == "Mystery Accelerator 9000"
+    assert any("not in the hardware catalogue" in n for n in a["notes"])
