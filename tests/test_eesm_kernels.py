@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from engine.eesm import embed, emission, kappa, stream_order, viterbi
 from engine.eesm.live import LiveDecoder
-from engine.eesm.pipeline import Variant, decode, decode_fused, pressures
+from engine.eesm.pipeline import Variant, _observe_args, decode, decode_fused, pressures
 from engine.trace.segments import Segments
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -48,20 +48,8 @@ def segment_tables(draw, max_rows=150):
 
 
 def _obs_args(seg, model):
-    return (
-        seg.start_ns,
-        seg.end_ns,
-        seg.klass,
-        seg.flops,
-        seg.dram_bytes,
-        seg.issue_active,
-        seg.stall_frac,
-        seg.occupancy,
-        model.class_peak,
-        model.prior,
-        model.hbm_Bps,
-        float(model.params.priors.short_kernel_ns),
-    )
+    """The column arguments O_θ takes — the pipeline's own helper, so tests feed what it feeds."""
+    return _observe_args(seg, model)
 
 
 @SETTINGS
