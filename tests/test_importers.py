@@ -76,6 +76,26 @@ def test_epoch_microsecond_timestamps_keep_their_nanoseconds(tmp_path):
     assert s.duration_ns[0] == 1500
 
 
+def test_many_tiny_events_grow_the_scan_arrays(tmp_path):
+    """Regression: the scanner's arrays were sized for >= 8 bytes per event and numba does not
+    bounds-check, so a stream of `{}` elements wrote past them (segfault)."""
+    kernel = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 5,
+        "dur": 2,
+        "args": {"stream": 7, "correlation": 1},
+    }
+    body = "{}," * 400_000 + json.dumps(kernel) + "," + "{}," * 400_000 + "{}"
+    p = tmp_path / "tiny.json"
+    p.write_text('{"traceEvents": [' + body + "]}")
+    s = read_kineto(p).segments
+    assert len(s) == 1 and s.start_ns[0] == 5000 and s.duration_ns[0] == 2000
+
+
 def test_profiler_range_flops_count_fma_twice():
     tr = read_kineto(TRACES / "kineto" / "a100_cupti_counters.json.gz")
     ev = [

@@ -200,6 +200,13 @@ def _event_scan(
 
 
 @jit
+def _grown(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.empty(cap, a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@jit
 def scan_events(
     buf: np.ndarray, pos: int, cats: np.ndarray, catlens: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:
@@ -212,7 +219,7 @@ def scan_events(
     Non-object elements are skipped.
     """
     n = buf.shape[0]
-    cap = n // 8 + 16
+    cap = n // 128 + 16  # real events are 150-400 bytes; tiny ones make the arrays grow
     starts = np.empty(cap, np.int64)
     ends = np.empty(cap, np.int64)
     codes = np.empty(cap, np.int64)
@@ -231,6 +238,13 @@ def scan_events(
             j, code, ts, dur = _event_scan(buf, i, n, cats, catlens)
             if j < 0:
                 return starts, ends, codes, tss, durs, count, i, -1
+            if count == cap:  # numba does not bounds-check: grow before writing
+                cap *= 2
+                starts = _grown(starts, cap)
+                ends = _grown(ends, cap)
+                codes = _grown(codes, cap)
+                tss = _grown(tss, cap)
+                durs = _grown(durs, cap)
             starts[count] = i
             ends[count] = j
             codes[count] = code
@@ -465,8 +479,10 @@ def extract_fields(
     arglens: np.ndarray,
     prefix: np.ndarray,
     suffix: np.ndarray,
+    want_name: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Read the fields we use from each kept event, straight into arrays.
+    """Read the fields we use from each kept event, straight into arrays; an event's name is
+    read (and hashed) only where ``want_name[r]`` — host API rows never use theirs.
 
     Returns (ints (m, 10) int64 [MISSING where absent], occupancy (m,) float64, flops (m,)
     float64 [NaN if no counter], name_start, name_end (m,) int64 [-1 if no name], name_escaped
@@ -505,7 +521,7 @@ def extract_fields(
                     k += 1
                 if depth == 1:
                     which = _match(buf, ks, kn, top, toplens)
-                    if which == 0 and k < e and buf[k] == _QUOTE:  # name
+                    if which == 0 and want_name[r] and k < e and buf[k] == _QUOTE:  # name
                         v_end = _string_end(buf, k, e)
                         if v_end > k:
                             ns[r], ne[r] = k + 1, v_end

@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import gc
 import json
+import queue
+import threading
 import zlib
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -62,6 +66,47 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _prefetched(chunks: Iterator[bytes], depth: int = 2) -> Generator[bytes, None, None]:
+    """Run ``chunks`` (read + inflate, which release the GIL) in a thread, ``depth`` ahead of the
+    consumer; its exceptions are re-raised here, in order. Closing the iterator stops it."""
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for c in chunks:
+                if not put(("chunk", c)):
+                    return
+        except BaseException as e:  # forwarded to the consumer, which raises it
+            put(("error", e))
+            return
+        put(("end", None))
+
+    t = threading.Thread(target=produce, name="gitm-inflate", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "chunk":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()
+        t.join()
 
 
 def _chunks(path: Path) -> Iterator[bytes]:
@@ -155,8 +200,9 @@ def _add(
     dur: np.ndarray,
 ) -> None:
     """Read the kept events' fields (numba) and append them as device rows / host events."""
+    want_name = _KIND[codes] != 255  # device rows; host API rows use no name
     ints, occ, flops, ns, ne, esc, h = js.extract_fields(
-        buf, starts, ends, keep, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX
+        buf, starts, ends, keep, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX, want_name
     )
     miss = js.MISSING
     bad = ts == js.NO_TIME
@@ -222,71 +268,115 @@ def read_kineto(path: str | Path) -> Trace:
     cols = _Columns()
     prefix = bytearray()  # bytes before the traceEvents key (top-level metadata)
     suffix = bytearray()  # bytes after the array's closing bracket
-    pending = bytearray()  # unscanned bytes of the events array (a partial event at most)
-    state = "find"  # find → events → tail
-    key_at = -1
-    with _gc_paused():
-        for chunk in _chunks(path):
-            if state == "tail":
-                suffix += chunk
-                continue
-            if state == "find":
-                prefix += chunk
-                key_at = prefix.find(_KEY)
-                if key_at < 0:
-                    if len(prefix) > 256 << 20:
-                        raise TraceImportError(path, "no traceEvents array in the first 256 MB")
-                    continue
-                bracket = prefix.find(b"[", key_at + len(_KEY))
-                if bracket < 0:
-                    continue
-                between = prefix[key_at + len(_KEY) : bracket].strip()
-                if between != b":":
-                    raise TraceImportError(path, "traceEvents is not an array")
-                pending = bytearray(prefix[bracket + 1 :])
-                del prefix[key_at:]
-                state = "events"
-            else:
-                pending += chunk
-            resume, closed = _scan_block(path, pending, cols, cats, catlens)
-            if closed is not None:
-                suffix += pending[closed:]
-                state = "tail"
-            # keep only the unfinished event, in a fresh buffer: the scanned one may still be
-            # exported to numpy (numba's first-call compile keeps its arguments in reference
-            # cycles, which the paused GC does not free), and an exported bytearray can't shrink
-            pending = bytearray(pending[resume:])
-        if state == "find":
-            if not prefix.strip():
-                raise TraceImportError(path, "empty file")
-            head = bytes(prefix[:1]).strip()
-            if head not in (b"{", b"["):
-                raise TraceImportError(path, "not JSON (expected a Chrome-trace object)")
-            raise TraceImportError(path, "no traceEvents array: not a Chrome/Kineto trace")
-        if state == "events":
-            raise TraceImportError(path, "truncated JSON: traceEvents array never closes")
+    # three stages on up to three cores: inflate (thread) → scan (here; numba releases the GIL)
+    # → field extraction (one worker, in order, so names are interned in file order)
+    jobs: deque[Future[None]] = deque()
+    with _gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="gitm-extract") as pool:
+        chunk_iter = _prefetched(_chunks(path))
+        try:
+            _read_events(path, chunk_iter, pool, jobs, cols, cats, catlens, prefix, suffix)
+        except TraceImportError:
+            while jobs:  # a block before the failing point may hold the first error: report it
+                jobs.popleft().result()
+            raise
+        except BaseException:
+            for f in jobs:
+                f.cancel()
+            raise
+        finally:
+            chunk_iter.close()
+        while jobs:
+            jobs.popleft().result()  # raises a worker's TraceImportError
     meta = _metadata(path, bytes(prefix), bytes(suffix))
     return _build(path, cols, meta)
 
 
+def _read_events(
+    path: Path,
+    chunks: Iterator[bytes],
+    pool: ThreadPoolExecutor,
+    jobs: deque[Future[None]],
+    cols: _Columns,
+    cats: np.ndarray,
+    catlens: np.ndarray,
+    prefix: bytearray,
+    suffix: bytearray,
+) -> None:
+    """Split the stream into prefix / events / suffix; scan the events as they come."""
+    state = "find"  # find → events → tail
+    pending = bytearray()  # unscanned bytes of the events array (a partial event at most)
+    for chunk in chunks:
+        if state == "tail":
+            suffix += chunk
+            continue
+        if state == "find":
+            prefix += chunk
+            key_at = prefix.find(_KEY)
+            if key_at < 0:
+                if len(prefix) > 256 << 20:
+                    raise TraceImportError(path, "no traceEvents array in the first 256 MB")
+                continue
+            bracket = prefix.find(b"[", key_at + len(_KEY))
+            if bracket < 0:
+                continue
+            between = prefix[key_at + len(_KEY) : bracket].strip()
+            if between != b":":
+                raise TraceImportError(path, "traceEvents is not an array")
+            pending = bytearray(prefix[bracket + 1 :])
+            del prefix[key_at:]
+            state = "events"
+        else:
+            pending += chunk
+        resume, closed, job = _scan_block(path, pending, cols, cats, catlens)
+        if job is not None:
+            jobs.append(pool.submit(job))
+            while len(jobs) > 2:  # bound the blocks in flight (memory), surface errors
+                jobs.popleft().result()
+        if closed is not None:
+            suffix += pending[closed:]
+            state = "tail"
+        # keep only the unfinished event, in a fresh buffer: the scanned one may still be
+        # exported to numpy (numba's first-call compile keeps its arguments in reference
+        # cycles, which the paused GC does not free), and an exported bytearray can't shrink
+        pending = bytearray(pending[resume:])
+    if state == "find":
+        if not prefix.strip():
+            raise TraceImportError(path, "empty file")
+        head = bytes(prefix[:1]).strip()
+        if head not in (b"{", b"["):
+            raise TraceImportError(path, "not JSON (expected a Chrome-trace object)")
+        raise TraceImportError(path, "no traceEvents array: not a Chrome/Kineto trace")
+    if state == "events":
+        raise TraceImportError(path, "truncated JSON: traceEvents array never closes")
+
+
 def _scan_block(
     path: Path, pending: bytearray, cols: _Columns, cats: np.ndarray, catlens: np.ndarray
-) -> tuple[int, int | None]:
-    """Scan ``pending``; read its complete events; return (resume offset, suffix offset or None)."""
+) -> tuple[int, int | None, Callable[[], None] | None]:
+    """Scan ``pending``; return (resume offset, suffix offset or None, the job that validates
+    and reads its kept events, or None). ``pending`` must not change once scanned."""
     buf = np.frombuffer(pending, dtype=np.uint8)
     starts, ends, codes, ts, dur, n, resume, closed_at = js.scan_events(buf, 0, cats, catlens)
     if closed_at == js.MALFORMED:
         raise TraceImportError(path, "invalid JSON in traceEvents (a '}' closes nothing)")
     keep = np.flatnonzero(codes[:n] >= 0)
-    if keep.size:
-        try:  # the kept events must be valid JSON; msgspec checks without building objects
-            _VALIDATE.decode(js.gather(buf, starts, ends, keep).tobytes())
-        except msgspec.DecodeError as e:
-            raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
-        _add(cols, buf, starts, ends, keep, codes[keep], ts[keep], dur[keep])
+    if not keep.size:
+        job = None
+    else:
+        # the job holds only the kept rows (the scan's arrays are sized for every event)
+        starts, ends, codes, ts, dur = starts[keep], ends[keep], codes[keep], ts[keep], dur[keep]
+        keep = np.arange(keep.size)
+
+        def job() -> None:
+            try:  # the kept events must be valid JSON; msgspec checks without building objects
+                _VALIDATE.decode(js.gather(buf, starts, ends, keep).data)
+            except msgspec.DecodeError as e:
+                raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
+            _add(cols, buf, starts, ends, keep, codes, ts, dur)
+
     if closed_at >= 0:
-        return len(pending), closed_at + 1
-    return resume, None
+        return len(pending), closed_at + 1, job
+    return resume, None, job
 
 
 def _metadata(path: Path, prefix: bytes, suffix: bytes) -> dict[str, Any]:
