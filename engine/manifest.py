@@ -71,6 +71,9 @@ class HardwareSpec(_Strict):
     launch_api_ns: int = Field(gt=0)
     launch_latency_ns: int = Field(gt=0)
     kernel_floor_ns: int = Field(gt=0)
+    #: host cost of one cudaGraphLaunch and the device's per-node dispatch inside a graph
+    graph_launch_api_ns: int = Field(gt=0)
+    graph_node_ns: int = Field(gt=0)
     h2d_pinned_Bps: float = Field(gt=0)
     h2d_pageable_Bps: float = Field(gt=0)
     thermal: Thermal
@@ -169,6 +172,20 @@ class KernelOp(_Strict):
     smem: int = Field(default=0, ge=0)
     latency_ns: float = Field(default=0.0, ge=0)
     repeat: int = Field(default=1, ge=1)
+    # ---- lever sites (what the program leaves on the table; see manifests/levers.json)
+    #: a layout transpose around NCHW convolutions (channels_last removes it)
+    role: Literal["compute", "layout_transform", "optimizer_foreach", "attention_math"] = "compute"
+    #: convolution algorithm choice: cuDNN's heuristic pick, or the autotuned best
+    algo: Literal["heuristic", "tuned"] | None = None
+    #: ops of one unfused attention (QK^T, softmax, PV) share a group; flash_bytes = the fused
+    #: kernel's DRAM traffic (Q, K, V, O and the bias)
+    group: str | None = None
+    flash_bytes: float | None = Field(default=None, gt=0)
+    #: largest split-K / grid multiplier the kernel's shape allows (launch-config lever)
+    split_max: int = Field(default=1, ge=1, le=64)
+    #: the model's accuracy depends on this op staying in FP32 (a lower-precision lever breaks
+    #: the workload's correctness check)
+    fp32_required: bool = False
 
     @field_validator("klass")
     @classmethod
@@ -184,12 +201,20 @@ class CopyOp(_Strict):
     bytes: float = Field(gt=0)
     direction: Literal["h2d", "d2h"] = "h2d"
     pinned: bool = False
+    #: the copy's result is first needed at the end of the step (not by the next kernel), so a
+    #: side stream can overlap it with compute
+    deferred_use: bool = False
 
 
 class HostOp(_Strict):
     op: Literal["host"]
     ns: float = Field(ge=0)
     what: str = "host work"
+    #: work: framework/user code on the launching thread; data_loading: input pipeline work a
+    #: loader can prefetch; alloc: cudaMalloc/cudaFree churn of the caching allocator
+    kind: Literal["work", "data_loading", "alloc"] = "work"
+    #: scales with the batch (per-sample host work) or not (per-step overhead)
+    per_sample: bool = False
 
 
 class RecordOp(_Strict):
@@ -207,6 +232,8 @@ class WaitOp(_Strict):
 class SyncOp(_Strict):
     op: Literal["sync"]
     stream: int | None = None  # None = cudaDeviceSynchronize
+    #: required: the host reads a result after it; logging: a `.item()` for a log line only
+    purpose: Literal["required", "logging"] = "required"
 
 
 class LoopOp(_Strict):
@@ -232,7 +259,7 @@ def flatten_ops(ops: tuple[Any, ...]) -> list[Any]:
             for _ in range(op.times):
                 out.extend(body)
         elif isinstance(op, KernelOp) and op.repeat > 1:
-            out.extend([op] * op.repeat)
+            out.extend([op.model_copy(update={"repeat": 1})] * op.repeat)
         else:
             out.append(op)
     return out
@@ -249,6 +276,12 @@ class WorkloadSpec(_Strict):
     memory_used_bytes: int = Field(gt=0)
     framework_ns: float = Field(ge=0, description="host-side framework cost per launched op")
     iteration: tuple[Op, ...]
+    #: samples per iteration (the optimize loop reports time per sample)
+    batch: int = Field(default=1, ge=1)
+    #: shapes are static (CUDA graphs can capture the step)
+    static_shapes: bool = True
+    #: the node's power cap (W); None = the board's TDP
+    power_limit_w: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _streams(self) -> WorkloadSpec:
@@ -262,6 +295,18 @@ class WorkloadSpec(_Strict):
             if isinstance(op, WaitOp) and op.event not in recorded:
                 raise ValueError(f"wait on event {op.event!r} that is never recorded")
         return self
+
+
+class ExecConfig(_Strict):
+    """How the simulated program executes: the settings levers change besides the op graph."""
+
+    cuda_graphs: bool = False
+    #: batches the data loader prepares ahead (0: loading runs inline on the launching thread)
+    prefetch_depth: int = Field(default=0, ge=0, le=8)
+    allocator: Literal["default", "expandable_segments"] = "default"
+    #: power cap override (W); None = the workload's
+    power_limit_w: float | None = Field(default=None, gt=0)
+    batch_scale: int = Field(default=1, ge=1, le=16)
 
 
 # --------------------------------------------------------------------------- loading

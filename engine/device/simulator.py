@@ -26,6 +26,7 @@ import math
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from engine.device.kernel_model import KernelCost, kernel_cost, limiter
 from engine.device.thermal import ThermalState
 from engine.manifest import (
     CopyOp,
+    ExecConfig,
     HardwareSpec,
     HostOp,
     KernelOp,
@@ -45,7 +47,7 @@ from engine.manifest import (
 from engine.regimes import Regime
 from engine.telemetry.sample import TelemetrySample
 from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
-from engine.trace.trace import HostEvents
+from engine.trace.trace import ApiKind, HostEvents
 
 _MEASURED = int(
     Provenance.FLOPS
@@ -143,6 +145,8 @@ class _Acc:
             "stream": [],
             "api_start_ns": [],
             "api_end_ns": [],
+            "api": [],
+            "event": [],
         }
     )
 
@@ -151,23 +155,42 @@ class SimulatedGPU:
     """One simulated GPU executing a workload iteration after iteration, deterministically by seed."""
 
     def __init__(
-        self, hw: HardwareSpec, workload: WorkloadSpec, seed: int = 0, device: int = 0
+        self,
+        hw: HardwareSpec,
+        workload: WorkloadSpec,
+        seed: int = 0,
+        device: int = 0,
+        config: ExecConfig | None = None,
+        cost_seed: int | None = None,
     ) -> None:
+        """``seed`` draws run-to-run noise; ``cost_seed`` (default: ``seed``) draws each
+        kernel's achieved efficiency — a property of the machine and library build, so repeated
+        measurements on one machine share it."""
         self.hw = hw
         self.workload = workload
+        self.config = config or ExecConfig()
         self.seed = seed
+        self.cost_seed = seed if cost_seed is None else cost_seed
         self.device = device
         self.names = NameTable()
         self.rng = np.random.default_rng(seed)
-        self.program = flatten_ops(workload.iteration)
+        self.program = _scaled(flatten_ops(workload.iteration), self.config.batch_scale)
+        self._region_of = _graph_regions(self.program) if self.config.cuda_graphs else None
+        self._event_id: dict[str, int] = {}
+        cap = self.config.power_limit_w or workload.power_limit_w or hw.tdp_w
         self.thermal = ThermalState.cold(hw)
+        self.thermal.power_cap_w = min(hw.tdp_w, cap)
         self.host_ns = 0.0
         self.now = 0.0
         self.iterations_done = 0
         self._corr = 0
-        self._queues: dict[int, deque[_DevOp]] = {s: deque() for s in workload.streams}
+        self._consume_times: list[float] = []  # when each prefetched batch was taken
+        self._loader_free = 0.0
+        self._queues: dict[int, deque[_DevOp]] = {
+            s: deque() for s in _streams(workload, self.program)
+        }
         self._active: dict[int, _DevOp] = {}  # stream -> running op
-        self._last_end: dict[int, float] = dict.fromkeys(workload.streams, 0.0)
+        self._last_end: dict[int, float] = dict.fromkeys(self._queues, 0.0)
         self._event_gen: dict[str, int] = {}
         self._event_done: dict[tuple[str, int], float] = {}
         self._costs = self._draw_costs()
@@ -175,16 +198,25 @@ class SimulatedGPU:
 
     # ---------------------------------------------------------------- calibration draws
     def _draw_costs(self) -> dict[int, KernelCost]:
-        """Draw each distinct kernel's achieved efficiencies once (stable per name and seed)."""
+        """Draw each distinct kernel's achieved efficiencies once (stable per name and seed).
+
+        A convolution on cuDNN's heuristic algorithm lands in the lower half of its class's
+        efficiency range, an autotuned one in the upper half (the autotuner keeps the fastest
+        of the candidates it times)."""
         costs: dict[int, KernelCost] = {}
         for i, op in enumerate(self.program):
             if not isinstance(op, KernelOp):
                 continue
             self.names.intern(op.name)
-            h = zlib.crc32(f"{op.name}|{self.seed}".encode())
+            h = zlib.crc32(f"{op.name}|{self.cost_seed}".encode())
             r = np.random.default_rng(h)
             eff = self.hw.class_efficiency[op.klass]
-            ec = r.uniform(*eff.compute)
+            lo, hi = eff.compute
+            if op.algo == "heuristic":
+                hi = (lo + hi) / 2
+            elif op.algo == "tuned":
+                lo = (lo + hi) / 2
+            ec = r.uniform(lo, hi)
             em = r.uniform(*eff.memory)
             costs[i] = kernel_cost(self.hw, op, ec, em)
         return costs
@@ -217,22 +249,78 @@ class SimulatedGPU:
     def _lognormal(self, sigma: float) -> float:
         return float(math.exp(self.rng.normal(0.0, sigma))) if sigma > 0 else 1.0
 
+    def _host_row(
+        self,
+        api: ApiKind,
+        start: float,
+        end: float,
+        stream: int = -1,
+        corr: int = 0,
+        event: int = -1,
+    ) -> None:
+        acc = self._acc.host
+        acc["correlation"].append(corr)
+        acc["stream"].append(stream)
+        acc["api_start_ns"].append(int(start))
+        acc["api_end_ns"].append(int(max(start, end)))
+        acc["api"].append(int(api))
+        acc["event"].append(event)
+
+    def _event(self, name: str) -> int:
+        return self._event_id.setdefault(name, len(self._event_id))
+
     def _host_iteration(self) -> None:
-        hw, noise = self.hw, self.hw.noise
+        hw, noise, cfg = self.hw, self.hw.noise, self.config
+        graph_t = 0.0
+        node = 0
         for i, op in enumerate(self.program):
-            if isinstance(op, HostOp):
-                self.host_ns += op.ns * self._lognormal(noise.launch_sigma)
-            elif isinstance(op, KernelOp | CopyOp):
+            region = self._region_of[i] if self._region_of is not None else -1
+            in_graph = region >= 0
+            if in_graph and (i == 0 or self._region_of[i - 1] != region):  # type: ignore[index]
+                # one cudaGraphLaunch replays the whole captured region
                 api_start = self.host_ns + self.workload.framework_ns * self._lognormal(
                     noise.launch_sigma
                 )
-                api_end = api_start + hw.launch_api_ns * self._lognormal(noise.launch_sigma)
-                self._corr += 1
+                api_end = api_start + hw.graph_launch_api_ns * self._lognormal(noise.launch_sigma)
+                graph_t, node = api_start, 0
+                self._host_row(ApiKind.GRAPH_LAUNCH, api_start, api_end)
+                self.host_ns = api_end
+            if isinstance(op, HostOp):
+                t0 = self.host_ns
+                cost = op.ns * self._lognormal(noise.launch_sigma)
+                if op.kind == "alloc" and cfg.allocator == "expandable_segments":
+                    cost *= EXPANDABLE_ALLOC_FACTOR
+                if op.kind == "data_loading" and cfg.prefetch_depth > 0:
+                    self.host_ns = max(self.host_ns, self._prefetched_batch(cost))
+                    self._consume_times.append(self.host_ns)
+                else:
+                    self.host_ns += cost
+                api = {
+                    "work": ApiKind.HOST_WORK,
+                    "data_loading": ApiKind.DATA_LOADING,
+                    "alloc": ApiKind.MALLOC,
+                }[op.kind]
+                self._host_row(api, t0, self.host_ns)
+            elif isinstance(op, KernelOp | CopyOp):
+                if in_graph:  # a node of the graph launched above
+                    ready = graph_t + hw.launch_latency_ns + node * hw.graph_node_ns
+                    node += 1
+                    self._corr += 1
+                    corr = self._corr
+                    self._host_row(ApiKind.GRAPH_NODE, self.host_ns, self.host_ns, op.stream, corr)
+                else:
+                    api_start = self.host_ns + self.workload.framework_ns * self._lognormal(
+                        noise.launch_sigma
+                    )
+                    api_end = api_start + hw.launch_api_ns * self._lognormal(noise.launch_sigma)
+                    ready = api_start + hw.launch_latency_ns
+                    self._corr += 1
+                    corr = self._corr
                 d = _DevOp(
                     kind=int(Kind.KERNEL if isinstance(op, KernelOp) else Kind.MEMCPY),
                     stream=op.stream,
-                    ready_ns=api_start + hw.launch_latency_ns,
-                    correlation=self._corr,
+                    ready_ns=ready,
+                    correlation=corr,
                     op=op,
                 )
                 if isinstance(op, KernelOp):
@@ -246,33 +334,57 @@ class SimulatedGPU:
                     )
                     d.klass = int(Klass.COPY)
                 self._queues[op.stream].append(d)
-                acc = self._acc.host
-                acc["correlation"].append(self._corr)
-                acc["stream"].append(op.stream)
-                acc["api_start_ns"].append(int(api_start))
-                acc["api_end_ns"].append(int(api_end))
+                if in_graph:
+                    continue
                 self.host_ns = api_end
                 if isinstance(op, CopyOp) and not op.pinned:
                     self._advance(math.inf, until_done=d)  # pageable: host waits for the copy
                     self.host_ns = max(self.host_ns, self.now)
+                    self._host_row(ApiKind.MEMCPY_SYNC, api_start, self.host_ns, op.stream, corr)
+                else:
+                    api = ApiKind.LAUNCH if isinstance(op, KernelOp) else ApiKind.MEMCPY_ASYNC
+                    self._host_row(api, api_start, api_end, op.stream, corr)
             elif isinstance(op, RecordOp):
                 gen = self._event_gen.get(op.event, 0) + 1
                 self._event_gen[op.event] = gen
+                ready = graph_t + hw.launch_latency_ns if in_graph else self.host_ns
                 self._queues[op.stream].append(
-                    _DevOp(kind=-1, stream=op.stream, ready_ns=self.host_ns, event=(op.event, gen))
+                    _DevOp(kind=-1, stream=op.stream, ready_ns=ready, event=(op.event, gen))
+                )
+                eid = self._event(op.event)
+                self._host_row(
+                    ApiKind.EVENT_RECORD, self.host_ns, self.host_ns, op.stream, event=eid
                 )
             elif isinstance(op, WaitOp):
                 gen = self._event_gen.get(op.event, 0)
                 if gen:
+                    ready = graph_t + hw.launch_latency_ns if in_graph else self.host_ns
                     self._queues[op.stream].append(
-                        _DevOp(
-                            kind=-2, stream=op.stream, ready_ns=self.host_ns, event=(op.event, gen)
-                        )
+                        _DevOp(kind=-2, stream=op.stream, ready_ns=ready, event=(op.event, gen))
                     )
+                eid = self._event(op.event)
+                self._host_row(
+                    ApiKind.STREAM_WAIT, self.host_ns, self.host_ns, op.stream, event=eid
+                )
             elif isinstance(op, SyncOp):
+                t0 = self.host_ns
                 streams = set(self._queues) if op.stream is None else {op.stream}
                 self._advance(math.inf, drain=streams)
                 self.host_ns = max(self.host_ns, self.now)
+                self._host_row(
+                    ApiKind.SYNC, t0, self.host_ns, -1 if op.stream is None else op.stream
+                )
+
+    def _prefetched_batch(self, cost: float) -> float:
+        """Return when this iteration's prefetched batch is ready.
+
+        The loader thread loads batch c as soon as it has finished batch c-1 and one of the
+        ``prefetch_depth`` slots is free (batch c - depth was consumed); its cost is this
+        iteration's draw."""
+        c, depth = len(self._consume_times), self.config.prefetch_depth
+        release = self._consume_times[c - depth] if c >= depth else 0.0
+        self._loader_free = max(self._loader_free, release) + cost
+        return self._loader_free
 
     # ---------------------------------------------------------------- device
     def _startable(self, d: _DevOp) -> bool:
@@ -438,6 +550,8 @@ class SimulatedGPU:
             stream=np.asarray(acc.host["stream"], dtype=np.int32),
             api_start_ns=np.asarray(acc.host["api_start_ns"], dtype=np.int64),
             api_end_ns=np.asarray(acc.host["api_end_ns"], dtype=np.int64),
+            api=np.asarray(acc.host["api"], dtype=np.uint8),
+            event=np.asarray(acc.host["event"], dtype=np.int64),
         )
         telemetry = self._telemetry(segs, t0)
         self._acc = _Acc()
@@ -472,12 +586,74 @@ class SimulatedGPU:
                 memory_used_bytes=int(self.workload.memory_used_bytes * jitter),
                 memory_total_bytes=self.hw.memory_bytes,
                 power_w=round(self.thermal.power_w, 1),
-                power_limit_w=self.hw.tdp_w,
+                power_limit_w=self.thermal.power_cap_w,
                 sm_clock_mhz=self.thermal.sm_clock_mhz,
                 temperature_c=round(self.thermal.temperature_c, 1),
                 clock_event_reasons=self.thermal.reasons,
             )
         ]
+
+
+#: cudaMalloc/cudaFree churn left with expandable segments (the allocator maps more pages into
+#: an existing segment instead of freeing and re-allocating blocks; PyTorch CUDA semantics
+#: docs, "expandable_segments"): an engineering prior, not a measurement
+EXPANDABLE_ALLOC_FACTOR = 0.1
+
+
+def _streams(workload: WorkloadSpec, program: list[Any]) -> list[int]:
+    """Declared streams plus any a lever added (a side stream for copies)."""
+    out = list(workload.streams)
+    for op in program:
+        s = getattr(op, "stream", None)
+        if s is not None and s not in out:
+            out.append(s)
+    return out
+
+
+def _scaled(program: list[Any], k: int) -> list[Any]:
+    """The program at ``k`` × the batch: kernels do k × the work over k × the blocks, copies
+    move k × the bytes, per-sample host work takes k × as long; per-step costs stay."""
+    if k == 1:
+        return program
+    out: list[Any] = []
+    for op in program:
+        if isinstance(op, KernelOp):
+            flash = op.flash_bytes * k if op.flash_bytes else None
+            op = op.model_copy(
+                update={
+                    "flops": op.flops * k,
+                    "bytes": op.bytes * k,
+                    "grid": op.grid * k,
+                    "flash_bytes": flash,
+                }
+            )
+        elif isinstance(op, CopyOp):
+            op = op.model_copy(update={"bytes": op.bytes * k})
+        elif isinstance(op, HostOp) and op.per_sample:
+            op = op.model_copy(update={"ns": op.ns * k})
+        out.append(op)
+    return out
+
+
+def _graph_regions(program: list[Any]) -> list[int]:
+    """Region id per op for CUDA-graph replay (-1: runs eagerly). A region is a maximal run of
+    kernels, pinned copies and event record/wait; host work, syncs and pageable copies (which
+    block the host) end it: they cannot be captured."""
+    out: list[int] = []
+    region, open_ = -1, False
+    for op in program:
+        capturable = isinstance(op, KernelOp | RecordOp | WaitOp) or (
+            isinstance(op, CopyOp) and op.pinned
+        )
+        if capturable:
+            if not open_:
+                region += 1
+                open_ = True
+            out.append(region)
+        else:
+            open_ = False
+            out.append(-1)
+    return out
 
 
 def _clip(x: float) -> float:

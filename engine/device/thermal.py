@@ -28,6 +28,12 @@ class ThermalState:
     sm_clock_mhz: int
     reasons: int = 0
     power_w: float = 0.0
+    #: the power cap the governor enforces (W): the board's TDP unless the node sets a lower one
+    power_cap_w: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.power_cap_w:
+            self.power_cap_w = self.hw.tdp_w
 
     @classmethod
     def cold(cls, hw: HardwareSpec) -> ThermalState:
@@ -63,8 +69,8 @@ class ThermalState:
         # do not hunt; a limiter that holds clocks below max is reported while it holds them.
         hot = self.temperature_c > th.slowdown_c
         warm = self.temperature_c > th.slowdown_c - _HYSTERESIS_C
-        over = self.power_w > self.hw.tdp_w
-        near = self.power_w > self.hw.tdp_w * (1 - _HYSTERESIS_POWER)
+        over = self.power_w > self.power_cap_w
+        near = self.power_w > self.power_cap_w * (1 - _HYSTERESIS_POWER)
         if hot or (below_max and warm):
             reasons |= ClockEventReason.HW_THERMAL_SLOWDOWN
         if over or (below_max and near):

@@ -33,6 +33,19 @@ class GpuPeaks(BaseModel):
     hbm_bandwidth_Bps: float = Field(gt=0)
     launch_latency_ns: int = Field(gt=0)
     source: str
+    # engineering priors shared by every entry unless it says otherwise (see the manifest's _doc)
+    launch_api_ns: int = Field(default=2500, gt=0)
+    graph_launch_api_ns: int = Field(default=8000, gt=0)
+    graph_node_ns: int = Field(default=1000, gt=0)
+    kernel_floor_ns: int = Field(default=1500, gt=0)
+    h2d_pinned_Bps: float = Field(default=50e9, gt=0)
+    h2d_pageable_Bps: float = Field(default=18e9, gt=0)
+    regs_per_sm: int = Field(default=65536, gt=0)
+    smem_per_sm: int = Field(default=233472, gt=0)
+    max_blocks_per_sm: int = Field(default=32, gt=0)
+    max_threads_per_sm: int = Field(default=2048, gt=0)
+    #: maximum SM clock (MHz) where the datasheet gives it: telemetry clocks are read against it
+    sm_clock_max_mhz: int | None = None
 
     def class_peak_flops(self) -> np.ndarray:
         """Return the FLOP/s bound per kernel class, indexed by ``Klass``."""

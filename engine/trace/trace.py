@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -11,14 +12,43 @@ import numpy.typing as npt
 from engine.trace.segments import NameTable, Segments
 
 
+class ApiKind(IntEnum):
+    """What a host row is: the replay's dependency edges depend on it (DESIGN §5)."""
+
+    LAUNCH = 0  # kernel launch (cudaLaunchKernel): device row by correlation
+    MEMCPY_ASYNC = 1  # cudaMemcpyAsync from pinned memory: returns at once
+    MEMCPY_SYNC = 2  # pageable cudaMemcpy(Async): the host waits for the copy
+    SYNC = 3  # cudaStreamSynchronize (stream >= 0) / cudaDeviceSynchronize (stream -1)
+    EVENT_RECORD = 4  # cudaEventRecord on ``stream``; ``event`` = event id
+    STREAM_WAIT = 5  # cudaStreamWaitEvent: ``stream`` waits for the last record of ``event``
+    MALLOC = 6  # cudaMalloc / cudaFree from the caching allocator
+    GRAPH_LAUNCH = 7  # cudaGraphLaunch of a captured region (its nodes follow as GRAPH_NODE)
+    HOST_WORK = 8  # an annotated host range (framework / user code) on the launching thread
+    DATA_LOADING = 9  # an annotated data-loading range (prefetchable by a loader)
+    GRAPH_NODE = 10  # a kernel/copy node of the preceding graph launch (CUPTI graph-node id)
+    OTHER = 255
+
+
 @dataclass(eq=False)
 class HostEvents:
-    """Launch API calls on the host, linked to device rows by ``correlation``."""
+    """Host rows: launch API calls linked to device rows by ``correlation``, plus (where the
+    source knows them) syncs, event record/wait, allocator calls and annotated host work."""
 
     correlation: npt.NDArray[np.int64]
     stream: npt.NDArray[np.int32]
     api_start_ns: npt.NDArray[np.int64]
     api_end_ns: npt.NDArray[np.int64]
+    #: ApiKind per row (importers that only see launches leave LAUNCH)
+    api: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, np.uint8))
+    #: event id for EVENT_RECORD / STREAM_WAIT rows, else -1
+    event: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        n = len(self.correlation)
+        if len(self.api) != n:  # not given: every row is a launch
+            self.api = np.zeros(n, np.uint8)
+        if len(self.event) != n:
+            self.event = np.full(n, -1, np.int64)
 
     @classmethod
     def empty(cls) -> HostEvents:
@@ -41,7 +71,7 @@ class HostEvents:
         return HostEvents(
             *(
                 np.concatenate([getattr(p, f) for p in parts])
-                for f in ("correlation", "stream", "api_start_ns", "api_end_ns")
+                for f in ("correlation", "stream", "api_start_ns", "api_end_ns", "api", "event")
             )
         )
 

@@ -1,0 +1,330 @@
+"""The replay's dependency graph, built from a trace alone (DESIGN §5 "replay").
+
+Nodes are the trace's host rows (launch / memcpy / sync / event / allocator / annotated host
+work, in host order) and its device rows (kernels, copies). Edges:
+
+* **host order** — one launching thread: row h starts ``gap[h]`` after row h-1 ends (the gap
+  is the host time between calls: framework code, Python, unannotated work);
+* **launch → device** — a device row may start ``L`` after its launch call began (``L``
+  estimated from the trace: the shortest launch-to-start delay seen on an idle stream);
+* **stream order** — each stream runs its rows in launch order;
+* **event edges** — a ``cudaStreamWaitEvent`` makes later rows of its stream wait for the
+  device row that preceded the matching ``cudaEventRecord`` on the recording stream;
+* **sync edges** — ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` and pageable copies
+  block the host until the device rows they cover have finished.
+
+:func:`schedule` replays the graph with each node's (possibly edited) duration and returns
+the makespan; :class:`ReplayDag` is what a lever's transform edits. Nothing here reads the
+simulator: only Segments, HostEvents and the hardware catalogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from engine.planner.catalogue import GpuPeaks
+from engine.trace.segments import Kind, Klass, NameTable, Segments
+from engine.trace.trace import ApiKind, HostEvents, Trace
+
+NOP = 254  # a host row a transform removed
+
+
+@dataclass
+class ReplayDag:
+    """Host rows (in host order) and device rows, with the edges of the module docstring."""
+
+    # host rows
+    api: np.ndarray  # uint8 ApiKind (NOP when removed)
+    gap_ns: np.ndarray  # float64 host time before the call
+    dur_ns: np.ndarray  # float64 duration of the call itself (unblocked part)
+    h_stream: np.ndarray  # int64
+    h_event: np.ndarray  # int64
+    h_dev: list[list[int]]  # device rows launched by each host row
+    # device rows
+    d_stream: np.ndarray  # int64
+    d_dur: np.ndarray  # float64 (0 and d_live False when a transform removed the row)
+    d_live: np.ndarray  # bool
+    d_kind: np.ndarray  # uint8 Kind
+    d_klass: np.ndarray  # uint8 Klass
+    d_name: list[str]
+    d_flops: np.ndarray  # float64, NaN unknown
+    d_bytes: np.ndarray  # float64, NaN unknown
+    d_grid: np.ndarray  # int64
+    d_block: np.ndarray  # int64
+    d_regs: np.ndarray  # int64 registers per thread (0 unknown)
+    d_smem: np.ndarray  # int64 shared memory per block (0 unknown)
+    d_regime: np.ndarray  # uint8 Regime (decoded), 255 unknown
+    d_start_obs: np.ndarray  # int64 observed start (anchor for rows with no host row)
+    launch_latency_ns: float
+    graph_node_ns: float
+    iterations: int
+    t0_ns: float
+    observed_ns: float  # the observed makespan of the window
+    #: a throughput floor on the whole window (a loader that cannot keep up), 0 = none
+    min_makespan_ns: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def copy(self) -> ReplayDag:
+        """Return a deep copy a transform may edit."""
+        return replace(
+            self,
+            api=self.api.copy(),
+            gap_ns=self.gap_ns.copy(),
+            dur_ns=self.dur_ns.copy(),
+            h_stream=self.h_stream.copy(),
+            h_event=self.h_event.copy(),
+            h_dev=[list(x) for x in self.h_dev],
+            d_stream=self.d_stream.copy(),
+            d_dur=self.d_dur.copy(),
+            d_live=self.d_live.copy(),
+            d_kind=self.d_kind.copy(),
+            d_klass=self.d_klass.copy(),
+            d_name=list(self.d_name),
+            d_flops=self.d_flops.copy(),
+            d_bytes=self.d_bytes.copy(),
+            d_grid=self.d_grid.copy(),
+            d_block=self.d_block.copy(),
+            d_regs=self.d_regs.copy(),
+            d_smem=self.d_smem.copy(),
+            d_regime=self.d_regime.copy(),
+            d_start_obs=self.d_start_obs.copy(),
+            notes=list(self.notes),
+        )
+
+    # ------------------------------------------------------------------ edits
+    def remove_host_row(self, h: int) -> None:
+        """Drop a host call (its gap and its duration disappear from the host thread)."""
+        self.api[h] = NOP
+        self.gap_ns[h] = 0.0
+        self.dur_ns[h] = 0.0
+
+    def insert_host_row(self, at: int, api: int, gap: float, dur: float) -> None:
+        """Insert a host call before row ``at`` (a graph launch, a fused launch)."""
+        self.api = np.insert(self.api, at, api)
+        self.gap_ns = np.insert(self.gap_ns, at, gap)
+        self.dur_ns = np.insert(self.dur_ns, at, dur)
+        self.h_stream = np.insert(self.h_stream, at, -1)
+        self.h_event = np.insert(self.h_event, at, -1)
+        self.h_dev.insert(at, [])
+
+    def remove_device_row(self, d: int) -> None:
+        """Drop a device row (fused into another, or no longer needed)."""
+        self.d_live[d] = False
+        self.d_dur[d] = 0.0
+
+    def host_of(self) -> np.ndarray:
+        """Return, per device row, the host row that launched it (-1 none)."""
+        out = np.full(len(self.d_stream), -1, np.int64)
+        for h, ds in enumerate(self.h_dev):
+            for d in ds:
+                out[d] = h
+        return out
+
+    @property
+    def step_ns(self) -> float:
+        """Observed time per iteration."""
+        return self.observed_ns / max(1, self.iterations)
+
+
+def build_dag(
+    trace: Trace,
+    hw: GpuPeaks,
+    iterations: int,
+    regimes: np.ndarray | None = None,
+    window: tuple[int, int] | None = None,
+) -> ReplayDag:
+    """Build the replay graph of ``trace`` (``iterations`` steps in its window)."""
+    seg, host, names = trace.segments, trace.host, trace.names
+    timed = np.isin(seg.kind, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM))
+    idx = np.flatnonzero(timed)
+    seg = seg.take(idx)
+    reg = (
+        np.asarray(regimes, np.uint8)[idx]
+        if regimes is not None
+        else np.full(len(seg), 255, np.uint8)
+    )
+    horder = np.argsort(host.api_start_ns, kind="stable")
+    h = _take_host(host, horder)
+    t0 = float(window[0]) if window else float(min(seg.start_ns.min(), h.api_start_ns.min()))
+    t1 = float(window[1]) if window else float(max(seg.end_ns.max(), h.api_end_ns.max()))
+    # device rows launched by each host row, by correlation (a graph launch has many)
+    pos = {int(c): i for i, c in enumerate(h.correlation) if c > 0}
+    h_dev: list[list[int]] = [[] for _ in range(len(h))]
+    for d in np.argsort(seg.start_ns, kind="stable").tolist():
+        p = pos.get(int(seg.correlation[d]))
+        if p is not None:
+            h_dev[p].append(d)
+    starts = h.api_start_ns.astype(np.float64)
+    ends = h.api_end_ns.astype(np.float64)
+    prev_end = np.concatenate(([t0], ends[:-1]))
+    gap = np.maximum(0.0, starts - np.maximum.accumulate(prev_end))
+    dur = ends - starts
+    api = h.api.copy()
+    # blocking rows keep only their own call cost (a sync: none; a pageable copy: a launch's);
+    # the replay recomputes the wait from the device rows they cover
+    lat = _launch_latency(seg, h, h_dev, hw)
+    launches = dur[api == ApiKind.LAUNCH]
+    call = float(np.median(launches)) if launches.size else 0.0
+    dur[api == ApiKind.SYNC] = 0.0
+    sync_copy = api == ApiKind.MEMCPY_SYNC
+    dur[sync_copy] = np.minimum(dur[sync_copy], call)
+    names_s = [names[int(n)] for n in seg.name]
+    return ReplayDag(
+        api=api,
+        gap_ns=gap,
+        dur_ns=dur,
+        h_stream=h.stream.astype(np.int64),
+        h_event=h.event.copy(),
+        h_dev=h_dev,
+        d_stream=seg.stream.astype(np.int64),
+        d_dur=seg.duration_ns.astype(np.float64),
+        d_live=np.ones(len(seg), bool),
+        d_kind=seg.kind.copy(),
+        d_klass=seg.klass.copy(),
+        d_name=names_s,
+        d_flops=seg.flops.astype(np.float64),
+        d_bytes=seg.dram_bytes.astype(np.float64),
+        d_grid=seg.grid.astype(np.int64),
+        d_block=seg.block.astype(np.int64),
+        d_regs=seg.regs.astype(np.int64),
+        d_smem=seg.smem.astype(np.int64),
+        d_regime=reg,
+        d_start_obs=seg.start_ns.copy(),
+        launch_latency_ns=lat,
+        graph_node_ns=float(hw.graph_node_ns),
+        iterations=iterations,
+        t0_ns=t0,
+        observed_ns=t1 - t0,
+    )
+
+
+def _take_host(h: HostEvents, order: np.ndarray) -> HostEvents:
+    return HostEvents(
+        correlation=h.correlation[order],
+        stream=h.stream[order],
+        api_start_ns=h.api_start_ns[order],
+        api_end_ns=h.api_end_ns[order],
+        api=h.api[order],
+        event=h.event[order],
+    )
+
+
+def _launch_latency(seg: Segments, h: HostEvents, h_dev: list[list[int]], hw: GpuPeaks) -> float:
+    """Shortest launch-call-start → device-start delay seen (the stream was idle then)."""
+    delays = [
+        float(seg.start_ns[ds[0]] - h.api_start_ns[r])
+        for r, ds in enumerate(h_dev)
+        if ds and h.api[r] in (ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC)
+    ]
+    delays = [d for d in delays if d >= 0]
+    if len(delays) < 3:
+        return float(hw.launch_latency_ns)
+    return float(np.percentile(delays, 1))
+
+
+@dataclass
+class Schedule:
+    """One replay: when each row ran and the makespan."""
+
+    makespan_ns: float
+    d_ready: np.ndarray  # when each device row could have started by its launch alone
+    d_start: np.ndarray
+    d_end: np.ndarray
+    h_start: np.ndarray
+    h_end: np.ndarray
+
+    def step_ns(self, iterations: int) -> float:
+        """Time per iteration."""
+        return self.makespan_ns / max(1, iterations)
+
+
+def schedule(dag: ReplayDag) -> Schedule:
+    """Replay the graph: host rows in order, device rows FIFO per stream (module docstring)."""
+    n_d = len(dag.d_stream)
+    d_ready = np.full(n_d, np.nan)
+    d_start = np.full(n_d, np.nan)
+    d_end = np.full(n_d, np.nan)
+    stream_free: dict[int, float] = {}
+    stream_last: dict[int, int] = {}  # last device row enqueued per stream
+    record_pos: dict[int, int] = {}  # event id -> device row preceding its latest record
+    wait_on: dict[int, list[int]] = {}  # stream -> device rows its next rows must wait for
+    host_t = 0.0
+    graph_t, slot = 0.0, 0  # the current graph launch's start and its next node's position
+    h_start = np.zeros(len(dag.api))
+    h_end = np.zeros(len(dag.api))
+    host_of = dag.host_of()
+    t_last = 0.0
+    L = dag.launch_latency_ns
+
+    def enqueue(d: int, ready: float) -> float:
+        s = int(dag.d_stream[d])
+        dep = stream_free.get(s, 0.0)
+        for w in wait_on.pop(s, []):
+            if not np.isnan(d_end[w]):
+                dep = max(dep, d_end[w])
+        start = max(ready, dep)
+        end = start + (dag.d_dur[d] if dag.d_live[d] else 0.0)
+        d_ready[d], d_start[d], d_end[d] = ready, start, end
+        stream_free[s] = end
+        stream_last[s] = d
+        return end
+
+    for r in range(len(dag.api)):
+        kind = int(dag.api[r])
+        host_t += dag.gap_ns[r]
+        h_start[r] = host_t
+        if kind == NOP:
+            h_end[r] = host_t
+            continue
+        end = host_t + dag.dur_ns[r]
+        ds = dag.h_dev[r]
+        if kind == ApiKind.GRAPH_LAUNCH:
+            graph_t, slot = host_t, 0
+        elif kind == ApiKind.GRAPH_NODE:
+            for d in ds:
+                enqueue(d, graph_t + L + slot * dag.graph_node_ns)
+            slot += 1
+        elif ds:
+            last = 0.0
+            for d in ds:
+                last = max(last, enqueue(d, host_t + L))
+            if kind == ApiKind.MEMCPY_SYNC:
+                end = max(end, last)
+        elif kind == ApiKind.SYNC:
+            s = int(dag.h_stream[r])
+            streams = [s] if s >= 0 else list(stream_free)
+            for st in streams:
+                end = max(end, stream_free.get(st, 0.0))
+        elif kind == ApiKind.EVENT_RECORD:
+            s = int(dag.h_stream[r])
+            if s in stream_last:
+                record_pos[int(dag.h_event[r])] = stream_last[s]
+        elif kind == ApiKind.STREAM_WAIT:
+            p = record_pos.get(int(dag.h_event[r]))
+            if p is not None:
+                wait_on.setdefault(int(dag.h_stream[r]), []).append(p)
+        h_end[r] = end
+        host_t = end
+        t_last = max(t_last, end)
+    # device rows no host row launched: anchored at their observed start
+    for d in np.flatnonzero((host_of < 0) & dag.d_live).tolist():
+        enqueue(d, float(dag.d_start_obs[d]) - dag.t0_ns)
+    dev_end = float(np.nanmax(d_end)) if n_d else 0.0
+    return Schedule(
+        makespan_ns=max(t_last, dev_end, dag.min_makespan_ns),
+        d_ready=d_ready,
+        d_start=d_start,
+        d_end=d_end,
+        h_start=h_start,
+        h_end=h_end,
+    )
+
+
+def kernel_names(dag: ReplayDag, klass: Klass) -> list[int]:
+    """Live device rows of a class (helper for transforms)."""
+    return [int(i) for i in np.flatnonzero(dag.d_live & (dag.d_klass == klass))]
+
+
+__all__ = ["NOP", "NameTable", "ReplayDag", "Schedule", "build_dag", "kernel_names", "schedule"]
