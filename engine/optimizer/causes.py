@@ -23,6 +23,7 @@ class Cause(str, Enum):
     OPTIMIZER_LAUNCHES = "one optimizer kernel per parameter tensor"
     POWER_CAP = "SM clocks held below maximum by a power or thermal limit"
     SMALL_BATCH = "per-step overhead amortised over few samples"
+    HBM_CONTENTION = "concurrent kernels sharing HBM bandwidth"
 
     @property
     def label(self) -> str:

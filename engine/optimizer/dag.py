@@ -57,6 +57,7 @@ class ReplayDag:
     d_smem: np.ndarray  # int64 shared memory per block (0 unknown)
     d_regime: np.ndarray  # uint8 Regime (decoded), 255 unknown
     d_start_obs: np.ndarray  # int64 observed start (anchor for rows with no host row)
+    d_row: np.ndarray  # int64 index of the row in the trace's Segments (-1: not from a trace)
     launch_latency_ns: float
     graph_node_ns: float
     iterations: int
@@ -90,6 +91,7 @@ class ReplayDag:
             d_smem=self.d_smem.copy(),
             d_regime=self.d_regime.copy(),
             d_start_obs=self.d_start_obs.copy(),
+            d_row=self.d_row.copy(),
             notes=list(self.notes),
         )
 
@@ -192,6 +194,7 @@ def build_dag(
         d_smem=seg.smem.astype(np.int64),
         d_regime=reg,
         d_start_obs=seg.start_ns.copy(),
+        d_row=idx.astype(np.int64),
         launch_latency_ns=lat,
         graph_node_ns=float(hw.graph_node_ns),
         iterations=iterations,

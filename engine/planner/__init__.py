@@ -1,1 +1,5 @@
-"""Planner: hardware catalogue and roofline bounds (the predicted graph arrives with issue #4)."""
+"""Planner: the hardware catalogue, roofline bounds and the predicted execution graph."""
+
+from engine.planner.graph import BatchConfig, Graph, predict_graph
+
+__all__ = ["BatchConfig", "Graph", "predict_graph"]

@@ -1,0 +1,279 @@
+"""Monitor (DESIGN §5): observed vs predicted, and the three invariants.
+
+``residuals(trace, graph)`` matches each observed device row to its predicted op (same stream,
+same name, same occurrence within the step) and computes the residual; ``check_invariants``
+evaluates
+
+1. **kernel_time** — every matched kernel within its roofline bounds: not faster than the
+   ideal (peak) time, not slower than expected × tolerance;
+2. **memory_traffic** — measured DRAM bytes within ±bytes_tolerance of the prediction, only
+   for rows whose bytes were *measured* (otherwise the invariant says it cannot be checked);
+3. **concurrency** — op pairs the plan runs concurrently overlap in the trace, only where the
+   plan predicts concurrency (otherwise: not checkable, and said so).
+
+Each violation carries observed, predicted, residual and the rows involved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.planner.graph import Graph, planner_priors
+from engine.trace.segments import Kind, Provenance
+from engine.trace.trace import Trace
+
+INVARIANTS = ("kernel_time", "memory_traffic", "concurrency")
+
+
+@dataclass
+class Residuals:
+    """Observed device rows matched to the predicted graph."""
+
+    graph: Graph
+    trace: Trace
+    row: np.ndarray  # index into trace.segments
+    pred: np.ndarray  # index into the graph (-1: no predicted op)
+    iteration: np.ndarray  # which step of the trace the row belongs to
+    names: list[str]
+    observed_ns: np.ndarray
+    expected_ns: np.ndarray
+    ideal_ns: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    bytes_observed: np.ndarray
+    bytes_measured: np.ndarray  # bool
+    unmatched: int
+
+    @property
+    def residual_ns(self) -> np.ndarray:
+        """Observed minus expected duration (NaN where unmatched)."""
+        return self.observed_ns - self.expected_ns
+
+    @property
+    def log_ratio(self) -> np.ndarray:
+        """log(observed / expected): the duration residual attribution models."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(self.observed_ns / self.expected_ns)
+
+
+@dataclass
+class Violation:
+    """One invariant broken by one op (aggregated over the steps where it broke)."""
+
+    invariant: str
+    name: str
+    rows: list[int]  # trace rows involved (first few)
+    count: int
+    observed: float
+    predicted: float
+    residual: float
+    unit: str
+    message: str
+
+
+@dataclass
+class InvariantResult:
+    """One invariant's verdict."""
+
+    invariant: str
+    checkable: bool
+    checked: int
+    reason: str
+    violations: list[Violation] = field(default_factory=list)
+
+
+def residuals(trace: Trace, graph: Graph) -> Residuals:
+    """Match the trace's device rows to the predicted graph (DESIGN §9)."""
+    seg = trace.segments
+    idx = np.flatnonzero(np.isin(seg.kind, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)))
+    idx = idx[np.argsort(seg.start_ns[idx], kind="stable")]
+    keys = graph.key()
+    per_step: dict[tuple[int, str], int] = {}
+    lookup: dict[tuple[int, str, int], int] = {}
+    for g, (s, n, occ) in enumerate(keys):
+        per_step[(s, n)] = per_step.get((s, n), 0) + 1
+        lookup[(s, n, occ)] = g
+    seen: dict[tuple[int, str], int] = {}
+    pred = np.full(len(idx), -1, np.int64)
+    it = np.zeros(len(idx), np.int64)
+    names = []
+    for j, r in enumerate(idx.tolist()):
+        s, n = int(seg.stream[r]), trace.names[int(seg.name[r])]
+        names.append(n)
+        c = seen.get((s, n), 0)
+        seen[(s, n)] = c + 1
+        per = per_step.get((s, n))
+        if per:
+            pred[j] = lookup[(s, n, c % per)]
+            it[j] = c // per
+    hit = pred >= 0
+    exp = np.full(len(idx), np.nan)
+    ide = np.full(len(idx), np.nan)
+    exp[hit] = graph.expected_ns[pred[hit]]
+    ide[hit] = graph.ideal_ns[pred[hit]]
+    return Residuals(
+        graph=graph,
+        trace=trace,
+        row=idx,
+        pred=pred,
+        iteration=it,
+        names=names,
+        observed_ns=seg.duration_ns[idx].astype(float),
+        expected_ns=exp,
+        ideal_ns=ide,
+        start_ns=seg.start_ns[idx].astype(float),
+        end_ns=seg.end_ns[idx].astype(float),
+        bytes_observed=seg.dram_bytes[idx].astype(float),
+        bytes_measured=(seg.provenance[idx] & Provenance.DRAM_BYTES) != 0,
+        unmatched=int((~hit).sum()),
+    )
+
+
+def _group(
+    res: Residuals,
+    mask: np.ndarray,
+    invariant: str,
+    observed: np.ndarray,
+    predicted: np.ndarray,
+    unit: str,
+    what: str,
+) -> list[Violation]:
+    out = []
+    for name in sorted({res.names[i] for i in np.flatnonzero(mask)}):
+        sel = np.flatnonzero(mask & np.array([n == name for n in res.names]))
+        o, p = float(np.mean(observed[sel])), float(np.mean(predicted[sel]))
+        out.append(
+            Violation(
+                invariant=invariant,
+                name=name,
+                rows=res.row[sel[:8]].tolist(),
+                count=len(sel),
+                observed=o,
+                predicted=p,
+                residual=o - p,
+                unit=unit,
+                message=what.format(o=o, p=p, n=len(sel)),
+            )
+        )
+    return sorted(out, key=lambda v: -abs(v.residual) * v.count)
+
+
+def check_invariants(
+    res: Residuals, invariants: tuple[str, ...] = INVARIANTS
+) -> list[InvariantResult]:
+    """Evaluate the invariants (DESIGN §9); an invariant that cannot be checked says why."""
+    pri = planner_priors()
+    out: list[InvariantResult] = []
+    matched = res.pred >= 0
+    for inv in invariants:
+        if inv == "kernel_time":
+            tol = float(pri["tolerance"])
+            slow = matched & (res.observed_ns > res.expected_ns * tol)
+            fast = matched & (res.observed_ns < res.ideal_ns * 0.9)
+            v = _group(
+                res,
+                slow,
+                inv,
+                res.observed_ns,
+                res.expected_ns,
+                "ns",
+                "{n}× slower than its roofline allows: {o:.0f} ns vs {p:.0f} ns expected",
+            )
+            v += _group(
+                res,
+                fast,
+                inv,
+                res.observed_ns,
+                res.ideal_ns,
+                "ns",
+                "{n}× faster than the hardware's peak allows ({o:.0f} vs {p:.0f} ns): "
+                "the plan's work estimate is wrong",
+            )
+            out.append(
+                InvariantResult(
+                    inv,
+                    bool(matched.any()),
+                    int(matched.sum()),
+                    "roofline bounds from the planner"
+                    if matched.any()
+                    else "no observed row matches the plan",
+                    v,
+                )
+            )
+        elif inv == "memory_traffic":
+            tol = float(pri["bytes_tolerance"])
+            meas = matched & res.bytes_measured
+            if not meas.any():
+                out.append(
+                    InvariantResult(inv, False, 0, "DRAM bytes were not measured in this trace")
+                )
+                continue
+            pb = res.graph.bytes[res.pred[meas]]
+            ratio = np.full(len(res.pred), np.nan)
+            ratio[meas] = res.bytes_observed[meas] / np.maximum(pb, 1.0)
+            bad = meas & ((ratio > 1 + tol) | (ratio < 1 - tol))
+            pbytes = np.full(len(res.pred), np.nan)
+            pbytes[meas] = pb
+            v = _group(
+                res,
+                bad,
+                inv,
+                res.bytes_observed,
+                pbytes,
+                "bytes",
+                "{n}× moved {o:.3g} bytes vs {p:.3g} predicted",
+            )
+            out.append(
+                InvariantResult(inv, True, int(meas.sum()), "measured DRAM bytes vs plan", v)
+            )
+        elif inv == "concurrency":
+            out.append(_concurrency(res, float(pri["concurrency_violation_overlap"])))
+        else:
+            raise ValueError(f"unknown invariant {inv!r}; one of {INVARIANTS}")
+    return out
+
+
+def _concurrency(res: Residuals, min_share: float) -> InvariantResult:
+    pairs = res.graph.concurrent
+    if not pairs:
+        return InvariantResult("concurrency", False, 0, "the plan predicts no concurrent kernels")
+    at: dict[tuple[int, int], int] = {}
+    for j in np.flatnonzero(res.pred >= 0).tolist():
+        at[(int(res.pred[j]), int(res.iteration[j]))] = j
+    bad: dict[tuple[int, int], list[tuple[int, int, float]]] = {}
+    checked = 0
+    for a, b in pairs:
+        for it in range(int(res.iteration.max()) + 1 if len(res.iteration) else 0):
+            ja, jb = at.get((a, it)), at.get((b, it))
+            if ja is None or jb is None:
+                continue
+            checked += 1
+            ov = min(res.end_ns[ja], res.end_ns[jb]) - max(res.start_ns[ja], res.start_ns[jb])
+            short = min(res.observed_ns[ja], res.observed_ns[jb])
+            share = max(0.0, ov) / short if short > 0 else 1.0
+            if share < min_share:
+                bad.setdefault((a, b), []).append((ja, jb, share))
+    v = []
+    g = res.graph
+    for (a, b), hits in bad.items():
+        shares = [h[2] for h in hits]
+        v.append(
+            Violation(
+                invariant="concurrency",
+                name=f"{g.names[a]} ∥ {g.names[b]}",
+                rows=[int(res.row[h[0]]) for h in hits[:4]]
+                + [int(res.row[h[1]]) for h in hits[:4]],
+                count=len(hits),
+                observed=float(np.mean(shares)),
+                predicted=1.0,
+                residual=float(np.mean(shares)) - 1.0,
+                unit="overlap share",
+                message=f"predicted to overlap, ran serialised in {len(hits)} step(s) "
+                f"(mean overlap {np.mean(shares):.0%})",
+            )
+        )
+    return InvariantResult(
+        "concurrency", True, checked, f"{len(pairs)} predicted-concurrent pairs", v
+    )

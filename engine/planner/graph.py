@@ -1,0 +1,221 @@
+"""The predicted execution graph (DESIGN §5 "planner"): what should have happened.
+
+For a workload spec on a catalogue GPU: each op's roofline — ideal time (dense peak of its
+dtype, full HBM bandwidth) and expected time (at the class efficiency a well-tuned library
+reaches, manifests/planner.json) — then the whole step scheduled with the replay machinery
+(host launch costs from the catalogue, stream order, events, syncs). The predicted schedule
+says which kernels should run concurrently (invariant 3).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from engine.manifest import (
+    CopyOp,
+    HostOp,
+    KernelOp,
+    RecordOp,
+    SyncOp,
+    WaitOp,
+    WorkloadSpec,
+    flatten_ops,
+)
+from engine.optimizer.dag import ReplayDag, Schedule, schedule
+from engine.planner.catalogue import CLASS_PEAK, GpuPeaks
+from engine.trace.segments import Kind, Klass
+from engine.trace.trace import ApiKind
+
+
+@lru_cache(maxsize=1)
+def planner_priors() -> dict[str, Any]:
+    """Return manifests/planner.json."""
+    return json.loads(resources.files("manifests").joinpath("planner.json").read_text())
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """Samples per step (scales kernel work and per-sample host work, like the batch lever)."""
+
+    scale: int = 1
+
+
+@dataclass
+class Graph:
+    """One predicted step: a row per device op (program order) and its predicted schedule."""
+
+    workload: str
+    hardware: str
+    names: list[str]
+    stream: np.ndarray  # int64
+    klass: np.ndarray  # uint8
+    ideal_ns: np.ndarray  # float64: roofline at peak (no kernel can beat it)
+    expected_ns: np.ndarray  # float64: at the planner's expected efficiency
+    bytes: np.ndarray  # float64 predicted DRAM bytes
+    flops: np.ndarray  # float64
+    start_ns: np.ndarray  # predicted start within the step
+    end_ns: np.ndarray
+    step_ns: float
+    concurrent: list[tuple[int, int]]  # pairs of rows predicted to overlap
+
+    def key(self) -> list[tuple[int, str, int]]:
+        """(stream, name, occurrence) per row: how observed rows are matched to predicted ones."""
+        seen: dict[tuple[int, str], int] = {}
+        out = []
+        for s, n in zip(self.stream.tolist(), self.names, strict=True):
+            k = (int(s), n)
+            out.append((int(s), n, seen.get(k, 0)))
+            seen[k] = seen.get(k, 0) + 1
+        return out
+
+
+def roofline(op: KernelOp, hw: GpuPeaks) -> tuple[float, float]:
+    """(ideal, expected) duration of one kernel op in ns."""
+    prior = planner_priors()["expected"][op.klass]
+    peak_key = op.dtype or CLASS_PEAK.get(Klass[op.klass], "fp32")
+    peak = hw.peak_flops.get(peak_key, hw.peak_flops["fp32"])
+    t_c = op.flops / peak * 1e9
+    t_m = op.bytes / hw.hbm_bandwidth_Bps * 1e9
+    floor = float(hw.kernel_floor_ns)
+    ideal = floor + max(t_c, t_m)
+    expected = floor + max(t_c / prior["compute"], t_m / prior["memory"]) + op.latency_ns
+    return ideal, expected
+
+
+def predict_graph(model: WorkloadSpec, hw: GpuPeaks, batch: BatchConfig | None = None) -> Graph:
+    """Predict one step of ``model`` on ``hw`` (DESIGN §9: predict_graph(model, hw, batch))."""
+    k = (batch or BatchConfig()).scale
+    ops = flatten_ops(model.iteration)
+    names: list[str] = []
+    stream, klass, ideal, expected, nbytes, flops = [], [], [], [], [], []
+    api: list[int] = []
+    gap: list[float] = []
+    dur: list[float] = []
+    h_stream: list[int] = []
+    h_event: list[int] = []
+    h_dev: list[list[int]] = []
+    events: dict[str, int] = {}
+    fw = model.framework_ns
+    for op in ops:
+        if isinstance(op, KernelOp | CopyOp):
+            d = len(names)
+            if isinstance(op, KernelOp):
+                op_k = op.model_copy(update={"flops": op.flops * k, "bytes": op.bytes * k})
+                i_ns, e_ns = roofline(op_k, hw)
+                names.append(op.name)
+                klass.append(int(Klass[op.klass]))
+                flops.append(op_k.flops)
+                b = op_k.bytes
+            else:
+                bw = hw.h2d_pinned_Bps if op.pinned else hw.h2d_pageable_Bps
+                b = op.bytes * k
+                i_ns = e_ns = max(float(hw.kernel_floor_ns), b / bw * 1e9)
+                names.append(
+                    f"Memcpy {'HtoD' if op.direction == 'h2d' else 'DtoH'} "
+                    f"({'Pinned' if op.pinned else 'Pageable'})"
+                )
+                klass.append(int(Klass.COPY))
+                flops.append(0.0)
+            stream.append(op.stream)
+            ideal.append(i_ns)
+            expected.append(e_ns)
+            nbytes.append(b)
+            blocking = isinstance(op, CopyOp) and not op.pinned
+            kind = ApiKind.MEMCPY_SYNC if blocking else ApiKind.LAUNCH
+            api.append(kind)
+            gap.append(fw)
+            dur.append(float(hw.launch_api_ns))
+            h_stream.append(op.stream)
+            h_event.append(-1)
+            h_dev.append([d])
+        elif isinstance(op, HostOp):
+            api.append(ApiKind.HOST_WORK)
+            gap.append(0.0)
+            dur.append(op.ns * (k if op.per_sample else 1))
+            h_stream.append(-1)
+            h_event.append(-1)
+            h_dev.append([])
+        elif isinstance(op, RecordOp | WaitOp):
+            api.append(ApiKind.EVENT_RECORD if isinstance(op, RecordOp) else ApiKind.STREAM_WAIT)
+            gap.append(0.0)
+            dur.append(0.0)
+            h_stream.append(op.stream)
+            h_event.append(events.setdefault(op.event, len(events)))
+            h_dev.append([])
+        elif isinstance(op, SyncOp):
+            api.append(ApiKind.SYNC)
+            gap.append(0.0)
+            dur.append(0.0)
+            h_stream.append(-1 if op.stream is None else op.stream)
+            h_event.append(-1)
+            h_dev.append([])
+    n = len(names)
+    dag = ReplayDag(
+        api=np.array(api, np.uint8),
+        gap_ns=np.array(gap, float),
+        dur_ns=np.array(dur, float),
+        h_stream=np.array(h_stream, np.int64),
+        h_event=np.array(h_event, np.int64),
+        h_dev=h_dev,
+        d_stream=np.array(stream, np.int64),
+        d_dur=np.array(expected, float),
+        d_live=np.ones(n, bool),
+        d_kind=np.full(n, Kind.KERNEL, np.uint8),
+        d_klass=np.array(klass, np.uint8),
+        d_name=names,
+        d_flops=np.array(flops, float),
+        d_bytes=np.array(nbytes, float),
+        d_grid=np.zeros(n, np.int64),
+        d_block=np.zeros(n, np.int64),
+        d_regs=np.zeros(n, np.int64),
+        d_smem=np.zeros(n, np.int64),
+        d_regime=np.full(n, 255, np.uint8),
+        d_start_obs=np.zeros(n, np.int64),
+        d_row=np.full(n, -1, np.int64),
+        launch_latency_ns=float(hw.launch_latency_ns),
+        graph_node_ns=float(hw.graph_node_ns),
+        iterations=1,
+        t0_ns=0.0,
+        observed_ns=0.0,
+    )
+    sc: Schedule = schedule(dag)
+    return Graph(
+        workload=model.name,
+        hardware=hw.id,
+        names=names,
+        stream=dag.d_stream,
+        klass=dag.d_klass,
+        ideal_ns=np.array(ideal, float),
+        expected_ns=np.array(expected, float),
+        bytes=np.array(nbytes, float),
+        flops=np.array(flops, float),
+        start_ns=sc.d_start,
+        end_ns=sc.d_end,
+        step_ns=sc.makespan_ns,
+        concurrent=_concurrent(dag.d_stream, sc.d_start, sc.d_end),
+    )
+
+
+def _concurrent(stream: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+    """Pairs on different streams whose predicted intervals overlap by at least the planner's
+    ``concurrency_min_overlap`` share of the shorter one."""
+    share = planner_priors()["concurrency_min_overlap"]
+    out = []
+    order = np.argsort(start)
+    for a_i, a in enumerate(order.tolist()):
+        for b in order[a_i + 1 :].tolist():
+            if start[b] >= end[a]:
+                break
+            if stream[a] == stream[b]:
+                continue
+            ov = min(end[a], end[b]) - max(start[a], start[b])
+            short = min(end[a] - start[a], end[b] - start[b])
+            if short > 0 and ov >= share * short:
+                out.append((int(min(a, b)), int(max(a, b))))
+    return out
