@@ -23,6 +23,7 @@ from engine.device.kernel_model import blocks_per_sm
 from engine.levers.model import Applicability, Edit, LeverSpec, Observation, lever_specs
 from engine.manifest import CopyOp, HostOp, KernelOp, RecordOp, SyncOp, WaitOp
 from engine.optimizer.dag import NOP, ReplayDag
+from engine.planner.catalogue import GpuPeaks
 from engine.regimes import Regime
 from engine.telemetry.sample import ClockEventReason
 from engine.trace.segments import Kind, Klass
@@ -110,12 +111,11 @@ def _program_runs(ops: list[Any], pred: Callable[[Any], bool]) -> Iterator[tuple
             i += 1
 
 
-def _fill(dag: ReplayDag, d: int, obs: Observation) -> float:
+def _fill(dag: ReplayDag, d: int, hw: GpuPeaks) -> float:
     """Share of one wave's resident-block slots the row's grid fills (1 when unknown); blocks
     per SM from the row's threads, registers and shared memory against the catalogue limits."""
     if dag.d_grid[d] <= 0:
         return 1.0
-    hw = obs.hw
     block = max(1, int(dag.d_block[d]))
     per_sm = min(
         hw.max_blocks_per_sm,
@@ -442,7 +442,7 @@ class LaunchConfig(Lever):
                 Klass.CONV,
             ):
                 continue
-            f = _fill(dag, d, obs)
+            f = _fill(dag, d, obs.hw)
             if f >= 0.5:
                 continue
             split = min(MAX_SPLIT, max(1, int(0.5 / f)))
@@ -605,7 +605,7 @@ class BatchSize(Lever):
                 Regime.COMPUTE,
                 Regime.STALL,
             ):
-                grow = max(1.0, 2.0 * min(1.0, _fill(dag, d, obs)))
+                grow = max(1.0, 2.0 * min(1.0, _fill(dag, d, obs.hw)))
             dag.d_dur[d] = fl + (dag.d_dur[d] - fl) * grow if dag.d_dur[d] > fl else dag.d_dur[d]
         loads = dag.api == ApiKind.DATA_LOADING
         dag.dur_ns[loads] *= 2.0

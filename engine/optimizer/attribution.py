@@ -29,6 +29,7 @@ from scipy import stats
 from engine.optimizer.causes import Cause
 from engine.optimizer.dag import ReplayDag, Schedule
 from engine.optimizer.monitor import Residuals
+from engine.planner.catalogue import by_id
 from engine.regimes import Regime
 from engine.telemetry.sample import ClockEventReason, TelemetrySample
 from engine.trace.segments import Kind, Klass
@@ -355,10 +356,15 @@ def attribute(
     # HBM contention has no structural measure: its impact is the AIPW excess on treated rows
     hc = hyps.get(Cause.HBM_CONTENTION)
     if hc is not None:
-        ev = next((e for e in hc.evidence if e.kind == "aipw"), None)
-        if ev is not None and ev.p_adjusted is not None and ev.p_adjusted < ALPHA and ev.value > 0:
+        aev = next((e for e in hc.evidence if e.kind == "aipw"), None)
+        if (
+            aev is not None
+            and aev.p_adjusted is not None
+            and aev.p_adjusted < ALPHA
+            and aev.value > 0
+        ):
             treated = rows.concurrent & kern
-            excess = float(np.nansum(res.observed_ns[treated] * (1 - np.exp(-ev.value))))
+            excess = float(np.nansum(res.observed_ns[treated] * (1 - np.exp(-aev.value))))
             hc.impact = excess / window
     ranked = sorted(hyps.values(), key=lambda h: (not h.claimed, -h.impact * h.confidence))
     return RankedHypotheses(ranked, len(tests))
@@ -531,15 +537,15 @@ def _structural(
         agree(conv_d, (Regime.COMPUTE,)) * 0.8 if conv_d else 0.0,
         f"{len(conv)} convolution rows {excess / 1e3:.0f} µs over their expected time",
     )
-    obs_stub = _ObsStub(dag, res)
+    hw = by_id(res.graph.hardware)
     low = [
         d
         for d in range(len(dag.d_name))
         if dag.d_kind[d] == Kind.KERNEL
         and reg[d] == Regime.STALL
         and dag.d_klass[d] in (Klass.GEMM, Klass.CONV)
-        and L._fill(dag, d, obs_stub) < 0.5
-    ]  # type: ignore[arg-type]
+        and L._fill(dag, d, hw) < 0.5
+    ]
     put(
         Cause.LOW_OCCUPANCY,
         float(dur[low].sum()) * 0.5,
@@ -586,15 +592,6 @@ def _structural(
     return out
 
 
-class _ObsStub:
-    """The little of an Observation ``_fill`` needs (the hardware entry)."""
-
-    def __init__(self, dag: ReplayDag, res: Residuals) -> None:
-        from engine.planner.catalogue import by_id
-
-        self.hw = by_id(res.graph.hardware)
-
-
 def _host_times(res: Residuals) -> tuple[np.ndarray, np.ndarray]:
     h = res.trace.host
     o = np.argsort(h.api_start_ns, kind="stable")
@@ -620,13 +617,13 @@ def _bubbles(
 def _idle_during(res: Residuals, spans: list[tuple[float, float]]) -> float:
     """Device idle time (no row running on any stream) inside the spans."""
     o = np.argsort(res.start_ns)
-    s, e = res.start_ns[o], np.maximum.accumulate(res.end_ns[o])
+    s, _e = res.start_ns[o], np.maximum.accumulate(res.end_ns[o])
     total = 0.0
     for a, b in spans:
         busy = 0.0
-        i = max(0, np.searchsorted(s, a) - 1)
+        i = max(0, int(np.searchsorted(s, a)) - 1)
         while i < len(s) and s[i] < b:
-            busy += max(0.0, min(b, res.end_ns[o][i]) - max(a, s[i]))
+            busy += max(0.0, min(float(b), float(res.end_ns[o][i])) - max(float(a), float(s[i])))
             i += 1
         total += max(0.0, (b - a) - busy)
     return total
