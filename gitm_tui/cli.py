@@ -41,7 +41,8 @@ def _run_parser() -> _Parser:
         prog=PROG,
         description="GPU kernel regimes, roofline deviations and safe interventions. Without "
         "a subcommand: the live dashboard on the embedded default (simulated H100, hft-lob).",
-        epilog="subcommands: analyze (traces you have), validate (decoding vs simulator truth). "
+        epilog="subcommands: analyze (traces you have), validate (decoding vs simulator truth), "
+        "approve / reject / rollback RUN_ID ID (decide on a running optimize run). "
         "Run '%(prog)s SUBCOMMAND --help' for each.",
     )
     p.add_argument(
@@ -50,9 +51,34 @@ def _run_parser() -> _Parser:
     p.add_argument("--workload", default="hft-lob", help="built-in workload (default: hft-lob)")
     p.add_argument("--budget", default="60s", help="time budget, e.g. 10s, 5m, 24h (default 60s)")
     p.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
+    p.add_argument(
+        "--target", default="15%", help="gain to reach: less time per sample, e.g. 15%% or 0.15"
+    )
+    p.add_argument(
+        "--approve",
+        default="manual",
+        help="approval policy: manual (a person decides; the default), auto (SAFE levers "
+        "only), none (propose only)",
+    )
+    p.add_argument("--repeats", type=int, default=4, help="measurements per arm (default 4)")
+    p.add_argument("--watch", action="store_true", help="profile and decode only; no optimize loop")
     p.add_argument("--hardware", default="h100_telemetry", help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     return p
+
+
+def parse_target(text: str) -> float:
+    """'15%' or '0.15' → 0.15; UsageError otherwise (0 < target < 1)."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise UsageError(
+            f"bad target {text!r}: use a percentage like 15% or a fraction like 0.15"
+        ) from None
+    if not 0 < v < 1:
+        raise UsageError(f"bad target {text!r}: must be between 0% and 100%")
+    return v
 
 
 def _validate_parser() -> _Parser:
@@ -80,7 +106,20 @@ def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(str(e)) from None
     if ns.seed < 0:
         raise UsageError(f"bad seed {ns.seed}: must be >= 0")
-    return RunConfig(workload=ns.workload, budget_s=budget, seed=ns.seed, hardware=ns.hardware)
+    if ns.approve not in ("manual", "auto", "none"):
+        raise UsageError(f"unknown approval policy {ns.approve!r}; one of manual, auto, none")
+    if not 2 <= ns.repeats <= 50:
+        raise UsageError(f"bad --repeats {ns.repeats}: must be 2..50")
+    return RunConfig(
+        workload=ns.workload,
+        budget_s=budget,
+        seed=ns.seed,
+        hardware=ns.hardware,
+        target=parse_target(ns.target),
+        approve=ns.approve,
+        repeats=ns.repeats,
+        optimize=not ns.watch,
+    )
 
 
 def _cmd_validate(argv: Sequence[str]) -> ExitCode:
@@ -208,7 +247,59 @@ def _analyze_ui(ns: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
-SUBCOMMANDS = {"validate": _cmd_validate, "analyze": _cmd_analyze}
+def _decision_parser(action: str) -> _Parser:
+    p = _Parser(
+        prog=f"{PROG} {action}",
+        description=f"{action.capitalize()} an intervention of a running optimize run (headless or "
+        "dashboard) from another terminal.",
+    )
+    p.add_argument("run_id", help="the run's id (printed when it starts; a folder of runs/)")
+    p.add_argument("id", help="the intervention id, e.g. I2")
+    return p
+
+
+def _cmd_decision(action: str, argv: Sequence[str]) -> ExitCode:
+    import json
+    import os
+
+    from engine.runtime.journal import read
+    from engine.runtime.store import scratch_dir
+
+    ns = _decision_parser(action).parse_args(argv)
+    runs = scratch_dir() / "runs"
+    run_dir = runs / ns.run_id
+    journal = run_dir / "journal.jsonl"
+    if not journal.exists():
+        raise UsageError(f"no run {ns.run_id!r} under {runs}")
+    recs = read(journal)
+    if any(r.get("type") == "run_finished" for r in recs):
+        raise UsageError(f"run {ns.run_id} has finished; nothing can be {action}d now")
+    ids = {r["id"] for r in recs if r.get("type") == "transition"}
+    if ns.id not in ids:
+        raise UsageError(
+            f"run {ns.run_id} has no intervention {ns.id!r}; it has {', '.join(sorted(ids)) or 'none yet'}"
+        )
+    line = (
+        json.dumps({"action": action, "id": ns.id, "by": f"cli:{os.environ.get('USER', '?')}"})
+        + "\n"
+    )
+    fd = os.open(run_dir / "commands.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    print(f"{PROG}: {action} {ns.id} sent to run {ns.run_id}", file=sys.stderr)
+    return ExitCode.OK
+
+
+SUBCOMMANDS = {
+    "validate": _cmd_validate,
+    "analyze": _cmd_analyze,
+    "approve": lambda argv: _cmd_decision("approve", argv),
+    "reject": lambda argv: _cmd_decision("reject", argv),
+    "rollback": lambda argv: _cmd_decision("rollback", argv),
+}
 
 
 def _main(argv: Sequence[str]) -> ExitCode:

@@ -11,7 +11,15 @@ from typing import TextIO
 
 from engine.runtime import Engine, RunConfig
 from engine.runtime.budget import format_seconds
-from engine.runtime.events import Event, LogEvent, PhaseChanged, RunFinished, RunStarted
+from engine.runtime.events import (
+    Event,
+    InterventionUpdate,
+    LogEvent,
+    PhaseChanged,
+    ReportWritten,
+    RunFinished,
+    RunStarted,
+)
 from gitm_tui.exit_codes import ExitCode
 
 
@@ -20,9 +28,20 @@ def _narrate(ev: Event, err: TextIO) -> None:
     if isinstance(ev, RunStarted):
         print(
             f"gitm-tui: run {ev.run_id}: {ev.workload} on {ev.device.upper()} (no GPU used), "
-            f"budget {format_seconds(ev.budget_s)}, seed {ev.seed}",
+            f"budget {format_seconds(ev.budget_s)}, seed {ev.seed}, target {ev.target:.0%}, "
+            f"approvals {ev.approve}; run store {ev.run_dir}",
             file=err,
         )
+    elif isinstance(ev, InterventionUpdate):
+        meas = f", measured {ev.measured_gain:+.1%}" if ev.measured_gain is not None else ""
+        note = f" — {ev.note}" if ev.note else ""
+        print(
+            f"gitm-tui: {ev.id} {ev.lever} [{ev.safety}] {ev.state}: predicted "
+            f"{ev.predicted_gain:+.1%} (confidence {ev.confidence:.2f}){meas}{note}",
+            file=err,
+        )
+    elif isinstance(ev, ReportWritten):
+        print(f"gitm-tui: {ev.summary}; report {ev.path}", file=err)
     elif isinstance(ev, PhaseChanged) and ev.phase != "done":
         print(f"gitm-tui: phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else ""), file=err)
     elif isinstance(ev, LogEvent):
@@ -63,6 +82,7 @@ async def run_headless(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
     task = asyncio.ensure_future(engine.run())
+    prompter = _Prompter(engine, err) if config.approve == "manual" and sys.stdin.isatty() else None
     final: RunFinished | None = None
     try:
         async for ev in sub:
@@ -73,6 +93,15 @@ async def run_headless(
                 engine.stop()
                 out = open("/dev/null", "w")  # noqa: SIM115 - lives until the process exits
             _narrate(ev, err)
+            if isinstance(ev, InterventionUpdate) and ev.state == "PROPOSED":
+                if prompter is not None:
+                    prompter.ask(ev)
+                elif config.approve == "manual":
+                    print(
+                        f"gitm-tui: to decide: gitm-tui approve {engine.run_id} {ev.id} "
+                        f"(or reject) from another terminal",
+                        file=err,
+                    )
             if isinstance(ev, RunFinished):
                 final = ev
         await task
@@ -80,6 +109,49 @@ async def run_headless(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
+    if prompter is not None:
+        prompter.close()
     if final is None or final.status == "failed":
         return ExitCode.INTERNAL
+    # a completed run is OK whether or not it met --target: the report and the run_finished
+    # record (target_met) say which, and why not
     return ExitCode.INTERRUPTED if interrupted else ExitCode.OK
+
+
+class _Prompter:
+    """``manual`` on a terminal: ask y/n for each proposal, one at a time, in a thread (the
+    engine keeps running while the question waits)."""
+
+    def __init__(self, engine: Engine, err: TextIO) -> None:
+        import queue
+        import threading
+
+        self.engine, self.err = engine, err
+        self.loop = asyncio.get_running_loop()
+        self.q: queue.Queue[InterventionUpdate | None] = queue.Queue()
+        self.asked: set[str] = set()
+        threading.Thread(target=self._run, name="gitm-prompt", daemon=True).start()
+
+    def ask(self, ev: InterventionUpdate) -> None:
+        if ev.id not in self.asked:
+            self.asked.add(ev.id)
+            self.q.put(ev)
+
+    def close(self) -> None:
+        self.q.put(None)
+
+    def _run(self) -> None:
+        while (ev := self.q.get()) is not None:
+            prompt = (
+                f"gitm-tui: approve {ev.id} {ev.lever} [{ev.safety}], predicted "
+                f"{ev.predicted_gain:+.1%}? [y/n/s(kip)] "
+            )
+            try:
+                self.err.write(prompt)
+                self.err.flush()
+                answer = sys.stdin.readline().strip().lower()
+            except (OSError, ValueError):
+                return
+            action = {"y": "approve", "yes": "approve", "n": "reject", "no": "reject"}.get(answer)
+            if action:
+                self.loop.call_soon_threadsafe(self.engine.decide, action, ev.id, "tty")

@@ -16,3 +16,10 @@ def hw():
 @pytest.fixture(scope="session")
 def model(hw):
     return EesmModel.build(hw)
+
+
+@pytest.fixture(autouse=True)
+def _scratch(tmp_path, monkeypatch):
+    """Every test's run store is its own temp dir (never the user's data dir)."""
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path / "scratch"))
+    return tmp_path / "scratch"

@@ -21,10 +21,12 @@ simulator: only Segments, HostEvents and the hardware catalogue.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.planner.catalogue import GpuPeaks
+if TYPE_CHECKING:  # the planner imports this module to schedule its predicted graph
+    from engine.planner.catalogue import GpuPeaks
 from engine.trace.segments import Kind, Klass, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
 

@@ -179,7 +179,7 @@ def check_invariants(
                 res.observed_ns,
                 res.expected_ns,
                 "ns",
-                "{n}× slower than its roofline allows: {o:.0f} ns vs {p:.0f} ns expected",
+                "{n} rows over the roofline's allowance: {o:.0f} ns vs {p:.0f} ns expected",
             )
             v += _group(
                 res,
@@ -188,7 +188,7 @@ def check_invariants(
                 res.observed_ns,
                 res.ideal_ns,
                 "ns",
-                "{n}× faster than the hardware's peak allows ({o:.0f} vs {p:.0f} ns): "
+                "{n} rows faster than the hardware's peak allows ({o:.0f} vs {p:.0f} ns): "
                 "the plan's work estimate is wrong",
             )
             out.append(
@@ -223,7 +223,7 @@ def check_invariants(
                 res.bytes_observed,
                 pbytes,
                 "bytes",
-                "{n}× moved {o:.3g} bytes vs {p:.3g} predicted",
+                "{n} rows moved {o:.3g} bytes vs {p:.3g} predicted",
             )
             out.append(
                 InvariantResult(inv, True, int(meas.sum()), "measured DRAM bytes vs plan", v)

@@ -1,10 +1,20 @@
-"""The asyncio Engine: drives a device source, decodes live, publishes events, obeys commands.
+"""The asyncio Engine: the optimize loop's five phases over one workload, live.
 
-Main loop (``Engine.run``): warm the numba kernels in a worker thread (decoding meanwhile with
-the numpy references), then until the budget is spent or ``stop`` is called: simulate a window
-of device time (worker thread) → decode it with the fixed-lag pipeline (worker thread, nogil
-kernels) → publish decoded rows, κ, telemetry and progress on the bus. The event loop itself
-only moves data. Issue #4 adds the attribute / rank / apply / report phases to this loop.
+``Engine.run`` — the main loop a newcomer should read first:
+
+1. **profile** (2/24 of the budget): warm the numba kernels in a thread (decoding meanwhile
+   with the numpy references) while windows of the simulated device stream through the
+   fixed-lag decoder to the dashboard; then repeated measurements give the A/A noise floor.
+2. **attribute** (4/24): EESM regimes, the planner's predicted graph, the three invariants,
+   the replay graph and ranked hypotheses (engine.optimizer.loop.Optimizer.analyse).
+3. **rank** (6/24): every lever's applicability and replayed gain; proposals journaled.
+4. **apply** (8/24): approvals by policy or by the operator (commands, or ``gitm-tui
+   approve`` through the run's commands file); each approved lever is applied, measured and
+   kept or rolled back by the gate; survivors re-ranked on the new state.
+5. **report** (4/24): the kept levers re-measured together; report.md + report.json.
+
+Numeric work runs in worker threads; the event loop only moves data. A phase that finishes
+early leaves its time to the next. Every state transition is journaled before it happens.
 """
 
 from __future__ import annotations
@@ -28,15 +38,26 @@ from engine.regimes import N_REGIMES, Regime
 from engine.runtime.bus import EventBus
 from engine.runtime.events import (
     DecodedBatch,
+    HypothesesReport,
+    InterventionUpdate,
+    InvariantsReport,
     KappaUpdate,
     KernelsReady,
     LogEvent,
+    OptimizeStatus,
     PhaseChanged,
     Progress,
+    ReportWritten,
     RunFinished,
     RunStarted,
     TelemetryEvent,
 )
+from engine.runtime.journal import State, recover
+from engine.runtime.store import scratch_dir
+
+#: the phases' shares of the budget (DESIGN §7: 2:4:6:8:4)
+PHASES = (("profile", 2), ("attribute", 4), ("rank", 6), ("apply", 8), ("report", 4))
+APPROVAL_POLICIES = ("manual", "auto", "none")
 
 
 @dataclass(frozen=True)
@@ -53,25 +74,42 @@ class RunConfig:
     window_ns: float = 20e6
     #: sleep between windows to pace the run at ``tick_s`` (False: as fast as possible)
     realtime: bool = True
-    #: stop after this many windows (tests); None = until the budget is spent
+    #: stop streaming the profile after this many windows (tests); None = its budget share
     max_windows: int | None = None
+    #: the gain (time per sample) the loop aims for
+    target: float = 0.15
+    #: approval policy: manual (a person decides), auto (SAFE levers only), none (propose only)
+    approve: str = "manual"
+    #: measurements per arm (noise floor, each trial, the final check)
+    repeats: int = 4
+    #: run the optimize phases after profiling (False: profile/watch only)
+    optimize: bool = True
+    #: tests: seconds to hold between APPLYING and the measurement (a kill window)
+    hold_apply_s: float = 0.0
 
 
 class Engine:
     """One optimize-loop run on one device source. Create, subscribe to ``bus``, ``await run()``."""
 
     def __init__(self, config: RunConfig, bus: EventBus | None = None) -> None:
+        if config.approve not in APPROVAL_POLICIES:
+            raise ValueError(
+                f"unknown approval policy {config.approve!r}; one of {APPROVAL_POLICIES}"
+            )
         self.config = config
         self.bus = bus or EventBus()
         self.hw = load_hardware(config.hardware)
         self.workload = load_workload(config.workload)
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.run_dir = scratch_dir() / "runs" / self.run_id
         self.device_label = f"simulated {self.hw.name}"
         self._paused = asyncio.Event()
         self._paused.set()  # set = running
         self._stop = False
         self._t0 = 0.0
         self._paused_s = 0.0
+        self._decisions: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
+        self.optimizer: Any = None
         self.state = "idle"
 
     # ------------------------------------------------------------------ commands
@@ -85,16 +123,29 @@ class Engine:
         self._paused.set()
 
     def stop(self) -> None:
-        """Finish after the current window; the run ends with status 'stopped'."""
+        """Finish after the current step; the run ends with status 'stopped'."""
         self._stop = True
         self._paused.set()
+        self._decisions.put_nowait(("stop", "", ""))
 
-    def command(self, name: str) -> None:
-        """Apply a command by name: pause | resume | stop."""
+    def decide(self, action: str, iid: str, by: str = "operator") -> None:
+        """Queue an operator decision on an intervention: approve | reject | rollback."""
+        if action not in ("approve", "reject", "rollback"):
+            raise ValueError(f"unknown decision {action!r}; one of approve, reject, rollback")
+        self._decisions.put_nowait((action, iid, by))
+
+    def command(self, name: str, arg: str = "") -> None:
+        """Apply a command by name: pause | resume | stop | approve ID | reject ID | rollback ID."""
         handlers = {"pause": self.pause, "resume": self.resume, "stop": self.stop}
-        if name not in handlers:
-            raise ValueError(f"unknown command {name!r}; one of {sorted(handlers)}")
-        handlers[name]()
+        if name in handlers:
+            handlers[name]()
+            return
+        if name in ("approve", "reject", "rollback"):
+            self.decide(name, arg)
+            return
+        raise ValueError(
+            f"unknown command {name!r}; one of {sorted([*handlers, 'approve', 'reject', 'rollback'])}"
+        )
 
     @property
     def paused(self) -> bool:
@@ -105,9 +156,19 @@ class Engine:
         """Return budget seconds used so far (wall time minus paused time)."""
         return 0.0 if not self._t0 else time.monotonic() - self._t0 - self._paused_s
 
+    def deadline(self, phase: str) -> float:
+        """Budget seconds by which ``phase`` must end (cumulative shares of the budget)."""
+        total = sum(w for _, w in PHASES)
+        acc = 0
+        for name, w in PHASES:
+            acc += w
+            if name == phase:
+                return self.config.budget_s * acc / total
+        raise KeyError(phase)
+
     # ------------------------------------------------------------------ main loop
     async def run(self) -> RunFinished:
-        """Run to the end of the budget (or stop); return the final event (also published)."""
+        """Run the phases to the end (or stop); return the final event (also published)."""
         cfg, pub = self.config, self.bus.publish
         self._t0 = time.monotonic()
         self.state = "running"
@@ -126,8 +187,23 @@ class Engine:
                 seed=cfg.seed,
                 streams=self.workload.streams,
                 regimes=tuple(r.name for r in Regime),
+                target=cfg.target,
+                approve=cfg.approve,
+                run_dir=str(self.run_dir),
             )
         )
+        for rec in await asyncio.to_thread(recover, self.run_dir.parent):
+            from engine.optimizer.report import rewrite_recovered
+
+            await asyncio.to_thread(rewrite_recovered, rec.run_dir, rec.interventions)
+            pub(
+                LogEvent(
+                    t_wall=self.elapsed(),
+                    level="warning",
+                    message=f"run {rec.run_dir.name} had died mid-apply: rolled back "
+                    f"{', '.join(rec.interventions) or 'nothing pending'} (journal and report updated)",
+                )
+            )
         pub(
             PhaseChanged(
                 t_wall=self.elapsed(),
@@ -136,41 +212,19 @@ class Engine:
             )
         )
         warm: asyncio.Future[float] | None = _in_daemon_thread(warm_up)
-        pub(PhaseChanged(t_wall=self.elapsed(), phase="profile", detail=self.device_label))
-        tracker = _Tracker(model.params.kappa.k_max)
-        windows, status = 0, "completed"
+        self._warm = warm
+        self._decoder = decoder
+        self._tracker = tracker = _Tracker(model.params.kappa.k_max)
+        self._gpu = gpu
+        self._offset_ns = 0
+        status = "completed"
+        result: dict[str, Any] = {}
+        report = ""
         try:
-            while not self._stop and self.elapsed() < cfg.budget_s:
-                if cfg.max_windows is not None and windows >= cfg.max_windows:
-                    break
-                if self.paused:
-                    await self._wait_paused()
-                    continue
-                t_tick = time.monotonic()
-                if warm is not None and warm.done():
-                    self._kernels_ready(warm, decoder)
-                    warm = None
-                batch = await asyncio.to_thread(gpu.run_for, cfg.window_ns)
-                finals = await asyncio.to_thread(decoder.push, batch.segments, batch.truth)
-                windows += 1
-                self._publish_finals(finals, gpu, tracker)
-                for s in batch.telemetry:
-                    pub(TelemetryEvent(t_wall=self.elapsed(), sample=s))
-                pub(
-                    Progress(
-                        t_wall=self.elapsed(),
-                        elapsed_s=self.elapsed(),
-                        budget_s=cfg.budget_s,
-                        segments=tracker.rows,
-                        iterations=gpu.iterations_done,
-                        sim_time_ns=int(gpu.now),
-                        regime_shares=tracker.shares(),
-                    )
-                )
-                if cfg.realtime:
-                    await asyncio.sleep(max(0.0, cfg.tick_s - (time.monotonic() - t_tick)))
-                else:
-                    await asyncio.sleep(0)
+            self._phase("profile", self.device_label)
+            await self._stream_profile(gpu, decoder, tracker)
+            if cfg.optimize and not self._stop:
+                result, report = await self._optimize()
             if self._stop:
                 status = "stopped"
             self._publish_finals(decoder.flush(), gpu, tracker)
@@ -179,8 +233,10 @@ class Engine:
             pub(LogEvent(t_wall=self.elapsed(), level="error", message=f"engine failed: {e!r}"))
             raise
         finally:
-            if warm is not None and not warm.done():
-                warm.cancel()
+            if self._warm is not None and not self._warm.done():
+                self._warm.cancel()
+            if self.optimizer is not None:
+                self.optimizer.journal.append({"type": "run_finished", "status": status})
             self.state = "done"
             fin = RunFinished(
                 t_wall=self.elapsed(),
@@ -195,10 +251,417 @@ class Engine:
                 validation=tracker.validation(),
                 dropped_events=self.bus.dropped,
                 kernels="numba" if decoder.use_numba else "numpy",
+                gain=result.get("gain"),
+                target_met=result.get("target_met"),
+                report=report,
             )
             pub(PhaseChanged(t_wall=self.elapsed(), phase="done", detail=status))
             pub(fin)
         return fin
+
+    def _phase(self, phase: str, detail: str = "") -> None:
+        self.bus.publish(PhaseChanged(t_wall=self.elapsed(), phase=phase, detail=detail))
+
+    async def _stream_profile(
+        self, gpu: SimulatedGPU, decoder: LiveDecoder, tracker: _Tracker
+    ) -> None:
+        """Stream live windows of the unchanged workload until the profile share is spent."""
+        cfg, pub = self.config, self.bus.publish
+        end = self.deadline("profile") if cfg.optimize else cfg.budget_s
+        windows = 0
+        while not self._stop and (windows == 0 or self.elapsed() < end):
+            if cfg.max_windows is not None and windows >= cfg.max_windows:
+                break
+            if self.paused:
+                await self._wait_paused()
+                continue
+            t_tick = time.monotonic()
+            self._check_warm(decoder)
+            batch = await asyncio.to_thread(gpu.run_for, cfg.window_ns)
+            finals = await asyncio.to_thread(decoder.push, batch.segments, batch.truth)
+            windows += 1
+            self._publish_finals(finals, gpu, tracker)
+            for smp in batch.telemetry:
+                pub(TelemetryEvent(t_wall=self.elapsed(), sample=smp))
+            self._progress(gpu, tracker)
+            if cfg.realtime:
+                await asyncio.sleep(max(0.0, cfg.tick_s - (time.monotonic() - t_tick)))
+            else:
+                await asyncio.sleep(0)
+        self._offset_ns = int(gpu.now)
+
+    def _check_warm(self, decoder: LiveDecoder) -> None:
+        if self._warm is not None and self._warm.done():
+            self._kernels_ready(self._warm, decoder)
+            self._warm = None
+
+    def _progress(self, gpu: SimulatedGPU, tracker: _Tracker) -> None:
+        self.bus.publish(
+            Progress(
+                t_wall=self.elapsed(),
+                elapsed_s=self.elapsed(),
+                budget_s=self.config.budget_s,
+                segments=tracker.rows,
+                iterations=gpu.iterations_done,
+                sim_time_ns=int(gpu.now),
+                regime_shares=tracker.shares(),
+            )
+        )
+
+    async def _show(self, m: Any) -> None:
+        """Stream a measurement's trace to the dashboard (shifted after what was shown)."""
+        seg = m.trace.segments
+        if not len(seg):
+            return
+        shift = self._offset_ns - int(seg.start_ns.min()) + 1000
+        seg = seg.take(np.arange(len(seg)))
+        seg.start_ns += shift
+        seg.end_ns += shift
+        self._offset_ns = int(seg.end_ns.max())
+        self._check_warm(self._decoder)
+        finals = await asyncio.to_thread(self._decoder.push, seg, m.truth)
+        self._publish_finals(finals, _Names(m.trace.names), self._tracker)
+        for smp in m.telemetry:
+            self.bus.publish(TelemetryEvent(t_wall=self.elapsed(), sample=smp))
+        self._progress(self._gpu, self._tracker)
+
+    # ------------------------------------------------------------------ optimize phases
+    async def _optimize(self) -> tuple[dict[str, Any], str]:
+        from engine.optimizer.loop import Optimizer
+        from engine.optimizer.report import write_run
+
+        cfg, pub = self.config, self.bus.publish
+        opt = self.optimizer = Optimizer(
+            cfg.workload, self.run_dir, seed=cfg.seed, repeats=cfg.repeats
+        )
+        opt.journal.append(
+            {
+                "type": "run_started",
+                "run_id": self.run_id,
+                "workload": cfg.workload,
+                "budget_s": cfg.budget_s,
+                "target": cfg.target,
+                "approve": cfg.approve,
+                "seed": cfg.seed,
+                "device": self.device_label,
+            }
+        )
+        noise = await asyncio.to_thread(opt.profile)
+        await self._show(opt.current[0])
+        self._status("profile")
+        pub(
+            LogEvent(
+                t_wall=self.elapsed(),
+                level="info",
+                message=f"baseline {noise.mean_ns / 1e3:.1f} µs/sample; A/A {noise.aa_delta:.2%}, "
+                f"noise floor {noise.floor:.2%}",
+            )
+        )
+        # attribute
+        self._phase("attribute", "EESM, planner, invariants, replay graph, attribution")
+        a = await asyncio.to_thread(opt.analyse)
+        self._publish_analysis(a)
+        await self._until_paused_or_stopped()
+        # rank
+        self._phase("rank", "replaying each lever on the trace")
+        cands = await asyncio.to_thread(opt.rank)
+        for iv in opt.propose(cands):
+            self._publish_iv(iv)
+        pub(
+            LogEvent(
+                t_wall=self.elapsed(),
+                level="info",
+                message=f"{sum(c.proposable for c in cands)} interventions proposed; "
+                f"{sum(not c.applicable for c in cands)} levers not applicable",
+            )
+        )
+        # apply
+        if not self._stop:
+            self._phase("apply", f"approval policy {cfg.approve}")
+            await self._apply_phase(opt)
+        # report
+        self._phase("report", "re-measuring the kept levers together")
+        result = await asyncio.to_thread(opt.finish, cfg.target)
+        md, js = await asyncio.to_thread(write_run, opt, result, self._provenance())
+        self._status("report")
+        met = result["target_met"]
+        summary = (
+            f"target {cfg.target:.0%} {'met' if met else 'NOT met'}: {result['gain']:+.1%} time per sample "
+            f"({result['baseline_ns_per_sample'] / 1e3:.1f} → {result['final_ns_per_sample'] / 1e3:.1f} µs), "
+            f"kept {', '.join(result['kept']) or 'nothing'}"
+        )
+        pub(
+            ReportWritten(
+                t_wall=self.elapsed(),
+                path=str(md),
+                json_path=str(js),
+                target_met=met,
+                gain=result["gain"],
+                summary=summary,
+            )
+        )
+        return result, str(md)
+
+    def _provenance(self) -> dict[str, Any]:
+        import platform
+
+        from engine.manifest import load_workload as _lw
+
+        cfg = self.config
+        return {
+            "run_id": self.run_id,
+            "workload": cfg.workload,
+            "workload_title": _lw(cfg.workload).title,
+            "device": self.device_label,
+            "budget_s": cfg.budget_s,
+            "target": cfg.target,
+            "approve": cfg.approve,
+            "seed": cfg.seed,
+            "repeats": cfg.repeats,
+            "python": platform.python_version(),
+            "gitm_tui": _pkg_version(),
+            "started": time.strftime(
+                "%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - self.elapsed())
+            ),
+        }
+
+    async def _apply_phase(self, opt: Any) -> None:
+        """Approve (policy or person), trial, gate; until the target, the candidates or the
+        phase's share of the budget run out."""
+        cfg = self.config
+        deadline = self.deadline("apply")
+        poller = asyncio.ensure_future(self._poll_commands())
+        asked: set[str] = set()
+        try:
+            while not self._stop:
+                if opt.gain() >= cfg.target and not self._pending_decisions():
+                    break
+                pending = [iv for iv in opt.interventions.values() if iv.state == State.PROPOSED]
+                ready = [iv for iv in opt.interventions.values() if iv.state == State.APPROVED]
+                if cfg.approve == "auto":
+                    for iv in pending:
+                        if opt.policy_allows(iv, "auto"):
+                            await asyncio.to_thread(opt.approve, iv.iid, "policy:auto")
+                            self._publish_iv(iv)
+                            ready.append(iv)
+                            break
+                        if iv.iid not in asked:
+                            asked.add(iv.iid)
+                            self.bus.publish(
+                                LogEvent(
+                                    t_wall=self.elapsed(),
+                                    level="info",
+                                    message=f"{iv.iid} {iv.lever_id} is {iv.safety}: it needs a person "
+                                    f"(gitm-tui approve {self.run_id} {iv.iid})",
+                                )
+                            )
+                if ready and opt.gain() < cfg.target:
+                    iv = sorted(ready, key=lambda v: -v.predicted_gain * v.confidence)[0]
+                    await self._trial(opt, iv.iid)
+                    for upd in opt.propose(await asyncio.to_thread(opt.rank)):
+                        self._publish_iv(upd)
+                    continue
+                # nothing left this policy may approve and no person is deciding: move on
+                auto_done = cfg.approve == "auto" and not any(
+                    opt.policy_allows(v, "auto") for v in pending
+                )
+                idle = cfg.approve == "none" or auto_done or not (pending or ready)
+                if idle and not self._pending_decisions():
+                    break
+                left = deadline - self.elapsed()
+                if left <= 0:
+                    break
+                try:
+                    action, iid, by = await asyncio.wait_for(
+                        self._decisions.get(), timeout=min(left, 0.5)
+                    )
+                except TimeoutError:
+                    continue
+                await self._handle(opt, action, iid, by)
+        finally:
+            poller.cancel()
+
+    def _pending_decisions(self) -> bool:
+        return not self._decisions.empty()
+
+    async def _handle(self, opt: Any, action: str, iid: str, by: str) -> None:
+        pub = self.bus.publish
+        if action == "stop":
+            return
+        iv = opt.interventions.get(iid)
+        if iv is None:
+            pub(
+                LogEvent(
+                    t_wall=self.elapsed(),
+                    level="warning",
+                    message=f"no intervention {iid!r} in this run",
+                )
+            )
+            return
+        try:
+            if action == "approve":
+                if iv.state != State.PROPOSED:
+                    raise ValueError(f"{iid} is {iv.state.value}, not PROPOSED")
+                await asyncio.to_thread(opt.approve, iid, by)
+            elif action == "reject":
+                if iv.state not in (State.PROPOSED, State.APPROVED):
+                    raise ValueError(
+                        f"{iid} is {iv.state.value}: only a pending intervention can be rejected"
+                    )
+                await asyncio.to_thread(opt.reject, iid, by)
+            else:
+                self._phase("apply", f"rolling back {iid}")
+                await asyncio.to_thread(opt.rollback, iid, by)
+                await self._show(opt.current[0])
+                self._status("apply")
+        except ValueError as e:
+            pub(LogEvent(t_wall=self.elapsed(), level="warning", message=str(e)))
+            return
+        self._publish_iv(iv)
+
+    async def _trial(self, opt: Any, iid: str) -> None:
+        iv = opt.interventions[iid]
+        self._phase("apply", f"{iid} {iv.lever_id}: applying and measuring")
+        fut = asyncio.ensure_future(asyncio.to_thread(opt.trial, iid, self.config.hold_apply_s))
+        while not fut.done():  # show APPLYING while the trial runs
+            if iv.state == State.APPLYING:
+                self._publish_iv(iv)
+                break
+            await asyncio.sleep(0.01)
+        await fut
+        self._publish_iv(iv)
+        if iv.state == State.VERIFIED:
+            await self._show(opt.current[0])
+            if opt.analysis is not None:
+                self._publish_analysis(opt.analysis)
+        self._status("apply")
+        self.bus.publish(
+            LogEvent(
+                t_wall=self.elapsed(),
+                level="info",
+                message=f"{iid} {iv.lever_id}: predicted {iv.predicted_gain:+.1%}, measured "
+                f"{iv.measured_gain:+.1%} → {iv.state.value} ({iv.note})",
+            )
+        )
+
+    async def _poll_commands(self) -> None:
+        """Read ``gitm-tui approve/reject/rollback`` commands from the run's commands file."""
+        import json as _json
+
+        path = self.run_dir / "commands.jsonl"
+        pos = 0
+        while True:
+            try:
+                if path.exists():
+                    with path.open(encoding="utf-8") as f:
+                        f.seek(pos)
+                        for line in f:
+                            if not line.endswith("\n"):
+                                break
+                            pos += len(line.encode())
+                            try:
+                                c = _json.loads(line)
+                                self.decide(c["action"], c["id"], c.get("by", "cli"))
+                            except (ValueError, KeyError):
+                                continue
+            except OSError:
+                pass
+            await asyncio.sleep(0.2)
+
+    async def _until_paused_or_stopped(self) -> None:
+        if self.paused:
+            await self._wait_paused()
+
+    def _status(self, phase: str) -> None:
+        opt = self.optimizer
+        if opt is None or opt.noise is None:
+            return
+        self.bus.publish(
+            OptimizeStatus(
+                t_wall=self.elapsed(),
+                baseline_ns=opt.baseline_ns,
+                current_ns=opt.mean_ns(opt.current),
+                gain=opt.gain(),
+                target=self.config.target,
+                noise_floor=opt.noise.floor,
+                phase=phase,
+                phase_deadline_s=self.deadline(phase),
+            )
+        )
+
+    def _publish_analysis(self, a: Any) -> None:
+        self.bus.publish(
+            InvariantsReport(
+                t_wall=self.elapsed(),
+                results=tuple(
+                    {
+                        "invariant": r.invariant,
+                        "checkable": r.checkable,
+                        "checked": r.checked,
+                        "reason": r.reason,
+                        "violations": [
+                            {
+                                "name": v.name,
+                                "count": v.count,
+                                "observed": v.observed,
+                                "predicted": v.predicted,
+                                "residual": v.residual,
+                                "unit": v.unit,
+                                "message": v.message,
+                                "rows": v.rows,
+                            }
+                            for v in r.violations[:8]
+                        ],
+                    }
+                    for r in a.invariants
+                ),
+            )
+        )
+        self.bus.publish(
+            HypothesesReport(
+                t_wall=self.elapsed(),
+                hypotheses=tuple(
+                    {
+                        "cause": h.cause.name,
+                        "description": h.cause.value,
+                        "impact": h.impact,
+                        "confidence": h.confidence,
+                        "claimed": h.claimed,
+                        "evidence": [
+                            {
+                                "kind": e.kind,
+                                "what": e.what,
+                                "value": e.value,
+                                "p": e.p,
+                                "p_adjusted": e.p_adjusted,
+                            }
+                            for e in h.evidence
+                        ],
+                    }
+                    for h in a.hypotheses.hypotheses
+                    if h.impact > 0 or h.claimed
+                ),
+            )
+        )
+
+    def _publish_iv(self, iv: Any) -> None:
+        self.bus.publish(
+            InterventionUpdate(
+                t_wall=self.elapsed(),
+                id=iv.iid,
+                lever=iv.lever_id,
+                title=iv.title,
+                safety=iv.safety,
+                state=iv.state.value,
+                predicted_gain=iv.predicted_gain,
+                confidence=iv.confidence,
+                measured_gain=iv.measured_gain,
+                approved_by=iv.approved_by,
+                note=iv.note,
+                replay=iv.what,
+                evidence=tuple(iv.evidence),
+            )
+        )
 
     async def _wait_paused(self) -> None:
         t = time.monotonic()
@@ -231,9 +694,7 @@ class Engine:
             )
         )
 
-    def _publish_finals(
-        self, finals: list[FinalRows], gpu: SimulatedGPU, tracker: _Tracker
-    ) -> None:
+    def _publish_finals(self, finals: list[FinalRows], gpu: Any, tracker: _Tracker) -> None:
         for f in finals:
             tracker.add(f)
             self.bus.publish(
@@ -259,6 +720,22 @@ class Engine:
                     **part,
                 )
             )
+
+
+class _Names:
+    """Adapter: a measurement's name table where ``_publish_finals`` expects ``gpu.names``."""
+
+    def __init__(self, names: Any) -> None:
+        self.names = names
+
+
+def _pkg_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gitm-tui")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def _in_daemon_thread(fn: Callable[[], float]) -> asyncio.Future[float]:

@@ -66,6 +66,9 @@ class RunStarted(Event):
     seed: int
     streams: tuple[int, ...]
     regimes: tuple[str, ...]
+    target: float = 0.0
+    approve: str = "manual"  # approval policy: manual | auto | none
+    run_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,71 @@ class RunFinished(Event):
     validation: dict[str, Any]  # vs simulator ground truth; empty for real devices
     dropped_events: int
     kernels: str  # numba | numpy
+    gain: float | None = None  # measured time-per-sample gain vs baseline (optimize loop)
+    target_met: bool | None = None
+    report: str = ""  # path of report.md
+
+
+@dataclass(frozen=True)
+class InvariantsReport(Event):
+    """The monitor's verdict on the current state (DESIGN §5)."""
+
+    kind: ClassVar[str] = "invariants"
+    results: tuple[dict[str, Any], ...]  # invariant, checkable, checked, reason, violations[]
+
+
+@dataclass(frozen=True)
+class HypothesesReport(Event):
+    """Attribution's ranked causes (claimed ones first)."""
+
+    kind: ClassVar[str] = "hypotheses"
+    hypotheses: tuple[dict[str, Any], ...]  # cause, impact, confidence, claimed, evidence[]
+
+
+@dataclass(frozen=True)
+class InterventionUpdate(Event):
+    """An intervention was proposed, re-ranked, or changed state (journaled first)."""
+
+    kind: ClassVar[str] = "intervention"
+    id: str
+    lever: str
+    title: str
+    safety: str  # SAFE | NUMERICS | PRIVILEGED
+    state: str  # PROPOSED | APPROVED | REJECTED | APPLYING | APPLIED | VERIFIED | ROLLED_BACK
+    predicted_gain: float
+    confidence: float
+    measured_gain: float | None = None
+    approved_by: str = ""
+    note: str = ""
+    replay: str = ""
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OptimizeStatus(Event):
+    """Where the loop stands against its target and budget."""
+
+    kind: ClassVar[str] = "optimize"
+    baseline_ns: float  # time per sample, unchanged workload
+    current_ns: float
+    gain: float
+    target: float
+    noise_floor: float
+    phase: str
+    phase_deadline_s: float  # budget seconds at which this phase must end
+
+    def coalesce_key(self) -> tuple[Any, ...]:
+        return ("optimize",)
+
+
+@dataclass(frozen=True)
+class ReportWritten(Event):
+    kind: ClassVar[str] = "report"
+    path: str
+    json_path: str
+    target_met: bool
+    gain: float
+    summary: str
 
 
 #: every event type by its JSON ``type`` — the headless schema's vocabulary
@@ -220,5 +288,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TelemetryEvent,
         Progress,
         RunFinished,
+        InvariantsReport,
+        HypothesesReport,
+        InterventionUpdate,
+        OptimizeStatus,
+        ReportWritten,
     )
 }

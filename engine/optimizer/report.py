@@ -1,0 +1,243 @@
+"""The provenance report (DESIGN §5–6): claim → evidence → intervention → predicted vs measured
+delta, with rollbacks and, when the target was missed, the diagnostic.
+
+``write(claims, provenance)`` renders Markdown from plain data (DESIGN §9); ``write_run`` builds
+that data from an optimize run and writes report.md and report.json atomically in its run dir.
+``from_journal`` rebuilds the intervention history from the journal alone, so a report written
+after a crash recovery agrees with the journal by construction.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.runtime.journal import read
+from engine.runtime.store import atomic_write_text
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.1%}"
+
+
+def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
+    """Render the report. ``claims``: one dict per intervention (see ``write_run``);
+    ``provenance``: run facts, result, noise floor, invariants, hypotheses, diagnostic."""
+    p = provenance
+    res = p.get("result", {})
+    lines = [f"# gitm-tui optimize report — {p.get('workload', '?')}", ""]
+    lines.append(
+        f"Run `{p.get('run_id', '?')}` on **{p.get('device', '?')}** (simulated: no GPU was used), "
+        f"budget {p.get('budget_s', 0):g} s, target {p.get('target', 0):.0%} less time per sample, "
+        f"approval policy `{p.get('approve', '?')}`, seed {p.get('seed', 0)}, "
+        f"{p.get('repeats', 0)} measurements per arm."
+    )
+    lines.append("")
+    if p.get("recovered"):
+        lines += [
+            "> **Recovered run.** This run died while an intervention was being applied. On the "
+            "next start gitm-tui restored the workload state saved before the apply and journaled "
+            f"the rollback of {', '.join(p['recovered'])}. The history below is read from the "
+            "journal.",
+            "",
+        ]
+    if res:
+        met = res.get("target_met")
+        lines += [
+            "## Result",
+            "",
+            f"- Baseline: {res['baseline_ns_per_sample'] / 1e3:.1f} µs per sample; final (kept levers "
+            f"re-measured together): {res['final_ns_per_sample'] / 1e3:.1f} µs → **{res['gain']:+.1%}**.",
+            f"- Target {res['target']:.0%}: **{'met' if met else 'not met'}**. Kept: "
+            f"{', '.join(res['kept']) or 'nothing'}.",
+            f"- Noise: A/A split {res['aa_delta']:.2%}; rollback gate requires a gain above "
+            f"{res['noise_floor']:.2%}. {res.get('measurements', 0)} measurements in all.",
+            "",
+        ]
+    if p.get("hypotheses"):
+        lines += [
+            "## Claims (attribution)",
+            "",
+            "| cause | impact (share of window) | confidence | evidence |",
+            "|---|---:|---:|---|",
+        ]
+        for h in p["hypotheses"]:
+            if not h.get("claimed"):
+                continue
+            ev = "; ".join(
+                e["what"]
+                + (f" (p_adj {e['p_adjusted']:.2g})" if e.get("p_adjusted") is not None else "")
+                for e in h["evidence"]
+            )
+            lines.append(f"| {h['cause']} | {h['impact']:.1%} | {h['confidence']:.2f} | {ev} |")
+        lines.append("")
+    if claims:
+        lines += [
+            "## Interventions",
+            "",
+            "| id | lever | safety | final state | approved by | predicted Δ | measured Δ | note |",
+            "|---|---|---|---|---|---:|---:|---|",
+        ]
+        for c in claims:
+            lines.append(
+                f"| {c['id']} | {c['lever']} | {c['safety']} | {c['state']} | {c.get('approved_by') or '—'} "
+                f"| {_pct(c.get('predicted_gain'))} | {_pct(c.get('measured_gain'))} | {c.get('note', '')} |"
+            )
+        lines.append("")
+        for c in claims:
+            if c["state"] in ("PROPOSED", "REJECTED"):
+                continue
+            lines += [f"### {c['id']} {c['lever']} — {c['state']}", ""]
+            for e in c.get("evidence") or ["(no supporting claim recorded)"]:
+                lines.append(f"- Claim → evidence: {e}")
+            if c.get("replay"):
+                lines.append(f"- Intervention (replayed on the trace): {c['replay']}")
+            lines.append(
+                f"- Predicted {_pct(c.get('predicted_gain'))}, measured {_pct(c.get('measured_gain'))}"
+                + (f" — {c['note']}" if c.get("note") else "")
+            )
+            lines.append("")
+    rb = [c for c in claims if c["state"] == "ROLLED_BACK"]
+    if rb:
+        lines += ["## Rollbacks", ""]
+        lines += [f"- {c['id']} {c['lever']}: {c.get('note', '')}" for c in rb]
+        lines.append("")
+    if p.get("invariants"):
+        lines += ["## Invariants (baseline)", ""]
+        for r in p["invariants"]:
+            head = f"- **{r['invariant']}**: " + (
+                f"checked on {r['checked']} rows, {len(r['violations'])} violating ops"
+                if r["checkable"]
+                else f"not checkable — {r['reason']}"
+            )
+            lines.append(head)
+            for v in r["violations"][:5]:
+                lines.append(f"  - `{v['name']}`: {v['message']}")
+        lines.append("")
+    d = res.get("diagnostic") if res else None
+    if d:
+        lines += ["## Why the target was not met", "", f"Short by {d['short_by']:.1%}.", ""]
+        for k, title in (
+            ("tried", "Levers tried"),
+            ("awaiting_a_person", "Proposed, waiting for a person (not SAFE, or not approved)"),
+            ("not_applicable", "Levers not applicable"),
+        ):
+            if d.get(k):
+                lines.append(f"{title}:")
+                lines += [f"- {lv}: {why}" for lv, why in d[k].items()]
+                lines.append("")
+        for k, title in (
+            ("causes_without_lever", "Claimed causes no lever in the library addresses"),
+            ("causes_without_applicable_lever", "Claimed causes whose levers do not apply here"),
+        ):
+            if d.get(k):
+                lines += [f"{title}: {', '.join(d[k])}.", ""]
+    lines += [
+        "## Provenance",
+        "",
+        f"gitm-tui {p.get('gitm_tui', '?')}, Python {p.get('python', '?')}, started {p.get('started', '?')}. "
+        "Every state transition is in `journal.jsonl` (appended and fsync'd before it took effect); "
+        "the workload state before and after each apply is in `states/`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def from_journal(path: Path) -> list[dict[str, Any]]:
+    """Rebuild each intervention's record from the journal (the report's source of truth)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in read(path):
+        if r.get("type") != "transition":
+            continue
+        c = out.setdefault(
+            r["id"], {"id": r["id"], "lever": r.get("lever", "?"), "safety": r.get("safety", "?")}
+        )
+        c["state"] = r["to"]
+        if r["to"] == "PROPOSED":
+            c.update(
+                predicted_gain=r.get("predicted_gain"),
+                confidence=r.get("confidence"),
+                evidence=r.get("evidence", []),
+                replay=r.get("replay", ""),
+            )
+        elif r["to"] == "APPROVED":
+            c["approved_by"] = r.get("by", "")
+        elif r["to"] == "APPLIED":
+            c["measured_gain"] = r.get("gain")
+        elif r["to"] in ("VERIFIED", "ROLLED_BACK", "REJECTED"):
+            c["note"] = r.get("reason") or (f"rejected by {r.get('by')}" if r.get("by") else "")
+    return list(out.values())
+
+
+def write_run(opt: Any, result: dict[str, Any], provenance: dict[str, Any]) -> tuple[Path, Path]:
+    """Write report.md and report.json of an optimize run; return their paths."""
+    hyps = opt.baseline_hypotheses
+    prov = {**provenance, "result": result}
+    if hyps is not None:
+        prov["hypotheses"] = [
+            {
+                "cause": h.cause.name,
+                "impact": h.impact,
+                "confidence": h.confidence,
+                "claimed": h.claimed,
+                "evidence": [
+                    {"kind": e.kind, "what": e.what, "value": e.value, "p_adjusted": e.p_adjusted}
+                    for e in h.evidence
+                ],
+            }
+            for h in hyps.hypotheses
+        ]
+        prov["invariants"] = [
+            {
+                "invariant": r.invariant,
+                "checkable": r.checkable,
+                "checked": r.checked,
+                "reason": r.reason,
+                "violations": [
+                    {
+                        "name": v.name,
+                        "message": v.message,
+                        "count": v.count,
+                        "observed": v.observed,
+                        "predicted": v.predicted,
+                        "residual": v.residual,
+                        "unit": v.unit,
+                    }
+                    for v in r.violations
+                ],
+            }
+            for r in opt.baseline_invariants
+        ]
+    claims = from_journal(opt.journal.path)
+    for c in claims:  # the run's own figures where the journal has none (e.g. never applied)
+        iv = opt.interventions.get(c["id"])
+        if iv is not None and c.get("measured_gain") is None:
+            c["measured_gain"] = iv.measured_gain
+    md = write(claims, prov)
+    run_dir = opt.run_dir
+    atomic_write_text(run_dir / "report.md", md)
+    data = {
+        "provenance": {
+            k: v for k, v in prov.items() if k not in ("hypotheses", "invariants", "result")
+        },
+        "result": result,
+        "interventions": claims,
+        "hypotheses": prov.get("hypotheses", []),
+        "invariants": prov.get("invariants", []),
+        "replay": [
+            {"lever": lv, "predicted_gain": pg, "measured_gain": mg}
+            for lv, pg, mg in opt.replay_errors
+        ],
+    }
+    atomic_write_text(run_dir / "report.json", json.dumps(data, indent=1, default=float))
+    return run_dir / "report.md", run_dir / "report.json"
+
+
+def rewrite_recovered(run_dir: Path, recovered: list[str]) -> Path:
+    """Rewrite a recovered run's report.md from its journal (the run itself never finished)."""
+    start = next((r for r in read(run_dir / "journal.jsonl") if r.get("type") == "run_started"), {})
+    prov = {**start, "recovered": recovered}
+    md = write(from_journal(run_dir / "journal.jsonl"), prov)
+    atomic_write_text(run_dir / "report.md", md)
+    return run_dir / "report.md"
