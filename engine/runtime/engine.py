@@ -54,6 +54,7 @@ from engine.runtime.events import (
 )
 from engine.runtime.journal import State, recover
 from engine.runtime.store import scratch_dir
+from engine.trace.segments import Segments
 
 #: the phases' shares of the budget (DESIGN §7: 2:4:6:8:4)
 PHASES = (("profile", 2), ("attribute", 4), ("rank", 6), ("apply", 8), ("report", 4))
@@ -314,13 +315,15 @@ class Engine:
         if not len(seg):
             return
         shift = self._offset_ns - int(seg.start_ns.min()) + 1000
-        seg = seg.take(np.arange(len(seg)))
-        seg.start_ns += shift
-        seg.end_ns += shift
+        # one name table for everything shown: the live decoder keeps rows across pushes
+        cols = seg.with_names_remapped(self._gpu.names.remap_from(m.trace.names)).columns()
+        cols["start_ns"] = cols["start_ns"] + shift  # new arrays: the trace itself is analysed
+        cols["end_ns"] = cols["end_ns"] + shift
+        seg = Segments(**cols)
         self._offset_ns = int(seg.end_ns.max())
         self._check_warm(self._decoder)
         finals = await asyncio.to_thread(self._decoder.push, seg, m.truth)
-        self._publish_finals(finals, _Names(m.trace.names), self._tracker)
+        self._publish_finals(finals, self._gpu, self._tracker)
         for smp in m.telemetry:
             self.bus.publish(TelemetryEvent(t_wall=self.elapsed(), sample=smp))
         self._progress(self._gpu, self._tracker)
@@ -720,13 +723,6 @@ class Engine:
                     **part,
                 )
             )
-
-
-class _Names:
-    """Adapter: a measurement's name table where ``_publish_finals`` expects ``gpu.names``."""
-
-    def __init__(self, names: Any) -> None:
-        self.names = names
 
 
 def _pkg_version() -> str:
