@@ -5,35 +5,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Footer, RichLog, Static
+from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
 
 from engine.runtime import Engine, EventBus, RunConfig
+from engine.runtime.engine import PHASES, phase_deadline
 from engine.runtime.events import (
     DecodedBatch,
     Event,
+    HypothesesReport,
+    InterventionUpdate,
+    InvariantsReport,
     KappaUpdate,
     KernelsReady,
     LogEvent,
+    OptimizeStatus,
     PhaseChanged,
     Progress,
+    ReportWritten,
     RunFinished,
     RunStarted,
     TelemetryEvent,
 )
 from gitm_tui.exit_codes import ExitCode
 from gitm_tui.render import legend
-from gitm_tui.screens import HelpScreen
+from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
+from gitm_tui.widgets.interventions import (
+    CauseTable,
+    InterventionTable,
+    OptimizeBar,
+    ViolationTable,
+)
 from gitm_tui.widgets.kappa_panel import KappaPanel
 from gitm_tui.widgets.kernel_table import KernelTable
 from gitm_tui.widgets.regime_strip import RegimeStrip
 from gitm_tui.widgets.run_header import RunHeader
 from gitm_tui.widgets.telemetry_panel import TelemetryPanel
+
+PHASE_NAMES = {name for name, _ in PHASES}
 
 
 class EngineLike(Protocol):
@@ -46,6 +61,8 @@ class EngineLike(Protocol):
     def pause(self) -> None: ...
     def resume(self) -> None: ...
     def stop(self) -> None: ...
+    def decide(self, action: str, iid: str, by: str = "operator") -> None: ...
+    def finish_apply(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,11 @@ class GitmApp(App[int]):
     TITLE = "gitm-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "toggle_pause", "Pause/Resume"),
+        Binding("a", "decide('approve')", "Approve"),
+        Binding("x", "decide('reject')", "Reject"),
+        Binding("b", "decide('rollback')", "Roll back"),
+        Binding("d", "details", "Details"),
+        Binding("f", "finish", "Finish apply"),
         Binding("q", "quit_run", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
     ]
@@ -82,11 +104,13 @@ class GitmApp(App[int]):
         self.engine = engine
         self.subscription = engine.bus.subscribe()  # before the run starts: miss nothing
         self.phase = "starting"
+        self.run_id = ""
         self.finished: RunFinished | None = None
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
+        yield OptimizeBar(id="optimize")
         with Horizontal(id="body"):
             with Vertical(id="regimes") as regimes:
                 regimes.border_title = "regimes per stream"
@@ -100,7 +124,15 @@ class GitmApp(App[int]):
             with Vertical(id="side"):
                 yield KappaPanel(id="kappa")
                 yield TelemetryPanel(id="telemetry")
-        yield RichLog(id="log", wrap=True, markup=False, max_lines=500)
+        with TabbedContent(id="loop", initial="tab-interventions"):
+            with TabPane("Interventions", id="tab-interventions"):
+                yield InterventionTable(id="interventions")
+            with TabPane("Violations", id="tab-violations"):
+                yield ViolationTable(id="violations")
+            with TabPane("Causes", id="tab-causes"):
+                yield CauseTable(id="causes")
+            with TabPane("Log", id="tab-log"):
+                yield RichLog(id="log", wrap=True, markup=False, max_lines=500)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -140,9 +172,32 @@ class GitmApp(App[int]):
                 panel.add(sample)
         elif isinstance(ev, Progress):
             header.elapsed, header.budget = ev.elapsed_s, ev.budget_s
+            self.query_one(OptimizeBar).elapsed = ev.elapsed_s
         elif isinstance(ev, PhaseChanged):
             self.phase = header.phase = ev.phase
+            if ev.phase != "paused":
+                bar = self.query_one(OptimizeBar)
+                bar.phase = ev.phase
+                if ev.phase in PHASE_NAMES:
+                    bar.deadline = phase_deadline(bar.budget, ev.phase)
             self.refresh_bindings()
+        elif isinstance(ev, InterventionUpdate):
+            table = self.query_one(InterventionTable)
+            first = not table.row_count
+            table.update_iv(ev)
+            if first:  # the loop's decisions are made here: put the cursor on them
+                table.focus()
+            self.refresh_bindings()
+        elif isinstance(ev, InvariantsReport):
+            self.query_one(ViolationTable).show(ev.results)
+        elif isinstance(ev, HypothesesReport):
+            self.query_one(CauseTable).show(ev.hypotheses)
+        elif isinstance(ev, OptimizeStatus):
+            bar = self.query_one(OptimizeBar)
+            bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
+            bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
+        elif isinstance(ev, ReportWritten):
+            self._log(f"{ev.summary}; report {ev.path}", "bold")
         elif isinstance(ev, KernelsReady):
             header.kernels = (
                 f"{ev.backend} ✓ {ev.seconds:.1f}s"
@@ -161,6 +216,9 @@ class GitmApp(App[int]):
     def _on_started(self, ev: RunStarted, header: RunHeader) -> None:
         header.workload, header.device, header.simulated = ev.workload, ev.device, ev.simulated
         header.budget = ev.budget_s
+        bar = self.query_one(OptimizeBar)
+        bar.budget, bar.target, bar.policy = ev.budget_s, ev.target, ev.approve
+        self.run_id = ev.run_id
         for s in ev.streams:
             self._mount_strip(s)
         self._log(f"run {ev.run_id}: {ev.workload_title}")
@@ -190,7 +248,78 @@ class GitmApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_pause" and self.phase in ("done", "starting"):
             return None  # shown dimmed: nothing to pause
+        if action == "finish":
+            return True if self.phase == "apply" else None
+        if action in ("decide", "details"):
+            iv = self.query_one(InterventionTable).selected()
+            if iv is None or (action == "decide" and self.phase == "done"):
+                return None
+            if action == "decide":
+                allowed = {
+                    "approve": ("PROPOSED",),
+                    "reject": ("PROPOSED", "APPROVED"),
+                    "rollback": ("VERIFIED",),
+                }[str(parameters[0])]
+                return True if iv.state in allowed else None
         return True
+
+    def on_data_table_row_highlighted(self, _: object) -> None:
+        self.refresh_bindings()
+
+    def action_decide(self, action: str) -> None:
+        """Approve / reject / roll back the selected intervention, after a confirmation."""
+        iv = self.query_one(InterventionTable).selected()
+        if iv is None:
+            return
+        verb = {"approve": "Apply", "reject": "Reject", "rollback": "Roll back"}[action]
+        warn = ""
+        if action == "approve" and iv.safety != "SAFE":
+            warn = f"\n[b #ff5f5f]{iv.safety}[/]: " + (
+                "results may change beyond rounding."
+                if iv.safety == "NUMERICS"
+                else "this changes node settings and needs admin rights."
+            )
+        question = (
+            f"{verb} {iv.id} [b]{escape(iv.lever)}[/b] — {escape(iv.title)}?\n"
+            f"predicted {iv.predicted_gain:+.1%} (confidence {iv.confidence:.2f})"
+            + (f", measured {iv.measured_gain:+.1%}" if iv.measured_gain is not None else "")
+            + warn
+        )
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.engine.decide(action, iv.id, "tui")
+                self._log(f"{action} {iv.id} {iv.lever} sent")
+
+        self.push_screen(ConfirmScreen(question), done)
+
+    def action_finish(self) -> None:
+        """Done deciding: the engine moves on to the report phase."""
+        self.engine.finish_apply()
+        self._log("apply phase finished by the operator")
+
+    def action_details(self) -> None:
+        iv = self.query_one(InterventionTable).selected()
+        if iv is None:
+            return
+        ev = "\n".join(f"  • {escape(e)}" for e in iv.evidence) or "  (none recorded)"
+        body = (
+            f"[b]{iv.id} {escape(iv.lever)}[/b] — {escape(iv.title)}   [{iv.safety}]   state [b]{iv.state}[/b]\n\n"
+            f"[b]Claim → evidence[/b] (attribution)\n{ev}\n\n"
+            f"[b]Replay[/b] (counterfactual on the trace's dependency graph)\n  {escape(iv.replay) or '—'}\n"
+            f"  predicted {iv.predicted_gain:+.1%} less time per sample, confidence {iv.confidence:.2f}\n\n"
+            f"[b]Measured[/b]\n  "
+            + (
+                f"{iv.measured_gain:+.1%} vs the state it was applied to"
+                if iv.measured_gain is not None
+                else "not applied yet"
+            )
+            + (f"\n  {escape(iv.note)}" if iv.note else "")
+            + (f"\n  approved by {escape(iv.approved_by)}" if iv.approved_by else "")
+            + f"\n\nFrom another terminal: gitm-tui approve|reject|rollback {self.run_id} {iv.id}"
+            + "\n\n[dim]escape to close[/dim]"
+        )
+        self.push_screen(InterventionScreen(body))
 
     def action_toggle_pause(self) -> None:
         if self.phase == "paused":

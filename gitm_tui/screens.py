@@ -21,7 +21,15 @@ A shaded cell ▒ lies in M_deg: the covariance of recent pressures is ill-condi
 (κ > K_max), so its label is low-confidence. Labels become final {lag} segments after
 they arrive on their stream.
 
-Keys:  p pause/resume   q quit   ? this help   escape close
+[b]The optimize loop[/b] runs under the strips: profile → attribute → rank → apply → report,
+each with its share of the budget (bar under the header: gain against the target, noise floor).
+Interventions are proposed with a predicted gain (replayed on the trace) and the causes
+attribution found; nothing changes the workload until it is approved. Each applied lever is
+measured and kept only if it beats the noise floor and passes the workload's correctness check.
+
+Keys:  p pause/resume   a approve   x reject   b roll back   d details (selected intervention)
+       f finish the apply phase (go to the report)
+       tab switch tables (Interventions · Violations · Causes · Log)   q quit   ? help
 """
 
 
@@ -36,3 +44,35 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(HELP.format(lag=self.lag), id="help")
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes/no before an intervention changes the workload (approve) or is undone (roll back)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.question + "\n\n[b]y[/b] yes    [b]n[/b] / escape no", id="confirm")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class InterventionScreen(ModalScreen[None]):
+    """Claim, evidence, replay prediction and measured delta of one intervention."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "dismiss", "Close")]
+
+    def __init__(self, body: str) -> None:
+        super().__init__()
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.body, id="intervention-detail")

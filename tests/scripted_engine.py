@@ -14,6 +14,10 @@ from engine.regimes import Regime
 from engine.runtime import EventBus, RunConfig
 from engine.runtime.events import (
     DecodedBatch,
+    HypothesesReport,
+    InterventionUpdate,
+    InvariantsReport,
+    OptimizeStatus,
     KappaUpdate,
     KernelsReady,
     LogEvent,
@@ -47,6 +51,7 @@ class ScriptedEngine:
         self.config = RunConfig(workload="af2", budget_s=60.0)
         self.batches = batches
         self.commands: list[str] = []
+        self.ivs: dict[str, InterventionUpdate] = {}
         self._stopped = asyncio.Event()
 
     def pause(self) -> None:
@@ -60,6 +65,40 @@ class ScriptedEngine:
     def stop(self) -> None:
         self.commands.append("stop")
         self._stopped.set()
+
+    def finish_apply(self) -> None:
+        self.commands.append("finish")
+
+    def decide(self, action: str, iid: str, by: str = "operator") -> None:
+        """Record the decision and answer as the engine would: approve → VERIFIED, reject →
+        REJECTED, rollback → ROLLED_BACK (no simulator: the figures are scripted)."""
+        self.commands.append(f"{action} {iid}")
+        iv = self.ivs[iid]
+        state, meas, note = {
+            "approve": ("VERIFIED", iv.predicted_gain - 0.01, "kept (scripted)"),
+            "reject": ("REJECTED", None, f"rejected by {by}"),
+            "rollback": ("ROLLED_BACK", iv.measured_gain, f"rolled back by {by}"),
+        }[action]
+        self._iv(iid, iv.lever, iv.safety, state, iv.predicted_gain, meas, note, by)
+
+    def _iv(self, iid, lever, safety, state, pred, meas=None, note="", by=""):
+        ev = InterventionUpdate(
+            t_wall=13.0,
+            id=iid,
+            lever=lever,
+            title=lever.replace("_", " "),
+            safety=safety,
+            state=state,
+            predicted_gain=pred,
+            confidence=0.9,
+            measured_gain=meas,
+            approved_by=by,
+            note=note,
+            replay=f"{lever}: scripted replay",
+            evidence=("SCRIPTED: evidence line",),
+        )
+        self.ivs[iid] = ev
+        self.bus.publish(ev)
 
     async def run(self) -> None:
         pub = self.bus.publish
@@ -140,4 +179,75 @@ class ScriptedEngine:
             )
         )
         pub(LogEvent(t_wall=12.5, level="info", message="scripted run [bold]not markup[/bold]"))
+        pub(PhaseChanged(t_wall=12.6, phase="apply", detail="approval policy manual"))
+        pub(
+            OptimizeStatus(
+                t_wall=12.6,
+                baseline_ns=3_400_000.0,
+                current_ns=2_450_000.0,
+                gain=0.279,
+                target=0.15,
+                noise_floor=0.005,
+                phase="apply",
+                phase_deadline_s=50.0,
+            )
+        )
+        pub(
+            InvariantsReport(
+                t_wall=12.6,
+                results=(
+                    {
+                        "invariant": "kernel_time",
+                        "checkable": True,
+                        "checked": 93,
+                        "reason": "",
+                        "violations": [
+                            {
+                                "name": "adam_update_kernel<param>",
+                                "count": 48,
+                                "observed": 3952.0,
+                                "predicted": 2062.0,
+                                "residual": 1890.0,
+                                "unit": "ns",
+                                "message": "48 rows over the roofline's allowance",
+                                "rows": [1, 2],
+                            }
+                        ],
+                    },
+                    {
+                        "invariant": "concurrency",
+                        "checkable": False,
+                        "checked": 0,
+                        "reason": "the plan predicts no concurrent kernels",
+                        "violations": [],
+                    },
+                ),
+            )
+        )
+        pub(
+            HypothesesReport(
+                t_wall=12.6,
+                hypotheses=(
+                    {
+                        "cause": "UNFUSED_ATTENTION",
+                        "description": "",
+                        "impact": 0.156,
+                        "confidence": 1.0,
+                        "claimed": True,
+                        "evidence": [
+                            {
+                                "kind": "structural",
+                                "what": "24 GEMM→softmax→GEMM attentions",
+                                "value": 0.156,
+                                "p": None,
+                                "p_adjusted": None,
+                            }
+                        ],
+                    },
+                ),
+            )
+        )
+        self._iv("I1", "sdpa_flash", "SAFE", "VERIFIED", 0.276, 0.277, "kept: +27.7%", "tui")
+        self._iv("I2", "copy_overlap", "SAFE", "PROPOSED", 0.132)
+        self._iv("I3", "bf16_autocast", "NUMERICS", "PROPOSED", 0.098)
         await self._stopped.wait()

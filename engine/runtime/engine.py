@@ -61,6 +61,17 @@ PHASES = (("profile", 2), ("attribute", 4), ("rank", 6), ("apply", 8), ("report"
 APPROVAL_POLICIES = ("manual", "auto", "none")
 
 
+def phase_deadline(budget_s: float, phase: str) -> float:
+    """Budget seconds by which ``phase`` must end (cumulative shares); KeyError if unknown."""
+    total = sum(w for _, w in PHASES)
+    acc = 0
+    for name, w in PHASES:
+        acc += w
+        if name == phase:
+            return budget_s * acc / total
+    raise KeyError(phase)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What to run and for how long."""
@@ -110,6 +121,7 @@ class Engine:
         self._t0 = 0.0
         self._paused_s = 0.0
         self._decisions: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
+        self._finish_apply = False
         self.optimizer: Any = None
         self.state = "idle"
 
@@ -128,6 +140,11 @@ class Engine:
         self._stop = True
         self._paused.set()
         self._decisions.put_nowait(("stop", "", ""))
+
+    def finish_apply(self) -> None:
+        """End the apply phase now (the operator is done deciding): go on to the report."""
+        self._finish_apply = True
+        self._decisions.put_nowait(("finish", "", ""))
 
     def decide(self, action: str, iid: str, by: str = "operator") -> None:
         """Queue an operator decision on an intervention: approve | reject | rollback."""
@@ -159,13 +176,7 @@ class Engine:
 
     def deadline(self, phase: str) -> float:
         """Budget seconds by which ``phase`` must end (cumulative shares of the budget)."""
-        total = sum(w for _, w in PHASES)
-        acc = 0
-        for name, w in PHASES:
-            acc += w
-            if name == phase:
-                return self.config.budget_s * acc / total
-        raise KeyError(phase)
+        return phase_deadline(self.config.budget_s, phase)
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> RunFinished:
@@ -436,8 +447,12 @@ class Engine:
         poller = asyncio.ensure_future(self._poll_commands())
         asked: set[str] = set()
         try:
-            while not self._stop:
-                if opt.gain() >= cfg.target and not self._pending_decisions():
+            while not self._stop and not self._finish_apply:
+                # unattended policies stop at the target; with a person deciding (manual) the
+                # phase stays open for more approvals or a roll back until its deadline or
+                # until the operator finishes it
+                met = opt.gain() >= cfg.target
+                if met and cfg.approve != "manual" and not self._pending_decisions():
                     break
                 pending = [iv for iv in opt.interventions.values() if iv.state == State.PROPOSED]
                 ready = [iv for iv in opt.interventions.values() if iv.state == State.APPROVED]
@@ -458,7 +473,7 @@ class Engine:
                                     f"(gitm-tui approve {self.run_id} {iv.iid})",
                                 )
                             )
-                if ready and opt.gain() < cfg.target:
+                if ready and (not met or cfg.approve == "manual"):
                     iv = sorted(ready, key=lambda v: -v.predicted_gain * v.confidence)[0]
                     await self._trial(opt, iv.iid)
                     for upd in opt.propose(await asyncio.to_thread(opt.rank)):
@@ -489,7 +504,7 @@ class Engine:
 
     async def _handle(self, opt: Any, action: str, iid: str, by: str) -> None:
         pub = self.bus.publish
-        if action == "stop":
+        if action in ("stop", "finish"):
             return
         iv = opt.interventions.get(iid)
         if iv is None:
@@ -517,6 +532,8 @@ class Engine:
                 await asyncio.to_thread(opt.rollback, iid, by)
                 await self._show(opt.current[0])
                 self._status("apply")
+                for upd in opt.propose(await asyncio.to_thread(opt.rank)):
+                    self._publish_iv(upd)
         except ValueError as e:
             pub(LogEvent(t_wall=self.elapsed(), level="warning", message=str(e)))
             return

@@ -1,0 +1,196 @@
+"""Optimize-loop tables: pending/applied interventions, invariant violations, claimed causes;
+and the one-line bar of phase progress against the budget and gain against the target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import DataTable, Static
+
+from engine.runtime.budget import format_seconds
+from engine.runtime.events import InterventionUpdate
+
+STATE_STYLE = {
+    "PROPOSED": "bold #ffd75f",
+    "APPROVED": "#87afff",
+    "APPLYING": "bold #87afff",
+    "APPLIED": "#87afff",
+    "VERIFIED": "bold #5fd75f",
+    "ROLLED_BACK": "#ff5f5f",
+    "REJECTED": "#8a8a8a",
+}
+SAFETY_STYLE = {"SAFE": "#5fd75f", "NUMERICS": "#ffd75f", "PRIVILEGED": "bold #ff5f5f"}
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.1%}"
+
+
+class InterventionTable(DataTable[object]):
+    """One row per intervention, updated in place by id; the latest update is kept per id."""
+
+    COLUMNS = (
+        ("id", "id", 4),
+        ("lever", "lever", 20),
+        ("safety", "safety", 10),
+        ("state", "state", 12),
+        ("pred", "predicted", 9),
+        ("conf", "conf", 5),
+        ("meas", "measured", 9),
+        ("note", "note", 48),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+        self.latest: dict[str, InterventionUpdate] = {}
+
+    def on_mount(self) -> None:
+        for key, label, width in self.COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    def update_iv(self, ev: InterventionUpdate) -> None:
+        self.latest[ev.id] = ev
+        cells = {
+            "id": ev.id,
+            "lever": ev.lever,
+            "safety": Text(ev.safety, style=SAFETY_STYLE.get(ev.safety, "")),
+            "state": Text(ev.state, style=STATE_STYLE.get(ev.state, "")),
+            "pred": _pct(ev.predicted_gain),
+            "conf": f"{ev.confidence:.2f}",
+            "meas": _pct(ev.measured_gain),
+            "note": ev.note or (f"by {ev.approved_by}" if ev.approved_by else ""),
+        }
+        if ev.id in self.rows:
+            for key, value in cells.items():
+                self.update_cell(ev.id, key, value)
+        else:
+            self.add_row(*cells.values(), key=ev.id)
+
+    def selected(self) -> InterventionUpdate | None:
+        """The intervention under the cursor."""
+        if not self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self.latest.get(str(key))
+
+
+class ViolationTable(DataTable[object]):
+    """Invariant violations of the latest analysis (and invariants that cannot be checked)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+
+    def on_mount(self) -> None:
+        for key, label, width in (
+            ("inv", "invariant", 15),
+            ("op", "op", 44),
+            ("n", "rows", 5),
+            ("obs", "observed", 11),
+            ("pred", "predicted", 11),
+            ("msg", "", 40),
+        ):
+            self.add_column(label, key=key, width=width)
+
+    def show(self, results: tuple[dict[str, Any], ...]) -> None:
+        self.clear()
+        for r in results:
+            if not r["checkable"]:
+                self.add_row(
+                    r["invariant"],
+                    Text("not checkable", style="italic #8a8a8a"),
+                    "",
+                    "",
+                    "",
+                    r["reason"],
+                )
+                continue
+            if not r["violations"]:
+                self.add_row(
+                    r["invariant"],
+                    Text(f"holds on {r['checked']} rows", style="#5fd75f"),
+                    "",
+                    "",
+                    "",
+                    "",
+                )
+            for v in r["violations"]:
+                unit = v["unit"]
+                fmt = (
+                    (lambda x: f"{x / 1e3:.1f} µs")
+                    if unit == "ns"
+                    else ((lambda x: f"{x:.3g} B") if unit == "bytes" else (lambda x: f"{x:.0%}"))
+                )
+                self.add_row(
+                    r["invariant"],
+                    v["name"][:44],
+                    str(v["count"]),
+                    fmt(v["observed"]),
+                    fmt(v["predicted"]),
+                    v["message"],
+                )
+
+
+class CauseTable(DataTable[object]):
+    """Attribution's hypotheses: claimed causes first."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+
+    def on_mount(self) -> None:
+        for key, label, width in (
+            ("cause", "cause", 20),
+            ("imp", "impact", 7),
+            ("conf", "conf", 5),
+            ("claim", "claimed", 7),
+            ("ev", "evidence", 80),
+        ):
+            self.add_column(label, key=key, width=width)
+
+    def show(self, hyps: tuple[dict[str, Any], ...]) -> None:
+        self.clear()
+        for h in hyps:
+            claimed = (
+                Text("yes", style="bold #5fd75f") if h["claimed"] else Text("no", style="#8a8a8a")
+            )
+            ev = "; ".join(e["what"] for e in h["evidence"][:2])
+            self.add_row(h["cause"], f"{h['impact']:.1%}", f"{h['confidence']:.2f}", claimed, ev)
+
+
+PHASES = ("profile", "attribute", "rank", "apply", "report")
+
+
+class OptimizeBar(Static):
+    """Phase progress against the budget and the measured gain against the target."""
+
+    phase = reactive("starting")
+    elapsed = reactive(0.0)
+    budget = reactive(0.0)
+    deadline = reactive(0.0)
+    baseline_ns = reactive(0.0)
+    current_ns = reactive(0.0)
+    gain = reactive(0.0)
+    target = reactive(0.0)
+    noise = reactive(0.0)
+    policy = reactive("manual")
+
+    def render(self) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for p in PHASES:
+            done = (
+                PHASES.index(p) < PHASES.index(self.phase)
+                if self.phase in PHASES
+                else self.phase == "done"
+            )
+            style = "bold reverse" if p == self.phase else ("#5fd75f" if done else "#8a8a8a")
+            t.append(f" {p} ", style=style)
+        if self.phase in PHASES and self.deadline:
+            t.append(f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}")
+        t.append(f" · {self.policy}", style="italic")
+        if self.baseline_ns:
+            hit = self.gain >= self.target
+            t.append(f" · {self.baseline_ns / 1e3:.1f}→{self.current_ns / 1e3:.1f} µs/sample · ")
+            t.append(f"gain {self.gain:+.1%}", style="bold #5fd75f" if hit else "bold #ffd75f")
+            t.append(f"/{self.target:.0%} · noise {self.noise:.1%}")
+        return t
