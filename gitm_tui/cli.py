@@ -63,6 +63,8 @@ def _run_parser() -> _Parser:
     p.add_argument("--repeats", type=int, default=4, help="measurements per arm (default 4)")
     p.add_argument("--watch", action="store_true", help="profile and decode only; no optimize loop")
     p.add_argument("--hardware", default="h100_telemetry", help=argparse.SUPPRESS)
+    # tests: hold each apply this many seconds between APPLYING and its measurement (kill window)
+    p.add_argument("--hold-apply", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     return p
 
@@ -119,6 +121,7 @@ def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         approve=ns.approve,
         repeats=ns.repeats,
         optimize=not ns.watch,
+        hold_apply_s=max(0.0, ns.hold_apply),
     )
 
 

@@ -128,7 +128,11 @@ async def _collect(engine):
 
 
 async def test_engine_run_publishes_decoded_rows_for_every_segment():
-    eng = Engine(RunConfig(workload="kitti", budget_s=30, realtime=False, max_windows=4, seed=2))
+    eng = Engine(
+        RunConfig(
+            workload="kitti", budget_s=30, realtime=False, max_windows=4, seed=2, optimize=False
+        )
+    )
     evs = await _collect(eng)
     kinds = [e.kind for e in evs]
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"

@@ -1,0 +1,102 @@
+"""Planner + monitor: the predicted graph and the three invariants — each can fire, each can hold,
+and each says when it cannot be checked."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.manifest import load_workload
+from engine.optimizer.monitor import check_invariants, residuals
+from engine.planner import BatchConfig, predict_graph
+from engine.planner.catalogue import by_id
+from engine.trace.segments import Provenance, Segments
+from engine.trace.trace import Trace
+from engine.workloads.sim import SimWorkload
+
+H100 = by_id("h100-sxm")
+
+
+def _inv(res):
+    return {r.invariant: r for r in check_invariants(res)}
+
+
+def _with(trace: Trace, **cols) -> Trace:
+    c = trace.segments.columns()
+    c.update(cols)
+    return Trace(segments=Segments(**c), names=trace.names, host=trace.host)
+
+
+def test_predicted_graph_covers_the_step():
+    spec = load_workload("af2")
+    g = predict_graph(spec, H100)
+    assert len(g.names) == 93 and g.step_ns > 0
+    assert (g.ideal_ns <= g.expected_ns).all()
+    assert g.concurrent  # the recycling stream runs beside stream 7
+    g2 = predict_graph(spec, H100, BatchConfig(scale=2))
+    assert g2.step_ns > g.step_ns
+
+
+def test_every_observed_row_matches_the_plan():
+    wl = SimWorkload("kitti")
+    m = wl.measure(wl.base, seed=1)
+    res = residuals(m.trace, predict_graph(wl.base.spec, H100))
+    assert res.unmatched == 0 and (res.pred >= 0).all()
+    assert res.iteration.max() == m.iterations - 1
+
+
+def test_kernel_time_fires_on_a_slowed_kernel_and_holds_otherwise():
+    wl = SimWorkload("af2")
+    m = wl.measure(wl.base, seed=1)
+    g = predict_graph(wl.base.spec, H100)
+    base = _inv(residuals(m.trace, g))["kernel_time"]
+    assert base.checkable
+    before = {v.name for v in base.violations}
+    assert "layer_norm_fwd<pair>" not in before
+    seg = m.trace.segments
+    slow = np.array([m.trace.names[int(n)] == "layer_norm_fwd<pair>" for n in seg.name])
+    dur = seg.duration_ns.copy()
+    dur[slow] *= 4
+    tr = _with(m.trace, end_ns=seg.start_ns + dur)
+    after = {v.name: v for v in _inv(residuals(tr, g))["kernel_time"].violations}
+    assert "layer_norm_fwd<pair>" in after
+    v = after["layer_norm_fwd<pair>"]
+    assert v.observed > v.predicted and v.residual > 0 and v.rows
+
+
+def test_memory_traffic_fires_on_wrong_bytes_and_says_when_unmeasured():
+    wl = SimWorkload("hft-lob")
+    m = wl.measure(wl.base, seed=1)
+    g = predict_graph(wl.base.spec, H100)
+    assert _inv(residuals(m.trace, g))["memory_traffic"].violations == []
+    seg = m.trace.segments
+    doubled = _inv(residuals(_with(m.trace, dram_bytes=seg.dram_bytes * 2), g))["memory_traffic"]
+    assert doubled.violations and all(v.observed > 1.5 * v.predicted for v in doubled.violations)
+    prov = (seg.provenance & ~np.uint8(Provenance.DRAM_BYTES)).astype(np.uint8)
+    blind = _inv(residuals(_with(m.trace, provenance=prov), g))["memory_traffic"]
+    assert not blind.checkable and "not measured" in blind.reason
+
+
+def test_concurrency_fires_when_predicted_overlap_is_serialised():
+    wl = SimWorkload("af2")
+    m = wl.measure(wl.base, seed=1)
+    g = predict_graph(wl.base.spec, H100)
+    ok = _inv(residuals(m.trace, g))["concurrency"]
+    assert ok.checkable and ok.checked > 0 and ok.violations == []
+    # serialise: move every stream-20 row after the step's last stream-7 row
+    seg = m.trace.segments
+    s20 = seg.stream == 20
+    shift = int(seg.end_ns.max() - seg.start_ns[s20].min())
+    tr = _with(
+        m.trace,
+        start_ns=np.where(s20, seg.start_ns + shift, seg.start_ns),
+        end_ns=np.where(s20, seg.end_ns + shift, seg.end_ns),
+    )
+    bad = _inv(residuals(tr, g))["concurrency"]
+    assert bad.violations and bad.violations[0].observed < 0.1
+
+
+def test_concurrency_is_not_checkable_without_predicted_overlap():
+    wl = SimWorkload("kitti")
+    m = wl.measure(wl.base, seed=1)
+    r = _inv(residuals(m.trace, predict_graph(wl.base.spec, H100)))["concurrency"]
+    assert not r.checkable and "no concurrent" in r.reason
