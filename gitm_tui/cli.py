@@ -61,6 +61,22 @@ def _run_parser() -> _Parser:
         "only), none (propose only)",
     )
     p.add_argument("--repeats", type=int, default=4, help="measurements per arm (default 4)")
+    c = p.add_argument_group(
+        "--workload command -- ARGV…",
+        "optimize any real process: run without a shell, metric read from its output",
+    )
+    c.add_argument(
+        "--metric", help="regex with one (group) around the number, e.g. 'time_s=([0-9.]+)'"
+    )
+    c.add_argument("--goal", default="min", help="min (default: a time) or max (a throughput)")
+    c.add_argument(
+        "--lever",
+        action="append",
+        default=[],
+        help="NAME=env:VAR=v1,v2,… or NAME=arg:--flag=v1,v2,… (first value = baseline; repeatable)",
+    )
+    c.add_argument("--check", help="regex the output must contain (correctness check)")
+    p.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--watch", action="store_true", help="profile and decode only; no optimize loop")
     p.add_argument("--hardware", default="h100_telemetry", help=argparse.SUPPRESS)
     # tests: hold each apply this many seconds between APPLYING and its measurement (kill window)
@@ -102,7 +118,8 @@ def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     try:
         budget = parse_budget(ns.budget)
-        load_workload(ns.workload)
+        if ns.workload != "command":
+            load_workload(ns.workload)
         load_hardware(ns.hardware)
     except (BudgetError, ManifestError) as e:
         raise UsageError(str(e)) from None
@@ -112,6 +129,12 @@ def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"unknown approval policy {ns.approve!r}; one of manual, auto, none")
     if not 2 <= ns.repeats <= 50:
         raise UsageError(f"bad --repeats {ns.repeats}: must be 2..50")
+    if ns.workload == "command":
+        return _command_config(ns, budget)
+    if ns.argv:
+        raise UsageError(
+            f"unexpected argument {ns.argv[0]!r} (a program goes after '--' with --workload command)"
+        )
     return RunConfig(
         workload=ns.workload,
         budget_s=budget,
@@ -122,6 +145,51 @@ def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         repeats=ns.repeats,
         optimize=not ns.watch,
         hold_apply_s=max(0.0, ns.hold_apply),
+    )
+
+
+def _command_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-untyped-def]
+    from engine.runtime import RunConfig
+    from engine.workloads.command import ChoiceLever, CommandError, CommandSpec
+
+    if not ns.argv:
+        raise UsageError("--workload command needs the program after '--', e.g. -- python job.py")
+    if not ns.metric:
+        raise UsageError("--workload command needs --metric REGEX (one group around the number)")
+    if ns.goal not in ("min", "max"):
+        raise UsageError(f"bad --goal {ns.goal!r}: min or max")
+    if not ns.lever:
+        raise UsageError("--workload command needs at least one --lever to try")
+    import shutil
+
+    if not shutil.which(ns.argv[0]):
+        raise UsageError(
+            f"cannot run {ns.argv[0]!r}: no such program (not on PATH / not executable)"
+        )
+    try:
+        CommandSpec(
+            argv=tuple(ns.argv),
+            metric=ns.metric,
+            goal=ns.goal,
+            levers=tuple(ChoiceLever.parse(x) for x in ns.lever),
+            check=ns.check,
+        )
+    except CommandError as e:
+        raise UsageError(str(e)) from None
+    return RunConfig(
+        workload="command",
+        budget_s=budget,
+        seed=ns.seed,
+        target=parse_target(ns.target),
+        approve=ns.approve,
+        repeats=ns.repeats,
+        optimize=True,
+        hold_apply_s=max(0.0, ns.hold_apply),
+        command=tuple(ns.argv),
+        metric=ns.metric,
+        goal=ns.goal,
+        levers=tuple(ns.lever),
+        check=ns.check,
     )
 
 

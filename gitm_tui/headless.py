@@ -26,8 +26,9 @@ from gitm_tui.exit_codes import ExitCode
 def _narrate(ev: Event, err: TextIO) -> None:
     """Write the human line for an event (only the ones a person wants to read)."""
     if isinstance(ev, RunStarted):
+        where = f"{ev.device.upper()} (no GPU used)" if ev.simulated else ev.device
         print(
-            f"gitm-tui: run {ev.run_id}: {ev.workload} on {ev.device.upper()} (no GPU used), "
+            f"gitm-tui: run {ev.run_id}: {ev.workload} on {where}, "
             f"budget {format_seconds(ev.budget_s)}, seed {ev.seed}, target {ev.target:.0%}, "
             f"approvals {ev.approve}; run store {ev.run_dir}",
             file=err,
@@ -35,10 +36,13 @@ def _narrate(ev: Event, err: TextIO) -> None:
     elif isinstance(ev, InterventionUpdate):
         meas = f", measured {ev.measured_gain:+.1%}" if ev.measured_gain is not None else ""
         note = f" — {ev.note}" if ev.note else ""
+        pred = (
+            f"predicted {ev.predicted_gain:+.1%} (confidence {ev.confidence:.2f})"
+            if ev.predicted_gain == ev.predicted_gain
+            else "no prediction (measured only)"
+        )
         print(
-            f"gitm-tui: {ev.id} {ev.lever} [{ev.safety}] {ev.state}: predicted "
-            f"{ev.predicted_gain:+.1%} (confidence {ev.confidence:.2f}){meas}{note}",
-            file=err,
+            f"gitm-tui: {ev.id} {ev.lever} [{ev.safety}] {ev.state}: {pred}{meas}{note}", file=err
         )
     elif isinstance(ev, ReportWritten):
         print(f"gitm-tui: {ev.summary}; report {ev.path}", file=err)
@@ -46,6 +50,8 @@ def _narrate(ev: Event, err: TextIO) -> None:
         print(f"gitm-tui: phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else ""), file=err)
     elif isinstance(ev, LogEvent):
         print(f"gitm-tui: {ev.level}: {ev.message}", file=err)
+    elif isinstance(ev, RunFinished) and not ev.segments:
+        print(f"gitm-tui: {ev.status} in {format_seconds(ev.wall_s)}", file=err)
     elif isinstance(ev, RunFinished):
         shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
         print(
@@ -113,6 +119,8 @@ async def run_headless(
         prompter.close()
     if final is None or final.status == "failed":
         return ExitCode.INTERNAL
+    if final.status == "workload_failed":  # the error line was narrated
+        return ExitCode.INPUT
     # a completed run is OK whether or not it met --target: the report and the run_finished
     # record (target_met) say which, and why not
     return ExitCode.INTERRUPTED if interrupted else ExitCode.OK

@@ -301,3 +301,107 @@ async def test_tui_approve_then_roll_back_by_hand():
         await pilot.pause(0.1)
         await pilot.press("escape")
         await pilot.press("q")
+
+
+def test_command_workload_optimizes_a_real_numpy_job(tmp_path):
+    """A real CPU process: block size and BLAS threads are levers; the checksum is the
+    correctness check (a lever that corrupts the result is rolled back); noise-gated."""
+    scratch = tmp_path / "scratch"
+    job = ROOT / "tests" / "fixtures" / "numpy_job.py"
+    r = subprocess.run(
+        [
+            *CLI,
+            "--no-ui",
+            "--workload",
+            "command",
+            "--metric",
+            r"time_s=([0-9.]+)",
+            "--lever",
+            "block=arg:--block=16,128",
+            "--lever",
+            "threads=env:OPENBLAS_NUM_THREADS=1,2",
+            "--lever",
+            "corrupt=arg:--corrupt=no,yes",
+            "--check",
+            "checksum=ok",
+            "--target",
+            "99%",
+            "--approve",
+            "auto",
+            "--budget",
+            "2m",
+            "--",
+            sys.executable,
+            str(job),
+        ],
+        env=_env(scratch),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    last = {e["lever"]: e for e in events if e["type"] == "intervention"}
+    assert last["block=128"]["state"] == "VERIFIED" and last["block=128"]["measured_gain"] > 0.3
+    assert last["corrupt=yes"]["state"] == "ROLLED_BACK" and "check" in last["corrupt=yes"]["note"]
+    assert last["threads=2"]["state"] in ("VERIFIED", "ROLLED_BACK")  # decided by the noise gate
+    fin = events[-1]
+    assert fin["type"] == "run_finished" and fin["gain"] > 0.3 and fin["target_met"] is False
+    report = Path(fin["report"]).read_text()
+    assert (
+        "a real process" in report
+        and "corrupt=yes" in report
+        and "Why the target was not met" in report
+    )
+    noise = next(x for x in _journal(Path(fin["report"]).parent) if x.get("type") == "noise_floor")
+    assert len(noise["means"]) >= 4 and noise["floor"] > 0
+
+
+def test_command_workload_bad_definitions_are_one_line_usage_errors(tmp_path):
+    env = _env(tmp_path / "s")
+    cases = (
+        (
+            ["--workload", "command", "--metric", "x=(\\d+)", "--lever", "a=env:A=1,2"],
+            "needs the program",
+        ),
+        (["--workload", "command", "--lever", "a=env:A=1,2", "--", "true"], "needs --metric"),
+        (
+            ["--workload", "command", "--metric", "x=\\d+", "--lever", "a=env:A=1,2", "--", "true"],
+            "one (group)",
+        ),
+        (
+            ["--workload", "command", "--metric", "x=(\\d+)", "--lever", "oops", "--", "true"],
+            "bad --lever",
+        ),
+        (["--workload", "hft-lob", "stray"], "unexpected argument"),
+    )
+    for args, msg in cases:
+        r = subprocess.run(
+            [*CLI, "--no-ui", *args], capture_output=True, text=True, cwd=ROOT, env=env
+        )
+        assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+
+
+def test_command_workload_whose_program_fails_exits_with_one_error_line(tmp_path):
+    env = _env(tmp_path / "s")
+    base = [
+        *CLI,
+        "--no-ui",
+        "--workload",
+        "command",
+        "--metric",
+        r"t=([0-9.]+)",
+        "--lever",
+        "a=env:A=1,2",
+    ]
+    r = subprocess.run([*base, "--", "false"], capture_output=True, text=True, cwd=ROOT, env=env)
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert (
+        r.returncode == 3 and len(errors) == 1 and "baseline run failed: exit status 1" in errors[0]
+    )
+    assert "Traceback" not in r.stderr
+    r = subprocess.run(
+        [*base, "--", "no-such-program-xyz"], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 2 and "no such program" in r.stderr and r.stderr.count("\n") == 1

@@ -18,7 +18,7 @@ from engine.runtime.store import atomic_write_text
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x:+.1%}"
+    return "—" if x is None or x != x else f"{x:+.1%}"
 
 
 def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
@@ -27,11 +27,14 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
     p = provenance
     res = p.get("result", {})
     lines = [f"# gitm-tui optimize report — {p.get('workload', '?')}", ""]
+    black_box = p.get("workload") == "command"
     lines.append(
-        f"Run `{p.get('run_id', '?')}` on **{p.get('device', '?')}** (simulated: no GPU was used), "
-        f"budget {p.get('budget_s', 0):g} s, target {p.get('target', 0):.0%} less time per sample, "
-        f"approval policy `{p.get('approve', '?')}`, seed {p.get('seed', 0)}, "
-        f"{p.get('repeats', 0)} measurements per arm."
+        f"Run `{p.get('run_id', '?')}` on **{p.get('device', '?')}**"
+        + (" (a real process; no GPU trace)" if black_box else " (simulated: no GPU was used)")
+        + f", budget {p.get('budget_s', 0):g} s, target {p.get('target', 0):.0%} "
+        + ("better on its metric, " if black_box else "less time per sample, ")
+        + f"approval policy `{p.get('approve', '?')}`, seed {p.get('seed', 0)}, "
+        + f"{p.get('repeats', 0)} measurements per arm."
     )
     lines.append("")
     if p.get("recovered"):
@@ -44,11 +47,22 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         ]
     if res:
         met = res.get("target_met")
+        if "metric" in res:  # a command workload: the user's metric, not time per sample
+            base = (
+                f"- Baseline metric {res['baseline_ns_per_sample']:.4g} (goal {res['metric']['goal']}, "
+                f"read with `{res['metric']['pattern']}`); final (kept choices re-measured together): "
+                f"{res['final_ns_per_sample']:.4g} → **{res['gain']:+.1%}**. Final choices: "
+                f"{', '.join(f'{k}={v}' for k, v in res['final_choice'].items())}."
+            )
+        else:
+            base = (
+                f"- Baseline: {res['baseline_ns_per_sample'] / 1e3:.1f} µs per sample; final (kept levers "
+                f"re-measured together): {res['final_ns_per_sample'] / 1e3:.1f} µs → **{res['gain']:+.1%}**."
+            )
         lines += [
             "## Result",
             "",
-            f"- Baseline: {res['baseline_ns_per_sample'] / 1e3:.1f} µs per sample; final (kept levers "
-            f"re-measured together): {res['final_ns_per_sample'] / 1e3:.1f} µs → **{res['gain']:+.1%}**.",
+            base,
             f"- Target {res['target']:.0%}: **{'met' if met else 'not met'}**. Kept: "
             f"{', '.join(res['kept']) or 'nothing'}.",
             f"- Noise: A/A split {res['aa_delta']:.2%}; rollback gate requires a gain above "
@@ -92,7 +106,8 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
             for e in c.get("evidence") or ["(no supporting claim recorded)"]:
                 lines.append(f"- Claim → evidence: {e}")
             if c.get("replay"):
-                lines.append(f"- Intervention (replayed on the trace): {c['replay']}")
+                how = "measured only" if black_box else "replayed on the trace"
+                lines.append(f"- Intervention ({how}): {c['replay']}")
             lines.append(
                 f"- Predicted {_pct(c.get('predicted_gain'))}, measured {_pct(c.get('measured_gain'))}"
                 + (f" — {c['note']}" if c.get("note") else "")

@@ -20,6 +20,7 @@ early leaves its time to the next. Every state transition is journaled before it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -55,6 +56,7 @@ from engine.runtime.events import (
 from engine.runtime.journal import State, recover
 from engine.runtime.store import scratch_dir
 from engine.trace.segments import Segments
+from engine.workloads.command import CommandError
 
 #: the phases' shares of the budget (DESIGN §7: 2:4:6:8:4)
 PHASES = (("profile", 2), ("attribute", 4), ("rank", 6), ("apply", 8), ("report", 4))
@@ -98,6 +100,12 @@ class RunConfig:
     optimize: bool = True
     #: tests: seconds to hold between APPLYING and the measurement (a kill window)
     hold_apply_s: float = 0.0
+    # --workload command: the program (no shell), its metric, levers and check
+    command: tuple[str, ...] = ()
+    metric: str = ""
+    goal: str = "min"
+    levers: tuple[str, ...] = ()
+    check: str | None = None
 
 
 class Engine:
@@ -111,10 +119,27 @@ class Engine:
         self.config = config
         self.bus = bus or EventBus()
         self.hw = load_hardware(config.hardware)
-        self.workload = load_workload(config.workload)
+        self.cmd_workload: Any = None
+        if config.workload == "command":  # a real process: CommandError on a bad definition
+            from engine.workloads.command import ChoiceLever, CommandSpec, CommandWorkload
+
+            self.cmd_workload = CommandWorkload(
+                CommandSpec(
+                    argv=config.command,
+                    metric=config.metric,
+                    goal=config.goal,  # type: ignore[arg-type]
+                    levers=tuple(ChoiceLever.parse(x) for x in config.levers),
+                    check=config.check,
+                )
+            )
+        self.workload = None if self.cmd_workload else load_workload(config.workload)
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.run_dir = scratch_dir() / "runs" / self.run_id
-        self.device_label = f"simulated {self.hw.name}"
+        self.device_label = (
+            "this machine (command workload: measured for real, no device trace)"
+            if self.cmd_workload
+            else f"simulated {self.hw.name}"
+        )
         self._paused = asyncio.Event()
         self._paused.set()  # set = running
         self._stop = False
@@ -122,6 +147,7 @@ class Engine:
         self._paused_s = 0.0
         self._decisions: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
         self._finish_apply = False
+        self._shown_state: dict[str, str] = {}
         self.optimizer: Any = None
         self.state = "idle"
 
@@ -184,20 +210,20 @@ class Engine:
         cfg, pub = self.config, self.bus.publish
         self._t0 = time.monotonic()
         self.state = "running"
-        gpu = SimulatedGPU(self.hw, self.workload, seed=cfg.seed)
+        gpu = SimulatedGPU(self.hw, self.workload, seed=cfg.seed) if self.workload else None
         model = EesmModel.build(self.hw)
         decoder = LiveDecoder(model, use_numba=False)
         pub(
             RunStarted(
                 t_wall=0.0,
                 run_id=self.run_id,
-                workload=self.workload.name,
-                workload_title=self.workload.title,
+                workload=self.workload.name if self.workload else "command",
+                workload_title=self.workload.title if self.workload else self.cmd_workload.title,
                 device=self.device_label,
-                simulated=True,
+                simulated=self.workload is not None,
                 budget_s=cfg.budget_s,
                 seed=cfg.seed,
-                streams=self.workload.streams,
+                streams=self.workload.streams if self.workload else (),
                 regimes=tuple(r.name for r in Regime),
                 target=cfg.target,
                 approve=cfg.approve,
@@ -216,14 +242,16 @@ class Engine:
                     f"{', '.join(rec.interventions) or 'nothing pending'} (journal and report updated)",
                 )
             )
-        pub(
-            PhaseChanged(
-                t_wall=self.elapsed(),
-                phase="warmup",
-                detail="compiling numba kernels; numpy reference decoder active",
+        warm: asyncio.Future[float] | None = None
+        if self.workload is not None:  # a command workload decodes nothing
+            pub(
+                PhaseChanged(
+                    t_wall=self.elapsed(),
+                    phase="warmup",
+                    detail="compiling numba kernels; numpy reference decoder active",
+                )
             )
-        )
-        warm: asyncio.Future[float] | None = _in_daemon_thread(warm_up)
+            warm = _in_daemon_thread(warm_up)
         self._warm = warm
         self._decoder = decoder
         self._tracker = tracker = _Tracker(model.params.kappa.k_max)
@@ -234,12 +262,17 @@ class Engine:
         report = ""
         try:
             self._phase("profile", self.device_label)
-            await self._stream_profile(gpu, decoder, tracker)
+            if gpu is not None:
+                await self._stream_profile(gpu, decoder, tracker)
             if cfg.optimize and not self._stop:
                 result, report = await self._optimize()
             if self._stop:
                 status = "stopped"
-            self._publish_finals(decoder.flush(), gpu, tracker)
+            if gpu is not None:
+                self._publish_finals(decoder.flush(), gpu, tracker)
+        except CommandError as e:  # the user's program cannot be run or measured: not a bug
+            status = "workload_failed"
+            pub(LogEvent(t_wall=self.elapsed(), level="error", message=str(e)))
         except Exception as e:  # a bug: report it as an event, then re-raise for the caller
             status = "failed"
             pub(LogEvent(t_wall=self.elapsed(), level="error", message=f"engine failed: {e!r}"))
@@ -254,8 +287,8 @@ class Engine:
                 t_wall=self.elapsed(),
                 status=status,
                 segments=tracker.rows,
-                iterations=gpu.iterations_done,
-                sim_time_ns=int(gpu.now),
+                iterations=gpu.iterations_done if gpu else 0,
+                sim_time_ns=int(gpu.now) if gpu else 0,
                 wall_s=self.elapsed(),
                 regime_shares=tracker.shares(),
                 kappa_partition=tracker.partition(),
@@ -322,6 +355,8 @@ class Engine:
 
     async def _show(self, m: Any) -> None:
         """Stream a measurement's trace to the dashboard (shifted after what was shown)."""
+        if m.trace is None or self._gpu is None:  # a command workload has no device trace
+            return
         seg = m.trace.segments
         if not len(seg):
             return
@@ -340,14 +375,31 @@ class Engine:
         self._progress(self._gpu, self._tracker)
 
     # ------------------------------------------------------------------ optimize phases
+    async def _await_warm(self) -> None:
+        """Let the numba warm-up finish before the optimize phases: both import scipy, and two
+        threads importing the same extension modules can deadlock in the import system."""
+        if self._warm is not None:
+            with contextlib.suppress(Exception):  # _kernels_ready reports a failure
+                await asyncio.shield(self._warm)
+            self._check_warm(self._decoder)
+
     async def _optimize(self) -> tuple[dict[str, Any], str]:
+        import importlib
+
+        await self._await_warm()
+        # heavy imports (scipy.stats) off the event loop: the dashboard keeps drawing
+        await asyncio.to_thread(importlib.import_module, "engine.optimizer.loop")
         from engine.optimizer.loop import Optimizer
         from engine.optimizer.report import write_run
 
         cfg, pub = self.config, self.bus.publish
-        opt = self.optimizer = Optimizer(
-            cfg.workload, self.run_dir, seed=cfg.seed, repeats=cfg.repeats
-        )
+        if self.cmd_workload is not None:
+            from engine.optimizer.command_loop import CommandOptimizer
+
+            opt: Any = CommandOptimizer(self.cmd_workload, self.run_dir, repeats=cfg.repeats)
+        else:
+            opt = Optimizer(cfg.workload, self.run_dir, seed=cfg.seed, repeats=cfg.repeats)
+        self.optimizer = opt
         opt.journal.append(
             {
                 "type": "run_started",
@@ -363,21 +415,33 @@ class Engine:
         noise = await asyncio.to_thread(opt.profile)
         await self._show(opt.current[0])
         self._status("profile")
+        unit = "µs/sample" if self.cmd_workload is None else f"(metric, goal {cfg.goal})"
+        scale = 1e3 if self.cmd_workload is None else 1.0
         pub(
             LogEvent(
                 t_wall=self.elapsed(),
                 level="info",
-                message=f"baseline {noise.mean_ns / 1e3:.1f} µs/sample; A/A {noise.aa_delta:.2%}, "
+                message=f"baseline {noise.mean_ns / scale:.4g} {unit}; A/A {noise.aa_delta:.2%}, "
                 f"noise floor {noise.floor:.2%}",
             )
         )
         # attribute
-        self._phase("attribute", "EESM, planner, invariants, replay graph, attribution")
+        self._phase(
+            "attribute",
+            "no device trace: nothing to decode or attribute"
+            if self.cmd_workload
+            else "EESM, planner, invariants, replay graph, attribution",
+        )
         a = await asyncio.to_thread(opt.analyse)
         self._publish_analysis(a)
         await self._until_paused_or_stopped()
         # rank
-        self._phase("rank", "replaying each lever on the trace")
+        self._phase(
+            "rank",
+            "declared levers in order (no replay for a black box)"
+            if self.cmd_workload
+            else "replaying each lever on the trace",
+        )
         cands = await asyncio.to_thread(opt.rank)
         for iv in opt.propose(cands):
             self._publish_iv(iv)
@@ -385,8 +449,9 @@ class Engine:
             LogEvent(
                 t_wall=self.elapsed(),
                 level="info",
-                message=f"{sum(c.proposable for c in cands)} interventions proposed; "
-                f"{sum(not c.applicable for c in cands)} levers not applicable",
+                message=f"{sum(getattr(c, 'proposable', True) for c in cands)} interventions "
+                f"proposed; {sum(not getattr(c, 'applicable', True) for c in cands)} levers not "
+                "applicable",
             )
         )
         # apply
@@ -399,9 +464,14 @@ class Engine:
         md, js = await asyncio.to_thread(write_run, opt, result, self._provenance())
         self._status("report")
         met = result["target_met"]
+        b, f = result["baseline_ns_per_sample"], result["final_ns_per_sample"]
+        what = (
+            f"time per sample ({b / 1e3:.1f} → {f / 1e3:.1f} µs)"
+            if self.cmd_workload is None
+            else f"on the metric ({b:.4g} → {f:.4g}, goal {cfg.goal})"
+        )
         summary = (
-            f"target {cfg.target:.0%} {'met' if met else 'NOT met'}: {result['gain']:+.1%} time per sample "
-            f"({result['baseline_ns_per_sample'] / 1e3:.1f} → {result['final_ns_per_sample'] / 1e3:.1f} µs), "
+            f"target {cfg.target:.0%} {'met' if met else 'NOT met'}: {result['gain']:+.1%} {what}, "
             f"kept {', '.join(result['kept']) or 'nothing'}"
         )
         pub(
@@ -425,7 +495,9 @@ class Engine:
         return {
             "run_id": self.run_id,
             "workload": cfg.workload,
-            "workload_title": _lw(cfg.workload).title,
+            "workload_title": self.cmd_workload.title
+            if self.cmd_workload
+            else _lw(cfg.workload).title,
             "device": self.device_label,
             "budget_s": cfg.budget_s,
             "target": cfg.target,
@@ -550,6 +622,9 @@ class Engine:
             await asyncio.sleep(0.01)
         await fut
         self._publish_iv(iv)
+        for other in opt.interventions.values():  # e.g. an earlier value this one superseded
+            if other is not iv and self._shown_state.get(other.iid) != other.state.value:
+                self._publish_iv(other)
         if iv.state == State.VERIFIED:
             await self._show(opt.current[0])
             if opt.analysis is not None:
@@ -559,8 +634,8 @@ class Engine:
             LogEvent(
                 t_wall=self.elapsed(),
                 level="info",
-                message=f"{iid} {iv.lever_id}: predicted {iv.predicted_gain:+.1%}, measured "
-                f"{iv.measured_gain:+.1%} → {iv.state.value} ({iv.note})",
+                message=f"{iid} {iv.lever_id}: predicted {_pct(iv.predicted_gain)}, measured "
+                f"{_pct(iv.measured_gain)} → {iv.state.value} ({iv.note})",
             )
         )
 
@@ -665,6 +740,7 @@ class Engine:
         )
 
     def _publish_iv(self, iv: Any) -> None:
+        self._shown_state[iv.iid] = iv.state.value
         self.bus.publish(
             InterventionUpdate(
                 t_wall=self.elapsed(),
@@ -740,6 +816,10 @@ class Engine:
                     **part,
                 )
             )
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None or x != x else f"{x:+.1%}"
 
 
 def _pkg_version() -> str:

@@ -197,7 +197,7 @@ class Progress(Event):
 @dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
-    status: str  # completed | stopped | failed
+    status: str  # completed | stopped | failed (a bug) | workload_failed (the program)
     segments: int
     iterations: int
     sim_time_ns: int

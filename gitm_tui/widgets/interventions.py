@@ -25,7 +25,7 @@ SAFETY_STYLE = {"SAFE": "#5fd75f", "NUMERICS": "#ffd75f", "PRIVILEGED": "bold #f
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x:+.1%}"
+    return "—" if x is None or x != x else f"{x:+.1%}"
 
 
 class InterventionTable(DataTable[object]):

@@ -1,0 +1,296 @@
+"""The optimize loop for ``--workload command``: the same phases, journal, approvals and gate
+as the simulated workloads, for a black-box process whose levers are declared choices.
+
+What differs, and is said so in the report: there is no device trace, so no regimes, no
+invariants and no causal attribution; each candidate (one lever set to one of its values) has
+no replayed prediction, so candidates are tried in declaration order (coordinate search: each
+lever's values in turn, keeping the best that beats the noise floor).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.optimizer.attribution import RankedHypotheses
+from engine.optimizer.loop import Intervention, NoiseFloor
+from engine.optimizer.monitor import InvariantResult
+from engine.runtime.journal import Journal, State
+from engine.runtime.store import atomic_write_text
+from engine.workloads.command import (
+    CommandError,
+    CommandMeasurement,
+    CommandState,
+    CommandWorkload,
+)
+
+NO_TRACE = "a command workload has no device trace"
+
+
+@dataclass
+class CommandAnalysis:
+    """What the attribute phase can say about a black box: nothing device-side."""
+
+    invariants: list[InvariantResult]
+    hypotheses: RankedHypotheses
+
+
+@dataclass
+class CommandCandidate:
+    lever: str
+    value: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.lever}={self.value}"
+
+
+class CommandOptimizer:
+    """Mirrors ``engine.optimizer.loop.Optimizer`` for a real process."""
+
+    def __init__(self, workload: CommandWorkload, run_dir: Path, repeats: int = 4) -> None:
+        self.wl = workload
+        self.run_dir = run_dir
+        self.repeats = max(2, repeats)
+        self.state: CommandState = workload.base
+        self.kept: list[str] = []
+        self.interventions: dict[str, Intervention] = {}
+        self.journal = Journal(run_dir / "journal.jsonl")
+        self.noise: NoiseFloor | None = None
+        self.current: list[CommandMeasurement] = []
+        self.baseline_ns = math.nan
+        self.analysis: CommandAnalysis | None = None
+        self.baseline_invariants: list[InvariantResult] = []
+        self.baseline_hypotheses: RankedHypotheses | None = None
+        self.not_applicable: dict[str, str] = {}
+        self.measurements = 0
+        self.replay_errors: list[tuple[str, float, float]] = []
+        self._cands: dict[str, CommandCandidate] = {}
+        self._save("state.json", self.state)
+        self._save("state_base.json", self.state)
+
+    # ------------------------------------------------------------------ measuring
+    def _gain(self, base: float, new: float) -> float:
+        if self.wl.spec.goal == "min":
+            return 1 - new / base
+        return new / base - 1
+
+    @staticmethod
+    def mean_ns(ms: list[CommandMeasurement]) -> float:
+        return float(np.mean([m.mean_ns for m in ms]))
+
+    def measure(self, state: CommandState) -> list[CommandMeasurement]:
+        out = [self.wl.measure(state, 1) for _ in range(self.repeats)]
+        self.measurements += len(out)
+        return out
+
+    def profile(self) -> NoiseFloor:
+        ms = self.measure(self.state)
+        bad = [r for m in ms for r in m.runs if not r.ok]
+        if bad:
+            tail = (bad[0].output_tail.strip().splitlines() or [""])[-1][:160]
+            raise CommandError(
+                f"the program's baseline run failed: {bad[0].reason}"
+                + (f" (last output line: {tail})" if tail else "")
+            )
+        means = [m.mean_ns for m in ms]
+        half = len(means) // 2
+        aa = abs(float(np.mean(means[:half])) / float(np.mean(means[half:])) - 1)
+        cv = float(np.std(means, ddof=1) / np.mean(means))
+        floor = max(aa, 1.96 * math.sqrt(2.0 / self.repeats) * cv, 0.002)
+        self.noise = NoiseFloor(means, aa, floor)
+        self.current = ms
+        self.baseline_ns = float(np.mean(means))
+        self.journal.append({"type": "noise_floor", "means": means, "aa_delta": aa, "floor": floor})
+        return self.noise
+
+    def analyse(self, m: Any = None) -> CommandAnalysis:
+        inv = [
+            InvariantResult(name, False, 0, NO_TRACE)
+            for name in ("kernel_time", "memory_traffic", "concurrency")
+        ]
+        a = CommandAnalysis(inv, RankedHypotheses([], 0))
+        self.analysis = a
+        if not self.baseline_invariants:
+            self.baseline_invariants = inv
+            self.baseline_hypotheses = a.hypotheses
+        return a
+
+    # ------------------------------------------------------------------ rank
+    def rank(self, a: Any = None) -> list[CommandCandidate]:
+        tried = {iv.lever_id for iv in self.interventions.values() if iv.state != State.PROPOSED}
+        out = []
+        for lv in self.wl.spec.levers:
+            for v in lv.values:
+                c = CommandCandidate(lv.name, v)
+                # the baseline value was measured by the profile phase; the current one is on
+                if v not in (self.state.get(lv.name), lv.values[0]) and c.key not in tried:
+                    out.append(c)
+        return out
+
+    def propose(self, cands: list[CommandCandidate]) -> list[Intervention]:
+        by_lever = {iv.lever_id: iv for iv in self.interventions.values()}
+        out = []
+        for c in cands:
+            iv = by_lever.get(c.key)
+            if iv is None:
+                iid = f"I{len(self.interventions) + 1}"
+                what = (
+                    f"set {c.lever} to {c.value} (no replay for a black-box process: measured only)"
+                )
+                iv = Intervention(
+                    iid,
+                    c.key,
+                    f"{c.lever} = {c.value}",
+                    "SAFE",
+                    math.nan,  # no replay for a black box: measured only
+                    0.0,
+                    ["user-declared lever (no device trace to attribute)"],
+                    what,
+                )
+                self.interventions[iid] = iv
+                self._cands[iid] = c
+                self.journal.transition(
+                    iid,
+                    State.PROPOSED,
+                    lever=c.key,
+                    predicted_gain=None,
+                    confidence=None,
+                    safety="SAFE",
+                    evidence=iv.evidence,
+                    replay=what,
+                )
+            out.append(iv)
+        return out
+
+    def policy_allows(self, iv: Intervention, policy: str) -> bool:
+        return policy == "auto" and iv.safety == "SAFE"
+
+    # ------------------------------------------------------------------ apply
+    def approve(self, iid: str, by: str) -> None:
+        self.journal.transition(iid, State.APPROVED, by=by)
+        self.interventions[iid].state, self.interventions[iid].approved_by = State.APPROVED, by
+
+    def reject(self, iid: str, by: str) -> None:
+        self.journal.transition(iid, State.REJECTED, by=by)
+        self.interventions[iid].state, self.interventions[iid].note = (
+            State.REJECTED,
+            f"rejected by {by}",
+        )
+
+    def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
+        import time
+
+        iv, c = self.interventions[iid], self._cands[iid]
+        before, after = self.state, self.state.with_choice(c.lever, c.value)
+        bfile, afile = f"states/{iid}_before.json", f"states/{iid}_after.json"
+        self._save(bfile, before)
+        self._save(afile, after)
+        self.journal.transition(iid, State.APPLYING, state_before=bfile, state_after=afile)
+        iv.state = State.APPLYING
+        self._save("state.json", after)
+        self.state = after
+        if hold_s:
+            time.sleep(hold_s)
+        ms = self.measure(after)
+        failed = [r for m in ms for r in m.runs if not r.ok]
+        new_ns = self.mean_ns(ms) if not failed else math.nan
+        gain = self._gain(self.mean_ns(self.current), new_ns) if not failed else None
+        iv.measured_gain, iv.measured_ns = gain, new_ns
+        self.journal.transition(iid, State.APPLIED, measured=new_ns, gain=gain)
+        iv.state = State.APPLIED
+        assert self.noise is not None
+        if failed:
+            verdict, note = State.ROLLED_BACK, f"correctness check failed: {failed[0].reason}"
+        elif gain is not None and gain <= self.noise.floor:
+            verdict, note = (
+                State.ROLLED_BACK,
+                f"not better beyond noise: {gain:+.1%} vs noise floor {self.noise.floor:.1%}",
+            )
+        else:
+            verdict, note = (
+                State.VERIFIED,
+                f"kept: {gain:+.1%} (noise floor {self.noise.floor:.1%})",
+            )
+        if verdict == State.ROLLED_BACK:
+            self._save("state.json", before)
+            self.state = before
+        else:
+            self.current = ms
+        self.journal.transition(iid, verdict, reason=note)
+        iv.state, iv.note = verdict, note
+        if verdict == State.VERIFIED:
+            # a kept value replaces this lever's earlier kept value: that one is undone
+            for k in list(self.kept):
+                if self._cands[k].lever == c.lever:
+                    self.kept.remove(k)
+                    why = f"superseded by {iid} ({c.key}, {gain:+.1%} better)"
+                    self.journal.transition(k, State.ROLLED_BACK, reason=why)
+                    self.interventions[k].state, self.interventions[k].note = State.ROLLED_BACK, why
+            self.kept.append(iid)
+        return iv
+
+    def rollback(self, iid: str, by: str) -> Intervention:
+        iv = self.interventions[iid]
+        if iv.state != State.VERIFIED:
+            raise ValueError(
+                f"{iid} is {iv.state.value}; only a VERIFIED intervention can be rolled back"
+            )
+        c = self._cands[iid]
+        self.journal.transition(iid, State.ROLLED_BACK, reason=f"rolled back by {by}")
+        self.state = self.state.with_choice(c.lever, self.wl.base.get(c.lever))
+        self._save("state.json", self.state)
+        if iid in self.kept:
+            self.kept.remove(iid)
+        iv.state, iv.note = State.ROLLED_BACK, f"rolled back by {by}"
+        self.current = self.measure(self.state)
+        return iv
+
+    def gain(self) -> float:
+        return self._gain(self.baseline_ns, self.mean_ns(self.current))
+
+    def finish(self, target: float) -> dict[str, Any]:
+        final = self.measure(self.state)
+        ok = all(m.ok for m in final)
+        final_v = self.mean_ns(final) if ok else math.nan
+        gain = self._gain(self.baseline_ns, final_v) if ok else 0.0
+        assert self.noise is not None
+        res: dict[str, Any] = {
+            "baseline_ns_per_sample": self.baseline_ns,
+            "final_ns_per_sample": final_v,
+            "gain": gain,
+            "target": target,
+            "target_met": gain >= target,
+            "noise_floor": self.noise.floor,
+            "aa_delta": self.noise.aa_delta,
+            "kept": [self.interventions[k].lever_id for k in self.kept],
+            "measurements": self.measurements,
+            "metric": {"pattern": self.wl.spec.metric, "goal": self.wl.spec.goal},
+            "final_choice": dict(self.state.choice),
+        }
+        if not res["target_met"]:
+            res["diagnostic"] = {
+                "short_by": target - gain,
+                "tried": {
+                    iv.lever_id: f"{iv.state.value}: {iv.note}"
+                    for iv in self.interventions.values()
+                    if iv.state != State.PROPOSED
+                },
+                "awaiting_a_person": {
+                    iv.lever_id: "SAFE: not approved"
+                    for iv in self.interventions.values()
+                    if iv.state == State.PROPOSED
+                },
+                "not_applicable": {},
+                "causes_without_lever": [],
+                "causes_without_applicable_lever": [],
+                "note": "no device trace: the declared levers are all the loop can try",
+            }
+        return res
+
+    def _save(self, rel: str, state: CommandState) -> None:
+        atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))
