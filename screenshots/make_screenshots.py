@@ -2,8 +2,9 @@
 
     python screenshots/make_screenshots.py
 
-Uses the same ``make_app`` factory as the CLI; the dashboard runs for a few seconds of live
-decoding before each capture.
+Uses the same ``make_app`` factory as the CLI. Each dashboard runs the optimize loop: on
+hft-lob the top proposal is approved with the keys a person would press (manual policy), then
+the details screen and the causes tab are captured; af2 and kitti run with ``auto``.
 """
 
 from __future__ import annotations
@@ -18,24 +19,58 @@ sys.path.insert(0, str(HERE.parent))
 from engine.runtime import Engine, RunConfig  # noqa: E402
 from gitm_tui.app import Settings, make_app  # noqa: E402
 from gitm_tui.screens import HelpScreen  # noqa: E402
+from gitm_tui.widgets.interventions import InterventionTable  # noqa: E402
 from gitm_tui.widgets.kernel_table import KernelTable  # noqa: E402
 
-SIZE = (140, 42)
+SIZE = (140, 44)
 SHOTS = (
-    ("dashboard.svg", "hft-lob", 4.0),
-    ("dashboard-af2.svg", "af2", 4.0),
-    ("dashboard-kitti.svg", "kitti", 4.0),
+    ("dashboard.svg", "hft-lob", "manual"),
+    ("dashboard-af2.svg", "af2", "auto"),
+    ("dashboard-kitti.svg", "kitti", "auto"),
 )
 
 
-async def shoot(name: str, workload: str, seconds: float) -> None:
-    app = make_app(Settings(), Engine(RunConfig(workload=workload, budget_s=60, seed=1)))
+async def _until(pilot, pred, rounds: int = 600) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(rounds):
+        await pilot.pause(0.05)
+        if pred():
+            return
+    raise TimeoutError("screenshot: the state never came")
+
+
+async def shoot(name: str, workload: str, approve: str) -> None:
+    from gitm_tui.screens import ConfirmScreen
+
+    eng = Engine(RunConfig(workload=workload, budget_s=60, seed=1, approve=approve))
+    app = make_app(Settings(), eng)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(seconds)
+        table = app.query_one(InterventionTable)
+        await _until(pilot, lambda: table.row_count > 0)
+        if approve == "manual":
+            top = next(v for v in table.latest.values() if v.safety == "SAFE")
+            table.focus()
+            table.move_cursor(row=table.get_row_index(top.id))
+            await pilot.press("a")
+            await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            app.save_screenshot(str(HERE / "confirm.svg"))
+            await pilot.press("y")
+            await _until(pilot, lambda: table.latest[top.id].state in ("VERIFIED", "ROLLED_BACK"))
+        else:
+            await _until(pilot, lambda: app.phase in ("done",))
         app.query_one(KernelTable).flush()
-        await pilot.pause(0.2)
+        await pilot.pause(0.3)
         app.save_screenshot(str(HERE / name))
         if name == "dashboard.svg":
+            await pilot.press("d")
+            await pilot.pause(0.3)
+            app.save_screenshot(str(HERE / "intervention.svg"))
+            await pilot.press("escape")
+            app.query_one("#loop").active = "tab-causes"
+            await pilot.pause(0.3)
+            app.save_screenshot(str(HERE / "causes.svg"))
+            app.query_one("#loop").active = "tab-violations"
+            await pilot.pause(0.3)
+            app.save_screenshot(str(HERE / "violations.svg"))
             app.push_screen(HelpScreen(app.settings.lag))
             await pilot.pause(0.3)
             app.save_screenshot(str(HERE / "help.svg"))

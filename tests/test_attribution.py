@@ -125,3 +125,12 @@ def test_a_clean_workload_claims_nothing(model):
     wl.base = SimState(spec=spec)
     ranked = _attribute(wl, wl.base, model)
     assert ranked.claimed == [], [(h.cause.name, h.impact, h.confidence) for h in ranked.claimed]
+
+
+def test_seed_interface_attribute_residuals_graph():
+    """DESIGN §9: hypotheses = attribute(residuals, graph) — the replay graph built inside."""
+    wl = SimWorkload("kitti")
+    m = wl.measure(wl.base, seed=2)
+    g = predict_graph(wl.base.spec, H100)
+    ranked = attribute(residuals(m.trace, g), g)
+    assert Cause.DATA_LOADING in {h.cause for h in ranked.claimed}

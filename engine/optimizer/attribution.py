@@ -287,15 +287,27 @@ def attribute(
     res: Residuals,
     graph: object | None = None,
     *,
-    dag: ReplayDag,
-    schedule: Schedule,
+    dag: ReplayDag | None = None,
+    schedule: Schedule | None = None,
     telemetry: list[TelemetrySample] | None = None,
     clock_max_mhz: float | None = None,
 ) -> RankedHypotheses:
     """Rank the causes of ``res``'s deviations (DESIGN §9: attribute(residuals, graph)).
 
-    ``dag``/``schedule`` are the replay graph of the same trace (structural evidence reads
-    host rows and launch latency from it); ``telemetry`` feeds the clock series."""
+    ``dag``/``schedule``: the replay graph of the same trace (built here, with EESM regimes,
+    when not given); ``telemetry`` feeds the clock series."""
+    if dag is None:
+        from engine.eesm.pipeline import decode_fused
+        from engine.optimizer.dag import build_dag
+        from engine.optimizer.dag import schedule as _schedule
+
+        hw = by_id(res.graph.hardware)
+        labels = decode_fused(res.trace.segments).labels
+        it = int(res.iteration.max()) + 1 if len(res.iteration) else 1
+        dag = build_dag(res.trace, hw, it, regimes=labels)
+        schedule = _schedule(dag)
+        clock_max_mhz = clock_max_mhz or hw.sm_clock_max_mhz
+    assert schedule is not None
     tel = telemetry or []
     rows = _rows(res, dag, schedule, tel, clock_max_mhz)
     window = max(1.0, dag.observed_ns)

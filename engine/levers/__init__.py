@@ -1,0 +1,1 @@
+"""The lever library (DESIGN §6): specs in manifests/levers.json, code in library.py."""

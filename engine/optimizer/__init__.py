@@ -1,0 +1,1 @@
+"""Optimizer (DESIGN §5–6): replay graph, monitor, attribution, the loop's steps, report."""
