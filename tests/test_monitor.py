@@ -100,3 +100,49 @@ def test_concurrency_is_not_checkable_without_predicted_overlap():
     m = wl.measure(wl.base, seed=1)
     r = _inv(residuals(m.trace, predict_graph(wl.base.spec, H100)))["concurrency"]
     assert not r.checkable and "no concurrent" in r.reason
+
+
+TRACES = __import__("pathlib").Path(__file__).parents[2] / "shared" / "traces"
+
+
+def test_catalogue_has_the_required_gpus_with_sources_and_clocks():
+    from engine.planner.catalogue import catalogue
+
+    ids = {g.id for g in catalogue()}
+    assert {
+        "h100-sxm",
+        "h200-sxm",
+        "a100-40gb",
+        "a100-80gb",
+        "v100-sxm2",
+        "l4",
+        "mi250x",
+        "mi300x",
+    } <= ids
+    for g in catalogue():
+        assert g.sm_clock_max_mhz and "clock" in g.source and g.peak_flops["bf16"] > 0
+        assert g.launch_latency_ns > 0 and g.hbm_bandwidth_Bps > 0
+
+
+def test_predicted_graph_of_an_imported_trace():
+    import pytest
+
+    from engine.planner import predict_trace_graph
+    from engine.trace.kineto import read_kineto
+
+    path = TRACES / "kineto" / "a100_cupti_counters.json.gz"
+    if not path.exists():
+        pytest.skip("shared traces not present")
+    tr = read_kineto(path)
+    g = predict_trace_graph(tr, by_id("a100-80gb"))
+    assert g.plan_source == "trace" and "roofline" in g.basis
+    assert (g.ideal_ns <= g.expected_ns + 1e-6).all()
+    res = residuals(tr, g)
+    assert res.unmatched == 0 and (res.pred == np.arange(len(res.pred))).all()
+    inv = _inv(res)
+    assert inv["kernel_time"].checkable
+    assert not inv["memory_traffic"].checkable and "imported trace" in inv["memory_traffic"].reason
+    assert not inv["concurrency"].checkable
+    # observed-basis rows are their own prediction: they cannot violate
+    obs = [i for i, b in enumerate(g.basis) if b == "observed"]
+    assert np.allclose(g.expected_ns[obs], res.observed_ns[obs])

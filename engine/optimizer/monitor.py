@@ -202,6 +202,24 @@ def check_invariants(
                     v,
                 )
             )
+        elif inv == "memory_traffic" and res.graph.plan_source == "trace":
+            out.append(
+                InvariantResult(
+                    inv,
+                    False,
+                    0,
+                    "an imported trace has no byte prediction independent of its own counters",
+                )
+            )
+        elif inv == "concurrency" and res.graph.plan_source == "trace":
+            out.append(
+                InvariantResult(
+                    inv,
+                    False,
+                    0,
+                    "an imported trace carries no plan of which kernels should overlap",
+                )
+            )
         elif inv == "memory_traffic":
             tol = float(pri["bytes_tolerance"])
             meas = matched & res.bytes_measured

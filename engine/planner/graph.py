@@ -29,8 +29,8 @@ from engine.manifest import (
 )
 from engine.optimizer.dag import ReplayDag, Schedule, schedule
 from engine.planner.catalogue import CLASS_PEAK, GpuPeaks
-from engine.trace.segments import Kind, Klass
-from engine.trace.trace import ApiKind
+from engine.trace.segments import Kind, Klass, Provenance
+from engine.trace.trace import ApiKind, Trace
 
 
 @lru_cache(maxsize=1)
@@ -63,6 +63,13 @@ class Graph:
     end_ns: np.ndarray
     step_ns: float
     concurrent: list[tuple[int, int]]  # pairs of rows predicted to overlap
+    #: per row, what the prediction rests on: roofline (from the spec or measured counters),
+    #: geometry (an imported kernel without counters: its time at full waves), observed (no
+    #: basis: the trace's own duration, so it cannot violate)
+    basis: list[str] | None = None
+    #: "spec": planned from a workload spec; "trace": derived from an imported trace, which
+    #: carries no independent byte counts or concurrency plan to check against
+    plan_source: str = "spec"
 
     def key(self) -> list[tuple[int, str, int]]:
         """(stream, name, occurrence) per row: how observed rows are matched to predicted ones."""
@@ -219,3 +226,73 @@ def _concurrent(stream: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[
             if short > 0 and ov >= share * short:
                 out.append((int(min(a, b)), int(max(a, b))))
     return out
+
+
+def predict_trace_graph(trace: Trace, hw: GpuPeaks) -> Graph:
+    """The predicted execution of an imported trace: the trace's own dependency graph (launch,
+    stream, event and sync edges) with each row at what it should have taken —
+
+    * rows with measured FLOPs or DRAM bytes: the roofline at the planner's expected library
+      efficiency for their class (and the ideal at peak);
+    * tensor-core classes (GEMM, conv, attention) with launch geometry but no counters: their
+      observed time with the wave-quantisation loss removed (a grid of 1.1 waves pays for 2);
+    * anything else: its observed time (no basis to predict it; it cannot violate).
+    """
+    from engine.optimizer.dag import build_dag
+
+    dag = build_dag(trace, hw, iterations=1)
+    pri = planner_priors()["expected"]
+    seg = trace.segments.take(dag.d_row)
+    n = len(dag.d_stream)
+    expected = dag.d_dur.copy()
+    ideal = dag.d_dur.copy()
+    basis = ["observed"] * n
+    floor = float(hw.kernel_floor_ns)
+    peaks = hw.class_peak_flops()
+    meas_f = (seg.provenance & Provenance.FLOPS) != 0
+    meas_b = (seg.provenance & Provenance.DRAM_BYTES) != 0
+    for d in range(n):
+        k = Klass(int(dag.d_klass[d]))
+        eff = pri[k.name]
+        t_c = seg.flops[d] / peaks[k] * 1e9 if meas_f[d] and seg.flops[d] == seg.flops[d] else 0.0
+        t_m = (
+            seg.dram_bytes[d] / hw.hbm_bandwidth_Bps * 1e9
+            if meas_b[d] and seg.dram_bytes[d] == seg.dram_bytes[d]
+            else 0.0
+        )
+        if t_c > 0 or t_m > 0:
+            ideal[d] = floor + max(t_c, t_m)
+            expected[d] = floor + max(t_c / eff["compute"], t_m / eff["memory"])
+            basis[d] = "roofline"
+        elif (
+            k in (Klass.GEMM, Klass.CONV, Klass.ATTENTION) and seg.grid[d] > 0 and seg.block[d] > 0
+        ):
+            per_sm = max(1, min(hw.max_blocks_per_sm, hw.max_threads_per_sm // int(seg.block[d])))
+            cap = per_sm * hw.sm_count
+            waves = -(-int(seg.grid[d]) // cap)
+            wave_eff = seg.grid[d] / (waves * cap)
+            if waves > 1 and wave_eff < 0.999:
+                expected[d] = floor + (dag.d_dur[d] - floor) * wave_eff
+                ideal[d] = expected[d]
+                basis[d] = "geometry"
+    order = np.argsort(dag.d_start_obs, kind="stable")  # rows in start order, as residuals
+    pred = dag.copy()
+    pred.d_dur = expected
+    sc = schedule(pred)
+    return Graph(
+        workload=trace.source or "trace",
+        hardware=hw.id,
+        names=[dag.d_name[i] for i in order],
+        stream=dag.d_stream[order],
+        klass=dag.d_klass[order],
+        ideal_ns=ideal[order],
+        expected_ns=expected[order],
+        bytes=np.full(n, np.nan),
+        flops=np.where(meas_f, seg.flops, np.nan)[order],
+        start_ns=sc.d_start[order],
+        end_ns=sc.d_end[order],
+        step_ns=sc.makespan_ns,
+        concurrent=[],
+        basis=[basis[i] for i in order],
+        plan_source="trace",
+    )
