@@ -42,6 +42,24 @@ class TelemetrySample:
     sm_clock_mhz: int | None = None
     temperature_c: float | None = None
     clock_event_reasons: int | None = None
+    # richer NVML / AMD SMI fields (None where the device or library does not report them)
+    name: str | None = None
+    uuid: str | None = None
+    mem_clock_mhz: int | None = None
+    pcie_tx_Bps: float | None = None
+    pcie_rx_Bps: float | None = None
+    nvlink_tx_Bps: float | None = None
+    nvlink_rx_Bps: float | None = None
+    ecc_uncorrected: int | None = None
+    processes: int | None = None
+    #: Hopper+ GPM metrics where present: sm_util, sm_occupancy, tensor_util, dram_bw_util (%)
+    gpm: dict[str, float] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TelemetrySample:
+        """Inverse of ``to_dict`` (derived keys such as reason names are ignored)."""
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (reasons also as names)."""
