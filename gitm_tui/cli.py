@@ -42,6 +42,7 @@ def _run_parser() -> _Parser:
         description="GPU kernel regimes, roofline deviations and safe interventions. Without "
         "a subcommand: the live dashboard on the embedded default (simulated H100, hft-lob).",
         epilog="subcommands: analyze (traces you have), validate (decoding vs simulator truth), "
+        "doctor (what this machine can do), "
         "approve / reject / rollback RUN_ID ID (decide on a running optimize run). "
         "Run '%(prog)s SUBCOMMAND --help' for each.",
     )
@@ -364,7 +365,38 @@ def _cmd_decision(action: str, argv: Sequence[str]) -> ExitCode:
     return ExitCode.OK
 
 
+def _cmd_doctor(argv: Sequence[str]) -> ExitCode:
+    import json
+
+    from engine.doctor import run_checks
+
+    p = _Parser(
+        prog=f"{PROG} doctor",
+        description="What this machine can do: Python and packages, each GPU backend (found, or "
+        "why not), CUPTI and counter permission, numba cache, scratch dir, S3 mirror — with the "
+        "exact remedy for each problem.",
+    )
+    p.add_argument("--json", action="store_true", help="the checks as JSON on stdout")
+    ns = p.parse_args(argv)
+    checks = run_checks()
+    if ns.json:
+        print(json.dumps([c.to_dict() for c in checks], indent=2))
+        return ExitCode.OK
+    for c in checks:
+        mark = {True: "✓", False: "✗", None: "·"}[c.ok]
+        line = f"{mark} {c.name}: {c.detail}"
+        if c.ok is False and c.remedy:
+            line += f" — fix: {c.remedy}"
+        elif c.ok is None and c.remedy:
+            line += f" — to enable: {c.remedy}"
+        print(line)
+    problems = sum(c.ok is False for c in checks)
+    print(f"{problems} problem(s); the simulated device is always available")
+    return ExitCode.OK
+
+
 SUBCOMMANDS = {
+    "doctor": _cmd_doctor,
     "validate": _cmd_validate,
     "analyze": _cmd_analyze,
     "approve": lambda argv: _cmd_decision("approve", argv),
