@@ -59,9 +59,18 @@ def one_at_a_time(seed: int, model: EesmModel) -> list[dict]:
                 continue
             pred = obs.per_sample_ns(schedule(edit.dag), edit.sample_factor)
             meas = wl.measure(lv.apply(wl.base), seed=seed * 100 + 2).mean_ns
-            rows.append({"setting": "one at a time", "workload": w, "seed": seed, "lever": lv.id,
-                         "base_ns": m.mean_ns, "pred_ns": pred, "meas_ns": meas,
-                         "error": abs(pred / meas - 1)})
+            rows.append(
+                {
+                    "setting": "one at a time",
+                    "workload": w,
+                    "seed": seed,
+                    "lever": lv.id,
+                    "base_ns": m.mean_ns,
+                    "pred_ns": pred,
+                    "meas_ns": meas,
+                    "error": abs(pred / meas - 1),
+                }
+            )
     return rows
 
 
@@ -74,7 +83,9 @@ def in_loop(seed: int) -> list[dict]:
             opt.analyse()
             while True:
                 ivs = opt.propose(opt.rank())
-                pending = [iv for iv in ivs if iv.state == State.PROPOSED and iv.predicted_gain > 0.005]
+                pending = [
+                    iv for iv in ivs if iv.state == State.PROPOSED and iv.predicted_gain > 0.005
+                ]
                 if not pending:
                     break
                 iv = pending[0]
@@ -83,9 +94,19 @@ def in_loop(seed: int) -> list[dict]:
                 opt.trial(iv.iid)
                 if iv.predicted_ns is None or iv.measured_ns is None:
                     continue
-                rows.append({"setting": "in the loop", "workload": w, "seed": seed, "lever": iv.lever_id,
-                             "base_ns": base, "pred_ns": iv.predicted_ns, "meas_ns": iv.measured_ns,
-                             "error": abs(iv.predicted_ns / iv.measured_ns - 1), "state": iv.state.value})
+                rows.append(
+                    {
+                        "setting": "in the loop",
+                        "workload": w,
+                        "seed": seed,
+                        "lever": iv.lever_id,
+                        "base_ns": base,
+                        "pred_ns": iv.predicted_ns,
+                        "meas_ns": iv.measured_ns,
+                        "error": abs(iv.predicted_ns / iv.measured_ns - 1),
+                        "state": iv.state.value,
+                    }
+                )
     return rows
 
 
@@ -123,15 +144,28 @@ def main() -> None:
             continue
         p90 = e[min(len(e) - 1, int(0.9 * len(e)))]
         within = sum(x <= 0.05 for x in e) / len(e)
-        lines.append(f"| {setting} | {len(e)} | {_median(e):.2%} | {p90:.2%} | {e[-1]:.2%} | {within:.0%} |")
-    lines += ["", "Per lever (both settings, all seeds):", "",
-              "| lever | workloads | trials | median error | max error |", "|---|---|---:|---:|---:|"]
+        lines.append(
+            f"| {setting} | {len(e)} | {_median(e):.2%} | {p90:.2%} | {e[-1]:.2%} | {within:.0%} |"
+        )
+    lines += [
+        "",
+        "Per lever (both settings, all seeds):",
+        "",
+        "| lever | workloads | trials | median error | max error |",
+        "|---|---|---:|---:|---:|",
+    ]
     for lv in sorted({r["lever"] for r in rows}):
         sel = [r for r in rows if r["lever"] == lv]
         e = [r["error"] for r in sel]
-        lines.append(f"| {lv} | {', '.join(sorted({r['workload'] for r in sel}))} | {len(e)} | "
-                     f"{_median(e):.2%} | {max(e):.2%} |")
-    lines += ["", "Goal (issue #4): median ≤ 5% (Lumos reports 3.3% on real clusters, dPRO ~14%).", ""]
+        lines.append(
+            f"| {lv} | {', '.join(sorted({r['workload'] for r in sel}))} | {len(e)} | "
+            f"{_median(e):.2%} | {max(e):.2%} |"
+        )
+    lines += [
+        "",
+        "Goal (issue #4): median ≤ 5% (Lumos reports 3.3% on real clusters, dPRO ~14%).",
+        "",
+    ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "replay_accuracy.md").write_text("\n".join(lines))
     (ns.out / "replay_accuracy.json").write_text(json.dumps(rows, indent=1))

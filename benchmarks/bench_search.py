@@ -43,7 +43,9 @@ def gitm_search(workload: str, seed: int, target: float) -> tuple[int, bool, flo
         trials = 0
         while opt.gain() < target:
             ivs = opt.propose(opt.rank())
-            nxt = [iv for iv in ivs if iv.state == State.PROPOSED and iv.safety == Safety.SAFE.value]
+            nxt = [
+                iv for iv in ivs if iv.state == State.PROPOSED and iv.safety == Safety.SAFE.value
+            ]
             if not nxt:
                 break
             opt.approve(nxt[0].iid, "policy:auto")
@@ -52,12 +54,16 @@ def gitm_search(workload: str, seed: int, target: float) -> tuple[int, bool, flo
         return trials, opt.gain() >= target, opt.gain()
 
 
-def random_search(workload: str, seed: int, target: float, order_seed: int) -> tuple[int, bool, float]:
+def random_search(
+    workload: str, seed: int, target: float, order_seed: int
+) -> tuple[int, bool, float]:
     with tempfile.TemporaryDirectory() as tmp:
         opt = Optimizer(workload, Path(tmp), seed=seed, repeats=4)
         opt.profile()
         opt.analyse()
-        pool = [lv.id for lv in LEVERS if lv.spec.safety == Safety.SAFE and lv.sites(opt.wl.base).ok]
+        pool = [
+            lv.id for lv in LEVERS if lv.spec.safety == Safety.SAFE and lv.sites(opt.wl.base).ok
+        ]
         random.Random(order_seed).shuffle(pool)
         trials = 0
         for lid in pool:
@@ -91,8 +97,12 @@ def main() -> None:
         for w in WORKLOADS:
             for seed in range(ns.seeds):
                 g = gitm_search(w, seed, target)
-                rs = [random_search(w, seed, target, 1000 * seed + k) for k in range(ns.random_orders)]
-                rows.append({"target": target, "workload": w, "seed": seed, "gitm": g, "random": rs})
+                rs = [
+                    random_search(w, seed, target, 1000 * seed + k) for k in range(ns.random_orders)
+                ]
+                rows.append(
+                    {"target": target, "workload": w, "seed": seed, "gitm": g, "random": rs}
+                )
     lines = [
         "# Search efficiency: trials to reach the target, gitm vs random search",
         "",
@@ -117,7 +127,9 @@ def main() -> None:
             rr = sum(x[1] for r in sel for x in r["random"]) / (len(sel) * ns.random_orders)
             ratio = rt / gt if gt else float("nan")
             ratios.append(ratio)
-            lines.append(f"| {target:.0%} | {w} | {gt:.1f} | {gr:.0%} | {rt:.1f} | {rr:.0%} | {ratio:.1f}× |")
+            lines.append(
+                f"| {target:.0%} | {w} | {gt:.1f} | {gr:.0%} | {rt:.1f} | {rr:.0%} | {ratio:.1f}× |"
+            )
     lines += ["", f"Geometric mean of the ratios: {statistics.geometric_mean(ratios):.1f}×.", ""]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "search_efficiency.md").write_text("\n".join(lines))

@@ -1,0 +1,141 @@
+"""Where telemetry goes: JSON lines in the run store, a Prometheus endpoint (off by default,
+127.0.0.1 unless told otherwise, dcgm-exporter metric names), and a mirror of the run store to
+``$GITM_S3_ROOT`` through fsspec."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from engine.telemetry.sample import TelemetrySample
+
+
+class JsonlSink:
+    """Append each sample as one JSON line (``TelemetrySample.to_dict``)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._f = path.open("a", encoding="utf-8")
+
+    def write(self, samples: list[TelemetrySample]) -> None:
+        for s in samples:
+            self._f.write(json.dumps(s.to_dict(), separators=(",", ":")) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_jsonl(path: Path) -> list[TelemetrySample]:
+    """Read samples back (a torn last line is skipped)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(TelemetrySample.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return out
+
+
+#: dcgm-exporter's names (DCGM field identifiers) for what we sample, with the conversion
+DCGM: tuple[tuple[str, str, str, Any], ...] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "gpu_util", "GPU utilization (in %).", lambda v: v),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "mem_util", "Memory utilization (in %).", lambda v: v),
+    (
+        "DCGM_FI_DEV_FB_USED",
+        "memory_used_bytes",
+        "Framebuffer memory used (in MiB).",
+        lambda v: v / 2**20,
+    ),
+    ("DCGM_FI_DEV_POWER_USAGE", "power_w", "Power draw (in W).", lambda v: v),
+    (
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "power_limit_w",
+        "Power management limit (in W).",
+        lambda v: v,
+    ),
+    ("DCGM_FI_DEV_SM_CLOCK", "sm_clock_mhz", "SM clock frequency (in MHz).", lambda v: v),
+    ("DCGM_FI_DEV_MEM_CLOCK", "mem_clock_mhz", "Memory clock frequency (in MHz).", lambda v: v),
+    ("DCGM_FI_DEV_GPU_TEMP", "temperature_c", "GPU temperature (in C).", lambda v: v),
+    (
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "clock_event_reasons",
+        "Current clock throttle reasons (bitmask).",
+        lambda v: v,
+    ),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "pcie_tx_Bps", "PCIe transmit rate (in B/s).", lambda v: v),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "pcie_rx_Bps", "PCIe receive rate (in B/s).", lambda v: v),
+    (
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "nvlink_tx_Bps",
+        "NVLink transmit rate (in B/s).",
+        lambda v: v,
+    ),
+    ("DCGM_FI_PROF_NVLINK_RX_BYTES", "nvlink_rx_Bps", "NVLink receive rate (in B/s).", lambda v: v),
+    (
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "ecc_uncorrected",
+        "Volatile uncorrectable ECC errors.",
+        lambda v: v,
+    ),
+)
+
+
+class PrometheusSink:
+    """A Prometheus endpoint with dcgm-exporter-style gauges; a field a device did not report is
+    not exported for that device (absent, not 0)."""
+
+    def __init__(self, port: int, addr: str = "127.0.0.1") -> None:
+        from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+        self.registry = CollectorRegistry()
+        labels = ("gpu", "UUID", "modelName", "Hostname", "source")
+        self.gauges = {
+            name: Gauge(name, help_, labels, registry=self.registry) for name, _, help_, _ in DCGM
+        }
+        self.host = socket.gethostname()
+        started = start_http_server(port, addr=addr, registry=self.registry)
+        self.server = started[0] if isinstance(started, tuple) else None
+        self.port = self.server.server_port if self.server is not None else port
+        self.addr = addr
+
+    def write(self, samples: list[TelemetrySample]) -> None:
+        for s in samples:
+            lab = (str(s.device), s.uuid or "", s.name or "", self.host, s.source)
+            for name, field, _, conv in DCGM:
+                v = getattr(s, field)
+                g = self.gauges[name]
+                if v is None:
+                    with contextlib.suppress(KeyError):
+                        g.remove(*lab)
+                else:
+                    g.labels(*lab).set(float(conv(v)))
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+
+
+def mirror_run(run_dir: Path, root: str | None = None) -> list[str]:
+    """Copy a run's files to ``<root>/runs/<run_id>/`` (root: $GITM_S3_ROOT) with fsspec;
+    return the paths written. Nothing is removed locally."""
+    root = root or os.environ.get("GITM_S3_ROOT")
+    if not root:
+        return []
+    import fsspec
+
+    fs, base = fsspec.core.url_to_fs(root.rstrip("/"))
+    dest = f"{base}/runs/{run_dir.name}"
+    written = []
+    for p in sorted(run_dir.rglob("*")):
+        if p.is_file():
+            target = f"{dest}/{p.relative_to(run_dir).as_posix()}"
+            fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+            fs.put_file(str(p), target)
+            written.append(target)
+    return written
