@@ -79,6 +79,18 @@ def _run_parser() -> _Parser:
     c.add_argument("--check", help="regex the output must contain (correctness check)")
     p.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--watch", action="store_true", help="profile and decode only; no optimize loop")
+    p.add_argument(
+        "--device",
+        default="sim",
+        help="sim (default), auto (a real GPU when one works, else sim), nvidia, amd",
+    )
+    p.add_argument("--interval", type=float, default=1.0, help="real-GPU sampling interval in s")
+    p.add_argument(
+        "--prometheus", type=int, metavar="PORT", help="serve Prometheus metrics on PORT"
+    )
+    p.add_argument(
+        "--prometheus-addr", default="127.0.0.1", help="bind address (default 127.0.0.1)"
+    )
     p.add_argument("--hardware", default="h100_telemetry", help=argparse.SUPPRESS)
     # tests: hold each apply this many seconds between APPLYING and its measurement (kill window)
     p.add_argument("--hold-apply", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -130,8 +142,22 @@ def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"unknown approval policy {ns.approve!r}; one of manual, auto, none")
     if not 2 <= ns.repeats <= 50:
         raise UsageError(f"bad --repeats {ns.repeats}: must be 2..50")
+    if ns.device not in ("sim", "auto", "nvidia", "amd"):
+        raise UsageError(f"unknown device {ns.device!r}; one of sim, auto, nvidia, amd")
+    if not 0.05 <= ns.interval <= 3600:
+        raise UsageError(f"bad --interval {ns.interval}: 0.05..3600 s")
+    if ns.prometheus is not None and not 0 <= ns.prometheus <= 65535:
+        raise UsageError(f"bad --prometheus port {ns.prometheus}")
+    extra = {
+        "device": ns.device,
+        "telemetry_interval_s": ns.interval,
+        "prometheus_port": ns.prometheus,
+        "prometheus_addr": ns.prometheus_addr,
+    }
     if ns.workload == "command":
-        return _command_config(ns, budget)
+        import dataclasses
+
+        return dataclasses.replace(_command_config(ns, budget), **extra)
     if ns.argv:
         raise UsageError(
             f"unexpected argument {ns.argv[0]!r} (a program goes after '--' with --workload command)"
@@ -146,6 +172,7 @@ def _run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         repeats=ns.repeats,
         optimize=not ns.watch,
         hold_apply_s=max(0.0, ns.hold_apply),
+        **extra,
     )
 
 
@@ -410,13 +437,22 @@ def _main(argv: Sequence[str]) -> ExitCode:
         return SUBCOMMANDS[argv[0]](argv[1:])
     ns = _run_parser().parse_args(argv)
     config = _run_config(ns)
-    if ns.no_ui:
-        from gitm_tui.headless import run_headless
+    from engine.telemetry.backends import BackendUnavailable
 
-        return asyncio.run(run_headless(config))
-    from gitm_tui.app import run_dashboard
+    try:
+        if ns.no_ui:
+            from gitm_tui.headless import run_headless
 
-    return run_dashboard(config)
+            return asyncio.run(run_headless(config))
+        from gitm_tui.app import run_dashboard
+
+        return run_dashboard(config)
+    except BackendUnavailable as e:
+        print(
+            f"{PROG}: error: --device {config.device}: {e.reason} — fix: {e.remedy}",
+            file=sys.stderr,
+        )
+        return ExitCode.BACKEND
 
 
 def main(argv: Sequence[str] | None = None) -> int:

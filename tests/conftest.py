@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# imported before any test starts threads: parsing hypothesis (pytest rewrites it) at the end
+# of a run whose threads are still winding down hit a CPython 3.11 AST error
+import hypothesis  # noqa: F401
 import pytest
 
 from engine.eesm.pipeline import EesmModel

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 import uuid
@@ -106,6 +107,13 @@ class RunConfig:
     goal: str = "min"
     levers: tuple[str, ...] = ()
     check: str | None = None
+    #: telemetry source: sim (default), auto (a real GPU if one works, else sim), nvidia, amd
+    device: str = "sim"
+    #: real-device sampling interval (s)
+    telemetry_interval_s: float = 1.0
+    #: Prometheus exposition port (None: off) and bind address
+    prometheus_port: int | None = None
+    prometheus_addr: str = "127.0.0.1"
 
 
 class Engine:
@@ -133,6 +141,16 @@ class Engine:
                 )
             )
         self.workload = None if self.cmd_workload else load_workload(config.workload)
+        # a real GPU (nvidia / amd, or auto when one works): telemetry is read from it and the
+        # run watches it; BackendUnavailable (one line for the user) when it cannot start
+        self.backend: Any = None
+        self.device_notes: list[str] = []
+        if config.device != "sim":
+            from engine.telemetry.backends import open_backend
+
+            backend, self.device_notes = open_backend(config.device)
+            if backend.name != "sim":
+                self.backend = backend
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.run_dir = scratch_dir() / "runs" / self.run_id
         self.device_label = (
@@ -140,6 +158,9 @@ class Engine:
             if self.cmd_workload
             else f"simulated {self.hw.name}"
         )
+        if self.backend is not None:
+            self.device_label = self.backend.label
+        self._sinks: list[Any] = []
         self._paused = asyncio.Event()
         self._paused.set()  # set = running
         self._stop = False
@@ -220,7 +241,7 @@ class Engine:
                 workload=self.workload.name if self.workload else "command",
                 workload_title=self.workload.title if self.workload else self.cmd_workload.title,
                 device=self.device_label,
-                simulated=self.workload is not None,
+                simulated=self.workload is not None and self.backend is None,
                 budget_s=cfg.budget_s,
                 seed=cfg.seed,
                 streams=self.workload.streams if self.workload else (),
@@ -230,6 +251,17 @@ class Engine:
                 run_dir=str(self.run_dir),
             )
         )
+        for note in self.device_notes:
+            pub(LogEvent(t_wall=0.0, level="info", message=f"device: {note}"))
+        if cfg.device == "auto" and self.backend is None:
+            pub(
+                LogEvent(
+                    t_wall=0.0,
+                    level="warning",
+                    message="no GPU found: running on the simulated H100 (gitm-tui doctor says why)",
+                )
+            )
+        self._open_sinks()
         for rec in await asyncio.to_thread(recover, self.run_dir.parent):
             from engine.optimizer.report import rewrite_recovered
 
@@ -243,7 +275,7 @@ class Engine:
                 )
             )
         warm: asyncio.Future[float] | None = None
-        if self.workload is not None:  # a command workload decodes nothing
+        if self.workload is not None and self.backend is None:  # command / real GPU: no decoding
             pub(
                 PhaseChanged(
                     t_wall=self.elapsed(),
@@ -262,9 +294,11 @@ class Engine:
         report = ""
         try:
             self._phase("profile", self.device_label)
-            if gpu is not None:
+            if self.backend is not None:
+                await self._watch_device()
+            elif gpu is not None:
                 await self._stream_profile(gpu, decoder, tracker)
-            if cfg.optimize and not self._stop:
+            if cfg.optimize and not self._stop and self.backend is None:
                 result, report = await self._optimize()
             if self._stop:
                 status = "stopped"
@@ -282,6 +316,9 @@ class Engine:
                 self._warm.cancel()
             if self.optimizer is not None:
                 self.optimizer.journal.append({"type": "run_finished", "status": status})
+            for sink in self._sinks:
+                sink.close()
+            await self._mirror()
             self.state = "done"
             fin = RunFinished(
                 t_wall=self.elapsed(),
@@ -311,7 +348,7 @@ class Engine:
         self, gpu: SimulatedGPU, decoder: LiveDecoder, tracker: _Tracker
     ) -> None:
         """Stream live windows of the unchanged workload until the profile share is spent."""
-        cfg, pub = self.config, self.bus.publish
+        cfg = self.config
         end = self.deadline("profile") if cfg.optimize else cfg.budget_s
         windows = 0
         while not self._stop and (windows == 0 or self.elapsed() < end):
@@ -326,14 +363,105 @@ class Engine:
             finals = await asyncio.to_thread(decoder.push, batch.segments, batch.truth)
             windows += 1
             self._publish_finals(finals, gpu, tracker)
-            for smp in batch.telemetry:
-                pub(TelemetryEvent(t_wall=self.elapsed(), sample=smp))
+            self._telemetry_out(batch.telemetry)
             self._progress(gpu, tracker)
             if cfg.realtime:
                 await asyncio.sleep(max(0.0, cfg.tick_s - (time.monotonic() - t_tick)))
             else:
                 await asyncio.sleep(0)
         self._offset_ns = int(gpu.now)
+
+    def _open_sinks(self) -> None:
+        """telemetry.jsonl in the run store always; Prometheus when a port was given."""
+        from engine.telemetry.sinks import JsonlSink, PrometheusSink
+
+        self._sinks = [JsonlSink(self.run_dir / "telemetry.jsonl")]
+        cfg = self.config
+        if cfg.prometheus_port is not None:
+            try:
+                prom = PrometheusSink(cfg.prometheus_port, cfg.prometheus_addr)
+            except OSError as e:
+                self.bus.publish(
+                    LogEvent(
+                        t_wall=self.elapsed(),
+                        level="warning",
+                        message=f"Prometheus endpoint not started on {cfg.prometheus_addr}:{cfg.prometheus_port}: {e.strerror or e}",
+                    )
+                )
+            else:
+                self._sinks.append(prom)
+                self.bus.publish(
+                    LogEvent(
+                        t_wall=self.elapsed(),
+                        level="info",
+                        message=f"Prometheus metrics on http://{prom.addr}:{prom.port}/metrics",
+                    )
+                )
+
+    def _telemetry_out(self, samples: list[Any]) -> None:
+        for sink in self._sinks:
+            sink.write(samples)
+        for smp in samples:
+            self.bus.publish(TelemetryEvent(t_wall=self.elapsed(), sample=smp))
+
+    async def _watch_device(self) -> None:
+        """A real GPU: sample its telemetry until the budget or stop (kernel regimes need
+        `gitm-tui capture -- …`, which records the kernels the program launches)."""
+        from engine.telemetry.sampler import Sampler
+
+        cfg = self.config
+        self.bus.publish(
+            LogEvent(
+                t_wall=self.elapsed(),
+                level="info",
+                message=f"watching {self.backend.label}; for kernel regimes run a program under "
+                "`gitm-tui capture -- python train.py`",
+            )
+        )
+        stop = asyncio.Event()
+
+        def lost(idx: int, why: str) -> None:
+            self.bus.publish(
+                LogEvent(t_wall=self.elapsed(), level="warning", message=f"GPU {idx}: {why}")
+            )
+
+        sampler = Sampler(
+            self.backend, cfg.telemetry_interval_s, publish=self._telemetry_out, on_lost=lost
+        )
+        task = asyncio.ensure_future(sampler.run(stop))
+        try:
+            while not self._stop and self.elapsed() < cfg.budget_s and not task.done():
+                await asyncio.sleep(min(0.1, cfg.telemetry_interval_s))
+        finally:  # also when the run is cancelled (the dashboard quit): no write after close
+            stop.set()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            self.backend.close()
+
+    async def _mirror(self) -> None:
+        from engine.telemetry.sinks import mirror_run
+
+        if not os.environ.get("GITM_S3_ROOT") or not self.run_dir.exists():
+            return
+        try:
+            n = len(await asyncio.to_thread(mirror_run, self.run_dir))
+        except Exception as e:
+            self.bus.publish(
+                LogEvent(
+                    t_wall=self.elapsed(),
+                    level="warning",
+                    message=f"mirroring to {os.environ['GITM_S3_ROOT']} failed ({e}); the run is in {self.run_dir}",
+                )
+            )
+            return
+        self.bus.publish(
+            LogEvent(
+                t_wall=self.elapsed(),
+                level="info",
+                message=f"mirrored {n} files to {os.environ['GITM_S3_ROOT']}",
+            )
+        )
 
     def _check_warm(self, decoder: LiveDecoder) -> None:
         if self._warm is not None and self._warm.done():
@@ -370,8 +498,7 @@ class Engine:
         self._check_warm(self._decoder)
         finals = await asyncio.to_thread(self._decoder.push, seg, m.truth)
         self._publish_finals(finals, self._gpu, self._tracker)
-        for smp in m.telemetry:
-            self.bus.publish(TelemetryEvent(t_wall=self.elapsed(), sample=smp))
+        self._telemetry_out(m.telemetry)
         self._progress(self._gpu, self._tracker)
 
     # ------------------------------------------------------------------ optimize phases

@@ -21,21 +21,35 @@ _SERIES: tuple[tuple[str, str, str, str, float, str | float], ...] = (
 
 
 class TelemetryPanel(Static):
-    """Rolling history of one device's state telemetry; a missing field shows '—', never 0."""
+    """Rolling history of every device's state telemetry (one device: full sparklines; several:
+    one block each, like nvitop's); a missing field shows '—', never 0."""
 
     def __init__(self, **kw: object) -> None:
         super().__init__("telemetry: waiting for the first sample…", **kw)  # type: ignore[arg-type]
-        self._hist: dict[str, deque[float]] = {k[0]: deque(maxlen=_HISTORY) for k in _SERIES}
-        self._last: TelemetrySample | None = None
+        self._hists: dict[int, dict[str, deque[float]]] = {}
+        self._lasts: dict[int, TelemetrySample] = {}
+
+    @property
+    def _hist(self) -> dict[str, deque[float]]:
+        return self._hists[min(self._hists)]
+
+    @property
+    def _last(self) -> TelemetrySample | None:
+        return self._lasts[min(self._lasts)] if self._lasts else None
 
     def add(self, s: TelemetrySample) -> None:
         """Append one sample and redraw."""
-        self._last = s
+        self._lasts[s.device] = s
+        hist = self._hists.setdefault(s.device, {k[0]: deque(maxlen=_HISTORY) for k in _SERIES})
         for key, _t, _u, field, _lo, _hi in _SERIES:
             v = getattr(s, field)
             if v is not None:
-                self._hist[key].append(float(v))
-        throttled = any(n != "GPU_IDLE" for n in reason_names(s.clock_event_reasons or 0))
+                hist[key].append(float(v))
+        throttled = any(
+            n != "GPU_IDLE"
+            for x in self._lasts.values()
+            for n in reason_names(x.clock_event_reasons or 0)
+        )
         self.set_class(throttled, "-throttled")
         self.refresh()
 
@@ -43,6 +57,8 @@ class TelemetryPanel(Static):
         s = self._last
         if s is None:
             return Text("telemetry: waiting for the first sample…")
+        if len(self._lasts) > 1:
+            return self._render_many()
         width = max(8, self.size.width - 2)
         t = Text()
         t.append(f"telemetry  (device {s.device}, {s.source})\n", style="bold")
@@ -64,4 +80,32 @@ class TelemetryPanel(Static):
         bad = [n for n in names if n != "GPU_IDLE"]
         t.append("clocks: ")
         t.append(", ".join(names) if names else "not throttled", style="bold red" if bad else "")
+        return t
+
+    def _render_many(self) -> Text:
+        width = max(8, self.size.width - 2)
+        t = Text()
+        t.append(
+            f"telemetry  ({len(self._lasts)} devices, {next(iter(self._lasts.values())).source})\n",
+            style="bold",
+        )
+        for dev in sorted(self._lasts):
+            s, h = self._lasts[dev], self._hists[dev]
+            t.append(f"GPU {dev} ", style="bold")
+            t.append(f"{(s.name or '')[: width - 8]}\n", style="dim")
+            util = f"{s.gpu_util:.0f}%" if s.gpu_util is not None else "—"
+            t.append(f" util {util:>4} ")
+            t.append(spark(h["util"], 0.0, 100.0, max(4, width - 12)) + "\n", style="#5fafff")
+            mem = (
+                f"{s.memory_used_bytes / 2**30:,.0f}/{s.memory_total_bytes / 2**30:,.0f}G"
+                if s.memory_used_bytes is not None and s.memory_total_bytes
+                else "—"
+            )
+            pw = f"{s.power_w:,.0f}W" if s.power_w is not None else "—"
+            ck = f"{s.sm_clock_mhz}MHz" if s.sm_clock_mhz is not None else "—"
+            tc = f"{s.temperature_c:.0f}°C" if s.temperature_c is not None else "—"
+            t.append(f" {mem} {pw} {ck} {tc}\n")
+            bad = [n for n in reason_names(s.clock_event_reasons or 0) if n != "GPU_IDLE"]
+            if bad:
+                t.append(f" {', '.join(bad)}\n", style="bold red")
         return t
