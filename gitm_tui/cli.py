@@ -42,7 +42,7 @@ def _run_parser() -> _Parser:
         description="GPU kernel regimes, roofline deviations and safe interventions. Without "
         "a subcommand: the live dashboard on the embedded default (simulated H100, hft-lob).",
         epilog="subcommands: analyze (traces you have), validate (decoding vs simulator truth), "
-        "doctor (what this machine can do), "
+        "doctor (what this machine can do), capture -- python train.py (live CUPTI capture), "
         "approve / reject / rollback RUN_ID ID (decide on a running optimize run). "
         "Run '%(prog)s SUBCOMMAND --help' for each.",
     )
@@ -422,7 +422,96 @@ def _cmd_doctor(argv: Sequence[str]) -> ExitCode:
     return ExitCode.OK
 
 
+def _cmd_capture(argv: Sequence[str]) -> ExitCode:
+    """Run a Python program in-process under CUPTI capture (like `python -m cProfile`)."""
+    import json
+    import os
+    import runpy
+    import time
+    import uuid
+
+    from engine.trace.cupti import CuptiUnavailable, capture, load_cupti
+
+    p = _Parser(
+        prog=f"{PROG} capture",
+        description="Run a Python program in this process under CUPTI capture: its kernels, copies "
+        "and syncs stream out decoded into regimes (JSON lines on stdout), and the trace is saved in "
+        "the run store for `gitm-tui analyze` (and its --ui screen).",
+    )
+    p.add_argument("--flush", type=float, default=0.5, help="seconds between CUPTI flushes")
+    p.add_argument("program", nargs="+", help="after '--': python script.py ARGS | -m module ARGS")
+    ns = p.parse_args(argv)
+    prog = list(ns.program)
+    if os.path.basename(prog[0]).startswith("python"):
+        prog = prog[1:]
+    if not prog:
+        raise UsageError("capture needs a Python program: -- python train.py ARGS")
+    if prog[0] == "-m" and len(prog) < 2:
+        raise UsageError("-m needs a module name")
+    if prog[0] not in ("-m", "-c") and not prog[0].endswith(".py") and not os.path.isfile(prog[0]):
+        raise UsageError(
+            f"capture runs a Python program in-process; {prog[0]!r} is not one "
+            "(for other programs: nsys profile + gitm-tui analyze)"
+        )
+    try:
+        load_cupti()
+    except CuptiUnavailable as e:
+        print(f"{PROG}: error: capture: {e.reason} — fix: {e.remedy}", file=sys.stderr)
+        return ExitCode.BACKEND
+    from engine.eesm.live import LiveDecoder
+    from engine.regimes import regime_name
+    from engine.runtime.store import scratch_dir
+
+    run_dir = scratch_dir() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    out = run_dir / "trace.json"
+    decoder = LiveDecoder(use_numba=False)
+
+    def emit(finals, names):  # type: ignore[no-untyped-def]
+        for f in finals:
+            rec = {
+                "v": 1,
+                "type": "decoded",
+                "stream": f.stream,
+                "labels": [regime_name(int(x)) for x in f.labels],
+                "names": [names[int(i)] for i in f.name],
+            }
+            print(json.dumps(rec), flush=True)
+
+    def on_batch(seg, names):  # type: ignore[no-untyped-def]
+        emit(decoder.push(seg), names)
+
+    print(f"{PROG}: capturing {' '.join(prog)}; trace → {out}", file=sys.stderr)
+    code = 0
+    saved = sys.argv
+    try:
+        with capture(out, flush_interval_s=ns.flush, on_batch=on_batch) as cap:
+            try:
+                if prog[0] == "-m":
+                    sys.argv = prog[1:]
+                    runpy.run_module(prog[1], run_name="__main__", alter_sys=True)
+                elif prog[0] == "-c":
+                    sys.argv = ["-c", *prog[2:]]
+                    exec(compile(prog[1], "<capture -c>", "exec"), {"__name__": "__main__"})
+                else:
+                    sys.argv = prog
+                    runpy.run_path(prog[0], run_name="__main__")
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except CuptiUnavailable as e:
+        print(f"{PROG}: error: capture: {e.reason} — fix: {e.remedy}", file=sys.stderr)
+        return ExitCode.BACKEND
+    finally:
+        sys.argv = saved
+    emit(decoder.flush(), cap.names)  # the rows the fixed lag still held
+    for note in cap.notes:
+        print(f"{PROG}: {note}", file=sys.stderr)
+    n = len(cap.trace().segments)
+    print(f"{PROG}: captured {n} device rows; analyze with: {PROG} analyze {out}", file=sys.stderr)
+    return ExitCode(code) if code in (0, 1, 130) else ExitCode.INTERNAL
+
+
 SUBCOMMANDS = {
+    "capture": _cmd_capture,
     "doctor": _cmd_doctor,
     "validate": _cmd_validate,
     "analyze": _cmd_analyze,

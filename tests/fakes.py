@@ -227,3 +227,118 @@ class FakeRocml(types.SimpleNamespace):
 
 
 Factory = Callable[..., Any]
+
+
+# ----------------------------------------------------------------------------- CUPTI
+class cuptiError(Exception):
+    """cupti-python's error base; subclasses per CUptiResult (as cuda-python's bindings do)."""
+
+
+class NotSupportedError(cuptiError):
+    pass
+
+
+class InsufficientPrivilegesError(cuptiError):
+    pass
+
+
+class FakeCupti(types.SimpleNamespace):
+    """cupti.cupti's Activity API: register callbacks, enable kinds, flush → records delivered
+    to ``func_buffer_completed`` as objects with the bindings' snake_case fields."""
+
+    ActivityKind = types.SimpleNamespace(
+        MEMCPY=1, MEMSET=2, CONCURRENT_KERNEL=10, RUNTIME=5, DRIVER=4, SYNCHRONIZATION=38
+    )
+    cuptiError = cuptiError
+    NotSupportedError = NotSupportedError
+    InsufficientPrivilegesError = InsufficientPrivilegesError
+
+    def __init__(self, unsupported: set[int] | None = None, privileged: bool = False) -> None:
+        super().__init__()
+        self.unsupported, self.privileged = unsupported or set(), privileged
+        self.enabled: set[int] = set()
+        self.pending: list[Any] = []
+        self.completed: Callable[[list[Any]], None] | None = None
+        self.flushes = 0
+
+    def runtime_api_trace_cbid(self, cbid: int) -> Any:
+        names = {
+            211: "cudaLaunchKernel_v7000",
+            41: "cudaMemcpyAsync_v3020",
+            165: "cudaStreamSynchronize_v3020",
+        }
+        return types.SimpleNamespace(name=names[cbid])
+
+    def activity_register_callbacks(
+        self, requested: Callable[[], tuple[int, int]], completed: Callable[[list[Any]], None]
+    ) -> None:
+        size, _ = requested()
+        assert size > 0
+        self.completed = completed
+
+    def activity_enable(self, kind: int) -> None:
+        if self.privileged:
+            raise InsufficientPrivilegesError("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
+        if kind in self.unsupported:
+            raise NotSupportedError("CUPTI_ERROR_NOT_SUPPORTED")
+        self.enabled.add(kind)
+
+    def activity_disable(self, kind: int) -> None:
+        self.enabled.discard(kind)
+
+    def activity_flush_all(self, flag: int) -> None:
+        self.flushes += 1
+        if self.pending and self.completed is not None:
+            batch, self.pending = self.pending, []
+            self.completed(batch)
+
+    # what a program's CUDA calls would produce
+    def launch(self, corr: int, name: str, start: int, dur: int, stream: int = 7) -> None:
+        K = self.ActivityKind
+        if K.RUNTIME in self.enabled:
+            self.pending.append(
+                types.SimpleNamespace(
+                    kind=K.RUNTIME,
+                    cbid=211,
+                    start=start - 3000,
+                    end=start - 500,
+                    correlation_id=corr,
+                )
+            )
+        if K.CONCURRENT_KERNEL in self.enabled:
+            self.pending.append(
+                types.SimpleNamespace(
+                    kind=K.CONCURRENT_KERNEL,
+                    name=name,
+                    start=start,
+                    end=start + dur,
+                    stream_id=stream,
+                    device_id=0,
+                    correlation_id=corr,
+                    grid_x=132,
+                    grid_y=1,
+                    grid_z=1,
+                    block_x=256,
+                    block_y=1,
+                    block_z=1,
+                    registers_per_thread=64,
+                    static_shared_memory=0,
+                    dynamic_shared_memory=49152,
+                )
+            )
+
+    def memcpy(self, corr: int, start: int, dur: int, nbytes: int, stream: int = 7) -> None:
+        K = self.ActivityKind
+        if K.MEMCPY in self.enabled:
+            self.pending.append(
+                types.SimpleNamespace(
+                    kind=K.MEMCPY,
+                    start=start,
+                    end=start + dur,
+                    stream_id=stream,
+                    device_id=0,
+                    correlation_id=corr,
+                    bytes=nbytes,
+                    copy_kind=1,
+                )
+            )

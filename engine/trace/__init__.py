@@ -24,3 +24,12 @@ __all__ = [
     "Trace",
     "concat_named",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``engine.trace.capture`` (DESIGN §9) without importing CUPTI machinery until used."""
+    if name == "capture":
+        from engine.trace.cupti import capture
+
+        return capture
+    raise AttributeError(name)
