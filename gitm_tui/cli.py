@@ -510,7 +510,69 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
     return ExitCode(code) if code in (0, 1, 130) else ExitCode.INTERNAL
 
 
+def _cmd_audit(argv: Sequence[str]) -> ExitCode:
+    """EESM audit: do-operators × pipeline variants → a ledger; --verify re-runs one."""
+    from engine.eesm.audit import read_ledger, run_audit, verify, write_ledger
+
+    p = _Parser(
+        prog=f"{PROG} audit",
+        description="Perturb a corpus with the do-operators (timestamp jitter, stream "
+        "re-interleaving, kernel fusion), decode it with the full pipeline, its ablations and the "
+        "raw baseline, and write audit_ledger.json; --verify re-runs a ledger and names every "
+        "number that differs.",
+    )
+    p.add_argument(
+        "traces", nargs="*", help="trace files (default: the calibrated synthetic corpus)"
+    )
+    p.add_argument("--corpus", default=None, help="'calibrated' (synthetic, from the simulator)")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per corpus item (default 5)")
+    p.add_argument("--out", type=Path, default=Path("audit_ledger.json"), help="ledger path")
+    p.add_argument("--verify", type=Path, metavar="LEDGER", help="re-run this ledger and compare")
+    ns = p.parse_args(argv)
+    if ns.verify:
+        try:
+            ledger = read_ledger(ns.verify)
+        except (OSError, ValueError) as e:
+            print(
+                f"{PROG}: error: {ns.verify}: not a readable audit ledger ({str(e).splitlines()[0]})",
+                file=sys.stderr,
+            )
+            return ExitCode.INPUT
+        diffs = verify(ledger)
+        if diffs:
+            print(
+                f"{PROG}: {ns.verify}: REJECTED — {len(diffs)} value(s) differ from a fresh run; first: {diffs[0]}",
+                file=sys.stderr,
+            )
+            for d in diffs[:20]:
+                print(d)
+            return ExitCode.INPUT
+        print(
+            f"{PROG}: {ns.verify}: verified — a fresh run reproduces every value", file=sys.stderr
+        )
+        return ExitCode.OK
+    if ns.seeds < 1:
+        raise UsageError("--seeds must be >= 1")
+    spec = ([ns.corpus] if ns.corpus else []) + list(ns.traces)
+    if ns.corpus not in (None, "calibrated"):
+        raise UsageError(f"unknown corpus {ns.corpus!r}: 'calibrated', or give trace paths")
+    spec = spec or ["calibrated"]
+    from engine.trace.errors import TraceImportError
+
+    try:
+        ledger = run_audit(spec, ns.seeds)
+    except TraceImportError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return ExitCode.INPUT
+    write_ledger(ledger, ns.out)
+    print(
+        f"{PROG}: wrote {ns.out} ({len(ledger.results)} operator × variant rows)", file=sys.stderr
+    )
+    return ExitCode.OK
+
+
 SUBCOMMANDS = {
+    "audit": _cmd_audit,
     "capture": _cmd_capture,
     "doctor": _cmd_doctor,
     "validate": _cmd_validate,

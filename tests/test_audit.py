@@ -1,0 +1,117 @@
+"""EESM audit: the do-operators keep what they must, the ledger verifies, a tampered ledger is
+rejected with the line that differs, and the committed JSON Schema is the model's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.device.simulator import simulate
+from engine.eesm import interventions as ops
+from engine.eesm.audit import AuditLedger, run_audit, verify
+from engine.trace.segments import Kind
+
+ROOT = Path(__file__).parents[1]
+TRACES = ROOT.parent / "shared" / "traces"
+
+
+@pytest.fixture(scope="module")
+def seg_truth():
+    b, _ = simulate("af2", 6, seed=3)
+    return b.segments, b.truth
+
+
+def test_jitter_keeps_durations_and_rows(seg_truth):
+    seg, _ = seg_truth
+    s2, align = ops.jitter(seg, 2000.0, 1)
+    assert np.array_equal(align, np.arange(len(seg)))
+    assert np.array_equal(s2.duration_ns, seg.duration_ns) and not np.array_equal(
+        s2.start_ns, seg.start_ns
+    )
+    assert np.array_equal(ops.jitter(seg, 2000.0, 1)[0].start_ns, s2.start_ns)  # seeded
+
+
+def test_reorder_keeps_every_stream_order_and_changes_the_interleaving(seg_truth):
+    seg, _ = seg_truth
+    s2, align = ops.reorder(seg, 50_000.0, 7)
+    assert np.array_equal(s2.name[align], seg.name)  # align maps each row to its copy
+    for s in np.unique(seg.stream):
+        a = seg.start_ns[seg.stream == s]
+        b = s2.start_ns[align][seg.stream == s]
+        assert np.array_equal(np.argsort(a, kind="stable"), np.argsort(b, kind="stable"))
+        assert np.all(np.diff(np.sort(b)) == np.diff(np.sort(a)))  # gaps kept
+    glob = lambda t: tuple(t.stream[np.argsort(t.start_ns, kind="stable")].tolist())  # noqa: E731
+    assert glob(s2) != glob(seg)
+
+
+def test_fuse_merges_adjacent_fusable_kernels_with_counters_combined(seg_truth):
+    seg, truth = seg_truth
+    s2, align = ops.fuse(seg, 1.0, 0)
+    assert len(s2) < len(seg) and align.max() == len(s2) - 1
+    for g in np.unique(align[np.bincount(align)[align] > 1])[:20]:
+        parts = np.flatnonzero(align == g)
+        assert len(set(seg.stream[parts].tolist())) == 1 and (seg.kind[parts] == Kind.KERNEL).all()
+        assert (
+            s2.start_ns[g] == seg.start_ns[parts].min() and s2.end_ns[g] == seg.end_ns[parts].max()
+        )
+        assert s2.flops[g] == pytest.approx(seg.flops[parts].sum())
+        assert s2.dram_bytes[g] == pytest.approx(seg.dram_bytes[parts].sum())
+        assert (
+            min(seg.issue_active[parts]) - 1e-6
+            <= s2.issue_active[g]
+            <= max(seg.issue_active[parts]) + 1e-6
+        )
+    t2 = ops.truth_after_fuse(truth, align, len(s2))
+    assert len(t2) == len(s2)
+    assert len(ops.fuse(seg, 0.0, 0)[0]) == len(seg)  # prob 0: nothing fused
+
+
+def test_calibrated_ledger_verifies_and_a_tampered_one_is_rejected(tmp_path):
+    led = run_audit(["calibrated"], seeds=2)
+    assert {c.synthetic for c in led.corpus} == {True} and all(c.generated_by for c in led.corpus)
+    variants = {r.variant for r in led.results}
+    assert variants == {"full", "abl1_no_tstream", "abl2_no_bound", "abl3_no_kappa", "raw"}
+    assert all(0 <= r.pcs.mean <= 1 and r.accuracy is not None for r in led.results)
+    assert verify(led) == []
+    bad = led.model_copy(deep=True)
+    bad.results[4].pcs.mean = 0.5
+    diffs = verify(bad)
+    assert diffs and diffs[0].startswith("results[4].pcs.mean: ledger 0.5")
+
+
+def test_cli_audit_on_a_real_trace_and_verify(tmp_path):
+    path = TRACES / "kineto" / "a100_training_3streams.json.gz"
+    if not path.exists():
+        pytest.skip("shared traces not present")
+    out = tmp_path / "audit_ledger.json"
+    cli = [sys.executable, "-m", "gitm_tui", "audit"]
+    r = subprocess.run(
+        [*cli, str(path), "--seeds", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    led = AuditLedger.model_validate_json(out.read_text())
+    assert led.corpus[0].kind == "trace" and not led.corpus[0].synthetic
+    assert all(r.accuracy is None for r in led.results)  # no ground truth for a real trace
+    ok = subprocess.run([*cli, "--verify", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0 and "verified" in ok.stderr
+    data = json.loads(out.read_text())
+    data["equivalence"][0]["agreement"]["mean"] = 0.123
+    out.write_text(json.dumps(data))
+    bad = subprocess.run([*cli, "--verify", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 3 and "REJECTED" in bad.stderr
+    assert "equivalence[0].agreement.mean: ledger 0.123" in bad.stderr
+
+
+def test_committed_schema_is_the_models():
+    committed = json.loads(
+        (ROOT / "manifests" / "schemas" / "audit_ledger.schema.json").read_text()
+    )
+    assert committed == AuditLedger.model_json_schema()
