@@ -528,7 +528,21 @@ def _cmd_audit(argv: Sequence[str]) -> ExitCode:
     p.add_argument("--seeds", type=int, default=5, help="seeds per corpus item (default 5)")
     p.add_argument("--out", type=Path, default=Path("audit_ledger.json"), help="ledger path")
     p.add_argument("--verify", type=Path, metavar="LEDGER", help="re-run this ledger and compare")
+    p.add_argument(
+        "--paper",
+        action="store_true",
+        help="regenerate paper/EESM_GPU_TELEMETRY.md and paper/reference_tables.json "
+        "(calibrated corpus + the shared real traces)",
+    )
+    p.add_argument("--paper-dir", type=Path, default=Path("paper"), help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
+    if ns.paper:
+        from engine.eesm.paper import default_traces, write_paper
+
+        traces = [Path(t) for t in ns.traces] or default_traces(Path(__file__).resolve().parents[1])
+        md, tables = write_paper(ns.paper_dir, traces, ns.seeds)
+        print(f"{PROG}: wrote {md} and {tables} ({len(traces)} real traces)", file=sys.stderr)
+        return ExitCode.OK
     if ns.verify:
         try:
             ledger = read_ledger(ns.verify)

@@ -115,3 +115,20 @@ def test_committed_schema_is_the_models():
         (ROOT / "manifests" / "schemas" / "audit_ledger.schema.json").read_text()
     )
     assert committed == AuditLedger.model_json_schema()
+
+
+def test_paper_regenerates_byte_for_byte(tmp_path):
+    """paper/EESM_GPU_TELEMETRY.md and paper/reference_tables.json are what `gitm-tui audit
+    --paper` writes from a fresh run (same corpus: the calibrated one + the shared traces)."""
+    from engine.eesm.paper import default_traces, write_paper
+
+    traces = default_traces(ROOT)
+    if not traces:
+        pytest.skip("shared traces not present: the committed paper includes them")
+    md, tables = write_paper(tmp_path, traces)
+    assert md.read_bytes() == (ROOT / "paper" / "EESM_GPU_TELEMETRY.md").read_bytes()
+    assert tables.read_bytes() == (ROOT / "paper" / "reference_tables.json").read_bytes()
+    text = md.read_text()
+    for claim in ("PCS full > raw", "Abl_1", "HBM saturation", "δ_reord"):
+        assert claim in text
+    assert "synthetic" in text and "Limitations" in text
