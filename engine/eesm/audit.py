@@ -81,6 +81,23 @@ class EquivalenceRow(_M):
     agreement: Measure
 
 
+class GeometryRow(_M):
+    """κ geometry of the full pipeline for one kernel class or decoded regime."""
+
+    corpus: str
+    group: str  # class | regime
+    key: str
+    rows: int
+    kappa_p10: float | None
+    kappa_p50: float | None
+    kappa_p90: float | None
+    m_id: float
+    m_deg: float
+    undetermined: float
+    accuracy_m_id: float | None = None
+    accuracy_m_deg: float | None = None
+
+
 class AuditLedger(_M):
     ledger_version: int
     created: str
@@ -90,6 +107,7 @@ class AuditLedger(_M):
     corpus: list[CorpusItem]
     results: list[InterventionRow]
     equivalence: list[EquivalenceRow]
+    kappa_geometry: list[GeometryRow] = []
     versions: dict[str, str]
 
 
@@ -179,9 +197,12 @@ def run_audit(spec: list[str], seeds: int = 5, model: EesmModel | None = None) -
     corpus = _load_corpus(spec, seeds)
     results: list[InterventionRow] = []
     equivalence: list[EquivalenceRow] = []
+    geometry: list[GeometryRow] = []
     for item, runs in corpus:
         for variant in VARIANTS:
             base = [decode(seg, m, variant) for seg, _ in runs]
+            if variant == Variant.FULL:
+                geometry += _geometry(item.name, runs, base, m.params.kappa.k_max)
             for op_name, params in OPERATORS.items():
                 pcs, cov, acc = [], [], []
                 for k, ((seg, truth), b) in enumerate(zip(runs, base, strict=True)):
@@ -240,8 +261,59 @@ def run_audit(spec: list[str], seeds: int = 5, model: EesmModel | None = None) -
         corpus=[c for c, _ in corpus],
         results=results,
         equivalence=equivalence,
+        kappa_geometry=geometry,
         versions=_versions(),
     )
+
+
+def _geometry(name: str, runs: list[Run], decoded: list[Any], kmax: float) -> list[GeometryRow]:
+    """Per kernel class and decoded regime: κ quantiles, M_id / M_deg / undetermined shares and,
+    with ground truth, label accuracy inside M_id and M_deg."""
+    from engine.regimes import Regime
+    from engine.trace.segments import Klass
+
+    k = np.concatenate([d.kappa.astype(float) for d in decoded])
+    lab = np.concatenate([d.labels for d in decoded])
+    cls = np.concatenate([seg.klass for seg, _ in runs])
+    has_truth = all(t is not None for _, t in runs)
+    truth = np.concatenate([t for _, t in runs]) if has_truth else None
+    out = []
+    groups = [("class", c.name, cls == c) for c in Klass] + [
+        ("regime", r.name, lab == r) for r in Regime
+    ]
+    for group, key, members in groups:
+        if not members.any():
+            continue
+        kk = k[members]
+        fin = np.isfinite(kk)
+        deg = fin & (kk > kmax)
+        idd = fin & ~deg
+        vals = kk[fin]
+        q10, q50, q90 = (
+            round(float(np.percentile(vals, p)), 6) if len(vals) else None for p in (10, 50, 90)
+        )
+        ok = (lab[members] == truth[members]) if truth is not None else None
+        out.append(
+            GeometryRow(
+                corpus=name,
+                group=group,
+                key=key,
+                rows=int(members.sum()),
+                kappa_p10=q10,
+                kappa_p50=q50,
+                kappa_p90=q90,
+                m_id=round(float(idd.mean()), 6),
+                m_deg=round(float(deg.mean()), 6),
+                undetermined=round(float((~fin).mean()), 6),
+                accuracy_m_id=round(float(ok[idd].mean()), 6)
+                if ok is not None and idd.any()
+                else None,
+                accuracy_m_deg=round(float(ok[deg].mean()), 6)
+                if ok is not None and deg.any()
+                else None,
+            )
+        )
+    return out
 
 
 def _versions() -> dict[str, str]:
@@ -284,7 +356,15 @@ def verify(ledger: AuditLedger, model: EesmModel | None = None) -> list[str]:
     """Re-run the ledger's audit independently; return the differences (empty: verified).
     Creation time and versions are not compared; everything measured is, exactly."""
     fresh = run_audit(ledger.corpus_spec, ledger.seeds, model)
-    keep = ("corpus", "results", "equivalence", "operators", "seeds", "ledger_version")
+    keep = (
+        "corpus",
+        "results",
+        "equivalence",
+        "kappa_geometry",
+        "operators",
+        "seeds",
+        "ledger_version",
+    )
     a = _flatten(json.loads(ledger.model_dump_json(include=set(keep))))
     b = _flatten(json.loads(fresh.model_dump_json(include=set(keep))))
     diffs = []
