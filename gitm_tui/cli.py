@@ -535,7 +535,21 @@ def _cmd_audit(argv: Sequence[str]) -> ExitCode:
         "(calibrated corpus + the shared real traces)",
     )
     p.add_argument("--paper-dir", type=Path, default=Path("paper"), help=argparse.SUPPRESS)
+    p.add_argument("--ui", type=Path, metavar="LEDGER", help="open the audit screen on a ledger")
     ns = p.parse_args(argv)
+    if ns.ui:
+        try:
+            ledger = read_ledger(ns.ui)
+        except (OSError, ValueError) as e:
+            print(
+                f"{PROG}: error: {ns.ui}: not a readable audit ledger ({str(e).splitlines()[0]})",
+                file=sys.stderr,
+            )
+            return ExitCode.INPUT
+        from gitm_tui.audit_app import make_audit_app
+
+        make_audit_app(ledger, str(ns.ui)).run()
+        return ExitCode.OK
     if ns.paper:
         from engine.eesm.paper import default_traces, write_paper
 

@@ -97,10 +97,27 @@ async def shoot_analysis() -> None:
     print("wrote screenshots/analysis.svg")
 
 
+async def shoot_audit() -> None:
+    """The audit screen on a fresh calibrated-corpus ledger (2 seeds)."""
+    from engine.eesm.audit import run_audit
+    from gitm_tui.audit_app import make_audit_app
+
+    app = make_audit_app(run_audit(["calibrated"], seeds=2), "audit_ledger.json")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        app.save_screenshot(str(HERE / "audit.svg"))
+    print("wrote screenshots/audit.svg")
+
+
 async def main() -> None:
-    for name, workload, seconds in SHOTS:
-        await shoot(name, workload, seconds)
-    await shoot_analysis()
+    only = sys.argv[1:]
+    for name, workload, approve in SHOTS:
+        if not only or name in only:
+            await shoot(name, workload, approve)
+    if not only or "analysis.svg" in only:
+        await shoot_analysis()
+    if not only or "audit.svg" in only:
+        await shoot_audit()
 
 
 if __name__ == "__main__":

@@ -132,3 +132,21 @@ def test_paper_regenerates_byte_for_byte(tmp_path):
     for claim in ("PCS full > raw", "Abl_1", "HBM saturation", "δ_reord"):
         assert claim in text
     assert "synthetic" in text and "Limitations" in text
+
+
+async def test_audit_screen_shows_the_ledger(tmp_path):
+    from textual.widgets import DataTable
+
+    from gitm_tui.audit_app import make_audit_app
+
+    led = run_audit(["calibrated"], seeds=2)
+    app = make_audit_app(led, "audit_ledger.json")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        pcs = app.query_one("#pcs", DataTable)
+        assert pcs.row_count == len(led.corpus) * len(led.operators)
+        assert len(pcs.columns) == 2 + 5
+        assert app.query_one("#geo", DataTable).row_count == len(led.kappa_geometry)
+        header = str(app.query_one("#audit-header").render())
+        assert "SYNTHETIC" in header
+        await pilot.press("q")
