@@ -256,7 +256,9 @@ def generate(traces: list[Path], seeds: int = PAPER_SEEDS) -> tuple[str, dict[st
         "calibrated": json.loads(
             cal.model_dump_json(include={"corpus", "results", "equivalence", "operators"})
         ),
-        "traces": json.loads(real.model_dump_json(include={"corpus", "results", "equivalence"}))
+        "traces": json.loads(
+            real.model_dump_json(include={"corpus", "results", "equivalence", "kappa_geometry"})
+        )
         if real
         else None,
         "kappa_geometry": geo,
@@ -378,6 +380,20 @@ def render(t: dict[str, Any], model: EesmModel) -> str:
             f"{f(g['kappa_p90'])} | {g['m_id']:.3f} | {g['m_deg']:.3f} | {g['undetermined']:.3f} | "
             f"{f(g['accuracy_m_id'])} | {f(g['accuracy_m_deg'])} |"
         )
+    if t["traces"] and t["traces"].get("kappa_geometry"):
+        L += [
+            "",
+            "Real traces (no ground truth; pressures mostly from class priors where counters are absent):",
+            "",
+            "| trace | by | key | rows | κ p50 | κ p90 | M_id | M_deg | undetermined |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for g in t["traces"]["kappa_geometry"]:
+            f = lambda v: "—" if v is None else f"{v:.3g}"  # noqa: E731
+            L.append(
+                f"| {g['corpus']} | {g['group']} | {g['key']} | {g['rows']} | {f(g['kappa_p50'])} | "
+                f"{f(g['kappa_p90'])} | {g['m_id']:.3f} | {g['m_deg']:.3f} | {g['undetermined']:.3f} |"
+            )
     h = t["hbm_saturation"]
     L += [
         "",
