@@ -426,11 +426,10 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
     """Run a Python program in-process under CUPTI capture (like `python -m cProfile`)."""
     import json
     import os
-    import runpy
     import time
     import uuid
 
-    from engine.trace.cupti import CuptiUnavailable, capture, load_cupti
+    from engine.trace.cupti import CuptiUnavailable, capture, load_cupti, run_python_program
 
     p = _Parser(
         prog=f"{PROG} capture",
@@ -439,6 +438,7 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
         "the run store for `gitm-tui analyze` (and its --ui screen).",
     )
     p.add_argument("--flush", type=float, default=0.5, help="seconds between CUPTI flushes")
+    p.add_argument("--ui", action="store_true", help="stream into the dashboard instead of stdout")
     p.add_argument("program", nargs="+", help="after '--': python script.py ARGS | -m module ARGS")
     ns = p.parse_args(argv)
     prog = list(ns.program)
@@ -458,6 +458,19 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
     except CuptiUnavailable as e:
         print(f"{PROG}: error: capture: {e.reason} — fix: {e.remedy}", file=sys.stderr)
         return ExitCode.BACKEND
+    if ns.ui:
+        from engine.runtime import RunConfig
+        from gitm_tui.app import run_dashboard
+
+        cfg = RunConfig(
+            workload="capture",
+            budget_s=24 * 3600.0,
+            capture_program=tuple(prog),
+            capture_flush_s=ns.flush,
+            optimize=False,
+            device="auto",
+        )
+        return run_dashboard(cfg)
     from engine.eesm.live import LiveDecoder
     from engine.regimes import regime_name
     from engine.runtime.store import scratch_dir
@@ -481,33 +494,18 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
         emit(decoder.push(seg), names)
 
     print(f"{PROG}: capturing {' '.join(prog)}; trace → {out}", file=sys.stderr)
-    code = 0
-    saved = sys.argv
     try:
         with capture(out, flush_interval_s=ns.flush, on_batch=on_batch) as cap:
-            try:
-                if prog[0] == "-m":
-                    sys.argv = prog[1:]
-                    runpy.run_module(prog[1], run_name="__main__", alter_sys=True)
-                elif prog[0] == "-c":
-                    sys.argv = ["-c", *prog[2:]]
-                    exec(compile(prog[1], "<capture -c>", "exec"), {"__name__": "__main__"})
-                else:
-                    sys.argv = prog
-                    runpy.run_path(prog[0], run_name="__main__")
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            code = run_python_program(prog)
     except CuptiUnavailable as e:
         print(f"{PROG}: error: capture: {e.reason} — fix: {e.remedy}", file=sys.stderr)
         return ExitCode.BACKEND
-    finally:
-        sys.argv = saved
     emit(decoder.flush(), cap.names)  # the rows the fixed lag still held
     for note in cap.notes:
         print(f"{PROG}: {note}", file=sys.stderr)
     n = len(cap.trace().segments)
     print(f"{PROG}: captured {n} device rows; analyze with: {PROG} analyze {out}", file=sys.stderr)
-    return ExitCode(code) if code in (0, 1, 130) else ExitCode.INTERNAL
+    return code  # type: ignore[return-value]  # the program's own exit status
 
 
 def _cmd_audit(argv: Sequence[str]) -> ExitCode:

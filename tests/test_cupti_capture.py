@@ -118,3 +118,45 @@ def test_capture_command_runs_a_python_program_in_process(tmp_path, monkeypatch,
     assert sum(len(r["labels"]) for r in rows) == 40  # every kernel decoded exactly once
     trace = Path(err.split("analyze with: gitm-tui analyze ")[1].strip())
     assert trace.exists() and len(read_kineto(trace).segments) == 40
+
+
+async def test_capture_streams_into_the_dashboard(tmp_path, monkeypatch):
+    """`gitm-tui capture --ui -- python train.py`: the program runs in a thread under capture and
+    its kernels reach the regime strips live."""
+    import engine.trace.cupti as cupti_mod
+    from engine.runtime import Engine, RunConfig
+    from gitm_tui.app import Settings, make_app
+    from gitm_tui.widgets.regime_strip import RegimeStrip
+    from gitm_tui.widgets.run_header import RunHeader
+
+    fake = FakeCupti()
+    monkeypatch.setattr(cupti_mod, "load_cupti", lambda module=None: fake)
+    monkeypatch.setitem(sys.modules, "gitm_fake_cupti", fake)
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import time, gitm_fake_cupti as gpu\n"
+        "for i in range(120):\n"
+        "    gpu.launch(i + 1, 'ampere_sgemm_128x64_nn', start=1_000_000 + i * 20_000, dur=15_000,"
+        " stream=7 if i % 3 else 13)\n"
+        "    time.sleep(0.002)\n"
+    )
+    eng = Engine(
+        RunConfig(
+            workload="capture",
+            budget_s=60,
+            capture_program=("python", str(script))[1:],
+            capture_flush_s=0.02,
+            optimize=False,
+        )
+    )
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=(130, 42)) as pilot:
+        for _ in range(200):
+            await pilot.pause(0.05)
+            strips = {s.stream: s.segments for s in app.query(RegimeStrip)}
+            if sum(strips.values()) == 120:
+                break
+        assert strips == {7: 80, 13: 40}  # every kernel decoded exactly once, per stream
+        assert "CUPTI capture" in app.query_one(RunHeader).render().plain
+        await pilot.press("q")
+    assert (eng.run_dir / "trace.json").exists()

@@ -114,6 +114,9 @@ class RunConfig:
     #: Prometheus exposition port (None: off) and bind address
     prometheus_port: int | None = None
     prometheus_addr: str = "127.0.0.1"
+    #: `gitm-tui capture --ui -- python PROGRAM`: run it here under CUPTI and stream its kernels
+    capture_program: tuple[str, ...] = ()
+    capture_flush_s: float = 0.5
 
 
 class Engine:
@@ -140,7 +143,8 @@ class Engine:
                     check=config.check,
                 )
             )
-        self.workload = None if self.cmd_workload else load_workload(config.workload)
+        capturing = bool(config.capture_program)
+        self.workload = None if (self.cmd_workload or capturing) else load_workload(config.workload)
         # a real GPU (nvidia / amd, or auto when one works): telemetry is read from it and the
         # run watches it; BackendUnavailable (one line for the user) when it cannot start
         self.backend: Any = None
@@ -160,6 +164,9 @@ class Engine:
         )
         if self.backend is not None:
             self.device_label = self.backend.label
+        if capturing:
+            where = self.backend.label if self.backend is not None else "the CUDA device"
+            self.device_label = f"{where} — CUPTI capture of {' '.join(config.capture_program)}"
         self._sinks: list[Any] = []
         self._paused = asyncio.Event()
         self._paused.set()  # set = running
@@ -238,8 +245,16 @@ class Engine:
             RunStarted(
                 t_wall=0.0,
                 run_id=self.run_id,
-                workload=self.workload.name if self.workload else "command",
-                workload_title=self.workload.title if self.workload else self.cmd_workload.title,
+                workload=self.workload.name
+                if self.workload
+                else ("capture" if cfg.capture_program else "command"),
+                workload_title=self.workload.title
+                if self.workload
+                else (
+                    " ".join(cfg.capture_program)
+                    if cfg.capture_program
+                    else self.cmd_workload.title
+                ),
                 device=self.device_label,
                 simulated=self.workload is not None and self.backend is None,
                 budget_s=cfg.budget_s,
@@ -294,7 +309,9 @@ class Engine:
         report = ""
         try:
             self._phase("profile", self.device_label)
-            if self.backend is not None:
+            if cfg.capture_program:
+                await self._stream_capture(decoder, tracker)
+            elif self.backend is not None:
                 await self._watch_device()
             elif gpu is not None:
                 await self._stream_profile(gpu, decoder, tracker)
@@ -438,6 +455,76 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             self.backend.close()
+
+    async def _stream_capture(self, decoder: LiveDecoder, tracker: _Tracker) -> None:
+        """Run the program in a thread under CUPTI; decode its batches as they arrive."""
+        from engine.trace.cupti import capture, run_python_program
+
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+        out = self.run_dir / "trace.json"
+        box: dict[str, Any] = {}
+
+        def on_batch(seg: Any, names: Any) -> None:
+            loop.call_soon_threadsafe(q.put_nowait, (seg, names))
+
+        def program() -> None:
+            try:
+                with capture(
+                    out,
+                    flush_interval_s=cfg.capture_flush_s,
+                    on_batch=on_batch,
+                ) as cap:
+                    box["session"] = cap
+                    box["code"] = run_python_program(list(cfg.capture_program))
+            except BaseException as e:
+                box["error"] = e
+            finally:
+                loop.call_soon_threadsafe(q.put_nowait, done)
+
+        threading.Thread(target=program, name="gitm-capture", daemon=True).start()
+        sampler_stop = asyncio.Event()
+        sampler_task = None
+        if self.backend is not None:
+            from engine.telemetry.sampler import Sampler
+
+            sampler_task = asyncio.ensure_future(
+                Sampler(self.backend, cfg.telemetry_interval_s, publish=self._telemetry_out).run(
+                    sampler_stop
+                )
+            )
+        names = None
+        holder = _NamesHolder()
+        try:
+            while not self._stop:
+                item = await q.get()
+                if item is done:
+                    break
+                seg, names = item
+                holder.names = names
+                finals = await asyncio.to_thread(decoder.push, seg)
+                self._publish_finals(finals, holder, tracker)
+        finally:
+            sampler_stop.set()
+            if sampler_task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sampler_task
+        if names is not None:
+            self._publish_finals(decoder.flush(), holder, tracker)
+        if "error" in box:
+            self.bus.publish(
+                LogEvent(t_wall=self.elapsed(), level="error", message=f"capture: {box['error']}")
+            )
+        else:
+            self.bus.publish(
+                LogEvent(
+                    t_wall=self.elapsed(),
+                    level="info",
+                    message=f"program exited with status {box.get('code')}; trace in {out}",
+                )
+            )
 
     async def _mirror(self) -> None:
         from engine.telemetry.sinks import mirror_run
@@ -943,6 +1030,12 @@ class Engine:
                     **part,
                 )
             )
+
+
+class _NamesHolder:
+    """Gives a capture session's name table the ``.names`` shape ``_publish_finals`` reads."""
+
+    names: Any = None
 
 
 def _pct(x: float | None) -> str:

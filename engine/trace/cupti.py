@@ -318,3 +318,27 @@ def write_chrome_trace(trace: Trace, path: Path) -> None:
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev, "deviceProperties": []}))
+
+
+def run_python_program(prog: list[str]) -> int:
+    """Run ``prog`` (``script.py ARGS`` | ``-m module ARGS`` | ``-c CODE ARGS``) in this process
+    as ``__main__``, like ``python`` would; return its exit status. ``sys.argv`` is restored."""
+    import runpy
+    import sys
+
+    saved = sys.argv
+    try:
+        if prog[0] == "-m":
+            sys.argv = prog[1:]
+            runpy.run_module(prog[1], run_name="__main__", alter_sys=True)
+        elif prog[0] == "-c":
+            sys.argv = ["-c", *prog[2:]]
+            exec(compile(prog[1], "<capture -c>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.argv = list(prog)
+            runpy.run_path(prog[0], run_name="__main__")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = saved
+    return 0
