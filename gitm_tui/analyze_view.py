@@ -101,7 +101,25 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
     )
     for n in a.notes:
         foot.append(f"\nnote: {n}", style="yellow")
-    return Group(head, Text(), reg, Text(), st, Text(), kt, Text(), foot, Text())
+    parts: list[RenderableType] = [head, Text(), reg, Text(), st, Text(), kt, Text()]
+    if a.interventions:
+        lv = Table(
+            title="what would help (replayed on this trace; nothing applied)",
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+        )
+        for c in ("lever", "safety", "predicted", "what the replay changed"):
+            lv.add_column(c, justify="right" if c == "predicted" else "left")
+        for e in a.interventions[:6]:
+            lv.add_row(
+                e.lever,
+                e.safety,
+                f"{e.predicted_gain:+.1%}" + (" *" if e.prior_based else ""),
+                e.what,
+            )
+        parts += [lv, Text()]
+    return Group(*parts, foot, Text())
 
 
 def rank_table(analyses: list[Analysis]) -> RenderableType | None:

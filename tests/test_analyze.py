@@ -91,3 +91,25 @@ def test_unknown_device_falls_back_and_says_so(tmp_path, capsys):
     assert a["hardware"]["id"] is None and a["hardware"]["detected_from"] == "none"
     assert a["hardware"]["reported_name"] == "Mystery Accelerator 9000"
     assert any("not in the hardware catalogue" in n for n in a["notes"])
+
+
+def test_analysis_replays_the_levers_on_the_trace():
+    """`analyze` says what would help: each lever's replay on the trace's own dependency graph,
+    best first, with the host API kinds read from the runtime names."""
+    from engine.trace.trace import ApiKind
+
+    path = TRACES / "kineto" / "a100_training_3streams.json.gz"
+    if not path.exists():
+        pytest.skip("shared traces not present")
+    from engine.analyze.compute import analyze_trace
+    from engine.trace.kineto import read_kineto
+
+    tr = read_kineto(path)
+    kinds = set(tr.host.api.tolist())
+    assert {ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC, ApiKind.SYNC, ApiKind.STREAM_WAIT} <= kinds
+    a = analyze_trace(tr).analysis
+    gains = [e.predicted_gain for e in a.interventions]
+    assert a.interventions and gains == sorted(gains, reverse=True)
+    top = {e.lever: e for e in a.interventions}
+    assert "cuda_graphs" in top and top["cuda_graphs"].predicted_gain > 0.05
+    assert all(e.rows > 0 and e.what for e in a.interventions)

@@ -292,6 +292,21 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
         top_kernels=table[:top],
         kernel_time_invariant=invariant,
         launch=launch,
+        interventions=_levers(trace, hw, seg, dec, notes),
         notes=notes,
     )
     return AnalysisResult(analysis=analysis, rows=rows, decoded=dec, trace=trace)
+
+
+def _levers(trace: Trace, hw: GpuPeaks, seg: Segments, dec: Decoded, notes: list[str]) -> list:
+    """Replay each lever on the trace (regimes of every segment: 255 where none was decoded)."""
+    from engine.analyze.levers import estimate_levers
+
+    regimes = np.full(len(seg), 255, np.uint8)
+    regimes[np.isin(seg.kind, np.array(_TIMED, np.uint8))] = dec.labels
+    out = estimate_levers(trace, hw, regimes)
+    if not len(trace.host):
+        notes.append(
+            "no host runtime rows in this trace: launch/sync structure unknown, no lever replayed"
+        )
+    return out

@@ -195,6 +195,21 @@ def report_markdown(a: Analysis) -> str:
             f"| `{name}` | {k.klass} | {k.calls} | {_ms(k.total_ns)} | "
             f"{k.share_of_gpu_time:.1%} | {k.regime} ({k.regime_share:.0%}) | {ach} |"
         )
+    if a.interventions:
+        lines += [
+            "",
+            "## What would help (replayed on this trace; nothing applied)",
+            "",
+            "Each lever's transform edits this trace's dependency graph and re-schedules it. The "
+            "predictions assume the change keeps the program's semantics; in the optimize loop a "
+            "lever is kept only after it is measured and passes the workload's correctness check.",
+            "",
+            "| lever | safety | predicted | what the replay changed |",
+            "|---|---|---:|---|",
+        ]
+        for e in a.interventions[:10]:
+            prior = " (prior-based)" if e.prior_based else ""
+            lines.append(f"| {e.lever} | {e.safety} | {e.predicted_gain:+.1%}{prior} | {e.what} |")
     inv = a.kernel_time_invariant
     lines += [
         "",

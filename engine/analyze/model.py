@@ -90,6 +90,21 @@ class LaunchStats(_M):
     median_kernel_ns: float | None
 
 
+class LeverEstimate(_M):
+    """A lever's replayed effect on this trace (a counterfactual: nothing was applied)."""
+
+    lever: str
+    title: str
+    safety: str = Field(description="SAFE | NUMERICS | PRIVILEGED")
+    causes: list[str]
+    predicted_gain: float = Field(
+        description="1 - replayed span / observed span (per sample for batch size)"
+    )
+    rows: int = Field(description="rows of the trace the transform edits")
+    what: str
+    prior_based: bool = Field(description="the transform scales by a named prior, not by the trace")
+
+
 class Analysis(_M):
     schema_version: int = SCHEMA_VERSION
     source: str
@@ -108,4 +123,8 @@ class Analysis(_M):
     top_kernels: list[KernelRow]
     kernel_time_invariant: InvariantResult
     launch: LaunchStats
+    interventions: list[LeverEstimate] = Field(
+        default_factory=list,
+        description="levers replayed on this trace's dependency graph, best predicted gain first",
+    )
     notes: list[str]

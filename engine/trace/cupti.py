@@ -26,7 +26,7 @@ import numpy as np
 from engine.telemetry.backends import BackendUnavailable
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify
-from engine.trace.trace import ApiKind, HostEvents, Trace
+from engine.trace.trace import HostEvents, Trace, api_kind_from_name
 
 BUFFER_BYTES = 8 << 20
 
@@ -58,22 +58,7 @@ def load_cupti(module: Any | None = None) -> Any:
 
 
 def _api_kind(name: str) -> int:
-    n = name.lower()
-    if "graphlaunch" in n:
-        return ApiKind.GRAPH_LAUNCH
-    if "launch" in n:
-        return ApiKind.LAUNCH
-    if "memcpy" in n:
-        return ApiKind.MEMCPY_ASYNC if "async" in n else ApiKind.MEMCPY_SYNC
-    if "synchronize" in n:
-        return ApiKind.SYNC
-    if "eventrecord" in n:
-        return ApiKind.EVENT_RECORD
-    if "streamwaitevent" in n:
-        return ApiKind.STREAM_WAIT
-    if "malloc" in n or n.endswith("free") or "free" in n.split("_")[-1]:
-        return ApiKind.MALLOC
-    return ApiKind.OTHER
+    return api_kind_from_name(name)
 
 
 class CaptureSession:

@@ -42,7 +42,7 @@ from engine.trace import json_scan as js
 from engine.trace.errors import TraceImportError
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import HostEvents, Trace
+from engine.trace.trace import HostEvents, Trace, api_kind_from_name
 
 CHUNK = 16 << 20  # decompressed bytes per scan step
 _KEY = b'"traceEvents"'
@@ -157,6 +157,7 @@ class _Columns:
         self.host: list[dict[str, np.ndarray]] = []
         self.names = NameTable()
         self.name_of_hash: dict[int, int] = {}
+        self.api_of_name: dict[int, int] = {}
         self.malformed = 0
         self.ranges = 0  # cuda_profiler_range rows (CUPTI profiler mode)
 
@@ -189,6 +190,17 @@ def _name_ids(
     return ids[inv.reshape(-1)]
 
 
+def _api_of(cols: _Columns, name_ids: np.ndarray) -> np.ndarray:
+    """ApiKind per host row from its runtime-call name (classified once per distinct name)."""
+    for nid in np.unique(name_ids).tolist():
+        if nid not in cols.api_of_name:
+            cols.api_of_name[nid] = api_kind_from_name(cols.names[nid])
+    lut = np.zeros(max(cols.api_of_name) + 1, np.uint8)
+    for nid, k in cols.api_of_name.items():
+        lut[nid] = k
+    return lut[name_ids]
+
+
 def _add(
     cols: _Columns,
     buf: np.ndarray,
@@ -200,7 +212,7 @@ def _add(
     dur: np.ndarray,
 ) -> None:
     """Read the kept events' fields (numba) and append them as device rows / host events."""
-    want_name = _KIND[codes] != 255  # device rows; host API rows use no name
+    want_name = np.ones(len(codes), np.bool_)  # device rows: kernel names; host: API kinds
     ints, occ, flops, ns, ne, esc, h = js.extract_fields(
         buf, starts, ends, keep, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX, want_name
     )
@@ -212,12 +224,14 @@ def _add(
     host = np.isin(codes, (js.CAT_RUNTIME, js.CAT_DRIVER)) & ~bad & (corr != miss) & (corr >= 0)
     if host.any():
         st = ints[host, js.F_STREAM]
+        api_names = _name_ids(cols, buf, ns[host], ne[host], esc[host], h[host])
         cols.host.append(
             {
                 "correlation": corr[host],
                 "stream": np.where(st == miss, -1, st),
                 "api_start_ns": ts[host],
                 "api_end_ns": ts[host] + dur[host],
+                "api": _api_of(cols, api_names),
             }
         )
     dev = (_KIND[codes] != 255) & ~bad
@@ -431,6 +445,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         stream=_cat(h, "stream", np.int64).clip(-(2**31), 2**31 - 1).astype(np.int32),
         api_start_ns=_cat(h, "api_start_ns", np.int64),
         api_end_ns=_cat(h, "api_end_ns", np.int64),
+        api=_cat(h, "api", np.uint8),
     )
     props: dict[str, Any] = {
         "format": "kineto",

@@ -16,7 +16,7 @@ import numpy as np
 from engine.trace.errors import TraceImportError
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import HostEvents, Trace
+from engine.trace.trace import HostEvents, Trace, api_kind_from_name
 
 _KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 _MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -132,7 +132,7 @@ def read_nsys(path: str | Path) -> Trace:
             parts.append(_copies(con, names, _MEMSET, Kind.MEMSET))
         if _SYNC in tables:
             parts.append(_syncs(con, names, tables))
-        host = _runtime(con) if _RUNTIME in tables else HostEvents.empty()
+        host = _runtime(con, strings) if _RUNTIME in tables else HostEvents.empty()
         gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
     except sqlite3.DatabaseError as e:
         raise TraceImportError(path, f"unreadable Nsight export ({e})") from None
@@ -249,16 +249,28 @@ def _syncs(con: sqlite3.Connection, names: NameTable, tables: set[str]) -> dict[
     return _rows(d, n, Kind.SYNC, name_idx, stream_default=-1)
 
 
-def _runtime(con: sqlite3.Connection) -> HostEvents:
-    d = _fetch(con, _RUNTIME, ["start", "end", "correlationId"])
+def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> HostEvents:
+    d = _fetch(con, _RUNTIME, ["start", "end", "correlationId", "nameId"])
     n = len(d.get("start", ()))
     corr = _ints(d, "correlationId", n)
     keep = corr > 0
+    cache: dict[int, int] = {}
+    api = np.zeros(int(keep.sum()), np.uint8)  # LAUNCH when the export has no nameId column
+    if "nameId" in d:
+        ids = _ints(d, "nameId", n)[keep]
+        api = np.array(
+            [
+                cache.setdefault(int(i), api_kind_from_name(str(strings.get(int(i), ""))))
+                for i in ids
+            ],
+            np.uint8,
+        )
     return HostEvents(
         correlation=corr[keep],
         stream=np.full(int(keep.sum()), -1, np.int32),
         api_start_ns=_ints(d, "start", n)[keep],
         api_end_ns=_ints(d, "end", n)[keep],
+        api=api,
     )
 
 

@@ -29,6 +29,27 @@ class ApiKind(IntEnum):
     OTHER = 255
 
 
+def api_kind_from_name(name: str) -> int:
+    """ApiKind of a CUDA/HIP runtime or driver call from its name (cudaLaunchKernel,
+    cudaMemcpyAsync, cuStreamSynchronize, hipEventRecord, …)."""
+    n = name.lower()
+    if "graphlaunch" in n:
+        return ApiKind.GRAPH_LAUNCH
+    if "launch" in n:
+        return ApiKind.LAUNCH
+    if "memcpy" in n or "memset" in n:
+        return ApiKind.MEMCPY_ASYNC if "async" in n else ApiKind.MEMCPY_SYNC
+    if "synchronize" in n or "eventsynchronize" in n:
+        return ApiKind.SYNC
+    if "eventrecord" in n:
+        return ApiKind.EVENT_RECORD
+    if "streamwaitevent" in n:
+        return ApiKind.STREAM_WAIT
+    if "malloc" in n or "free" in n:
+        return ApiKind.MALLOC
+    return ApiKind.OTHER
+
+
 @dataclass(eq=False)
 class HostEvents:
     """Host rows: launch API calls linked to device rows by ``correlation``, plus (where the
