@@ -445,6 +445,8 @@ def write_paper(paper_dir: Path, traces: list[Path], seeds: int = PAPER_SEEDS) -
 
 
 def default_traces(root: Path) -> list[Path]:
-    """The shared Kineto traces (sorted): the real-trace corpus of the paper."""
-    d = root.parent / "shared" / "traces" / "kineto"
-    return sorted(d.glob("*.json.gz")) if d.is_dir() else []
+    """The shared Kineto and Nsight traces (sorted): the real-trace corpus of the paper."""
+    d = root.parent / "shared" / "traces"
+    if not d.is_dir():
+        return []
+    return sorted((d / "kineto").glob("*.json.gz")) + sorted((d / "nsys").glob("*.sqlite"))
