@@ -76,6 +76,9 @@ class TelemetryPanel(Static):
                 f"memory: {s.memory_used_bytes / 2**30:,.1f} / "
                 f"{s.memory_total_bytes / 2**30:,.0f} GiB\n"
             )
+            t.append(
+                _bar(s.memory_used_bytes / s.memory_total_bytes, width) + "\n", style="#87afff"
+            )
         names = reason_names(s.clock_event_reasons or 0)
         bad = [n for n in names if n != "GPU_IDLE"]
         t.append("clocks: ")
@@ -104,8 +107,20 @@ class TelemetryPanel(Static):
             pw = f"{s.power_w:,.0f}W" if s.power_w is not None else "—"
             ck = f"{s.sm_clock_mhz}MHz" if s.sm_clock_mhz is not None else "—"
             tc = f"{s.temperature_c:.0f}°C" if s.temperature_c is not None else "—"
+            if s.memory_used_bytes is not None and s.memory_total_bytes:
+                t.append(" mem  ")
+                t.append(
+                    _bar(s.memory_used_bytes / s.memory_total_bytes, max(4, width - 12)) + "\n",
+                    style="#87afff",
+                )
             t.append(f" {mem} {pw} {ck} {tc}\n")
             bad = [n for n in reason_names(s.clock_event_reasons or 0) if n != "GPU_IDLE"]
             if bad:
                 t.append(f" {', '.join(bad)}\n", style="bold red")
         return t
+
+
+def _bar(frac: float, width: int) -> str:
+    """A filled bar (nvitop-style): █ for the used share, ░ for the rest."""
+    n = max(0, min(width, round(frac * width)))
+    return "█" * n + "░" * (width - n)
