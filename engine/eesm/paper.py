@@ -248,6 +248,15 @@ def generate(traces: list[Path], seeds: int = PAPER_SEEDS) -> tuple[str, dict[st
     model = EesmModel.build()
     cal = run_audit(["calibrated"], seeds, model)
     real = run_audit([str(p) for p in traces], seeds, model) if traces else None
+    if real is not None:  # where the checkout sits is not a result: name traces as ../shared does
+        for item in real.corpus:
+            parts = Path(item.source).parts
+            item.source = (
+                "../" + "/".join(parts[parts.index("shared") :])
+                if "shared" in parts
+                else Path(item.source).name
+            )
+        real.corpus_spec = [c.source for c in real.corpus]
     geo = kappa_geometry(seeds, model)
     hbm = hbm_saturation(seeds, model)
     cl = claims(cal, hbm)
