@@ -110,6 +110,13 @@ class KappaParams(_Strict):
     ridge: float = Field(gt=0)
     k_max: float = Field(gt=1)
 
+    @model_validator(mode="after")
+    def _whole_blocks(self) -> KappaParams:
+        # κ windows are made of whole blocks of `stride` rows (engine/eesm/kappa.py)
+        if self.window % self.stride:
+            raise ValueError(f"kappa.window ({self.window}) must be a multiple of kappa.stride")
+        return self
+
 
 class Priors(_Strict):
     model_config = ConfigDict(extra="ignore", frozen=True)

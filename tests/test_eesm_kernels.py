@@ -283,3 +283,19 @@ def test_fused_handles_stream_ids_far_apart(model):
     assert np.array_equal(a.labels, f.labels) and np.array_equal(
         decode(seg, model).labels, a.labels
     )
+
+
+def test_kappa_does_not_drift_on_a_long_stream(model):
+    """Block sums are summed afresh for every window: after 2·10⁵ rows of large offsets the last
+    window's κ equals the κ of those rows alone (a running add/subtract sum would drift)."""
+    rng = np.random.default_rng(3)
+    n = 200_000
+    P = rng.random((n, 3)) * 0.01 + np.array([0.5, 0.9, 0.2])
+    P[: n // 2] += 1e6 * rng.random((n // 2, 3))  # huge early values, gone from later windows
+    kp = model.params.kappa
+    k = kappa.kappa_groups(P, np.arange(n), np.array([0, n]), kp.window, kp.stride, 32, kp.ridge)
+    tail = P[-kp.window :]
+    alone = kappa.kappa_groups(
+        tail, np.arange(kp.window), np.array([0, kp.window]), kp.window, kp.stride, 32, kp.ridge
+    )
+    assert np.isclose(k[-1], alone[-1], rtol=1e-6)

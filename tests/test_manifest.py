@@ -104,3 +104,12 @@ def test_hardware_spec_requires_all_classes(hw):
     del data["class_efficiency"]["GEMM"]
     with pytest.raises(ValidationError, match="GEMM"):
         HardwareSpec.model_validate(data)
+
+
+def test_kappa_window_must_be_whole_blocks():
+    from engine.manifest import KappaParams
+
+    ok = {"window": 256, "stride": 32, "min_count": 32, "ridge": 1e-4, "k_max": 200.0}
+    assert KappaParams(**ok).window == 256
+    with pytest.raises(ValidationError, match=r"multiple of kappa\.stride"):
+        KappaParams(**{**ok, "window": 250})

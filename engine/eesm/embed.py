@@ -32,26 +32,27 @@ def _observe_row(
     issue: float,
     stall: float,
     occ: float,
-    class_peak: np.ndarray,
+    inv_peak: np.ndarray,
     prior: np.ndarray,
-    hbm_Bps: float,
+    inv_hbm: float,
     short_ns: float,
 ) -> tuple[float, float, float, bool]:
-    # one division per row: rates are FLOPs (bytes) × (1/seconds); the numpy reference divides,
-    # which agrees to an ulp (tested with rtol 1e-12)
+    # one division per row: rates are FLOPs (bytes) × (1/seconds) × (1/peak), the reciprocals
+    # of the peaks computed once per call; the numpy reference divides, which agrees to a few
+    # ulps (tested with rtol 1e-12)
     dur = max(dur_ns, 1.0)
     per_s = 1e9 / dur
     est = False
     c = np.nan
     if flops == flops:
-        c = flops * per_s / class_peak[k]
+        c = flops * per_s * inv_peak[k]
     if issue == issue:
         c = issue if c != c else max(c, issue)
     if c != c:
         c = prior[k, 0] * min(1.0, dur / short_ns)
         est = True
     if dram == dram:
-        m = dram * per_s / hbm_Bps
+        m = dram * per_s * inv_hbm
     else:
         m = prior[k, 1] * min(1.0, dur / short_ns)
         est = True
@@ -91,6 +92,7 @@ def observe(
     n = start_ns.shape[0]
     out = np.empty((n, 3), np.float64)
     est = np.zeros(n, np.uint8)
+    inv_peak, inv_hbm = 1.0 / class_peak, 1.0 / hbm_Bps
     for i in range(n):
         c, m, s, e = _observe_row(
             float(end_ns[i] - start_ns[i]),
@@ -100,9 +102,9 @@ def observe(
             issue_active[i],
             stall_frac[i],
             occupancy[i],
-            class_peak,
+            inv_peak,
             prior,
-            hbm_Bps,
+            inv_hbm,
             short_ns,
         )
         out[i, 0] = c

@@ -91,8 +91,7 @@ def fused_general(
 ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
     """Any chain: one pass in row order with per-stream state; ok=False if a stream is out of order.
 
-    Per-stream Viterbi recursions, κ running sums and a ring of the last ``window`` pressures
-    make T_stream implicit: no sort and no permutation when each stream is in start order (the
+    Per-stream Viterbi recursions and κ block sums make T_stream implicit: no sort and no permutation when each stream is in start order (the
     usual case for device traces). Operation order matches the layered kernels exactly.
     """
     n = start.shape[0]
@@ -107,12 +106,14 @@ def fused_general(
     top_of = np.zeros(G, np.int64)  # index of δ[g]'s (first) maximum, kept by _init/_step_sticky
     last = np.full(G, -1, np.int64)
     count = np.zeros(G, np.int64)
-    sums = np.zeros((G, 9))
-    ring = np.zeros((G, window, 3))
+    nb = max(1, window // stride)
+    part = np.zeros((G, 9))  # sums of each stream's current κ block
+    blk = np.zeros((G, nb, 9))  # each stream's last nb completed blocks (kappa.block_window_cond)
+    nblk = np.zeros(G, np.int64)
     pend = np.empty((G, stride), np.int64)
     npend = np.zeros(G, np.int64)
-    slot_of = np.zeros(G, np.int64)  # ring position, kept by increment: no % on the hot path
     e = np.empty((1, S))
+    inv_peak, inv_hbm = 1.0 / class_peak, 1.0 / hbm
     new = np.empty(S)
     sticky = viterbi._sticky(logA)
     s4 = sticky and S == 4
@@ -129,9 +130,9 @@ def fused_general(
             issue[i],
             stall[i],
             occ[i],
-            class_peak,
+            inv_peak,
             prior,
-            hbm,
+            inv_hbm,
             short_ns,
         )
         x = embed._bound(x, floor)
@@ -163,36 +164,28 @@ def fused_general(
                 viterbi._step(delta, g, logA, e, 0, new, bp, i)
         prev[i] = last[g]
         last[g] = i
-        # κ: one update per running sum with (new − leaving) terms, as kappa.kappa_groups;
-        # the ring starts at zeros, so the first `window` rows subtract nothing
-        slot = slot_of[g]
-        slot_of[g] = 0 if slot + 1 == window else slot + 1
-        ox, oy, oz = ring[g, slot, 0], ring[g, slot, 1], ring[g, slot, 2]
-        sums[g, 0] += x - ox
-        sums[g, 1] += y - oy
-        sums[g, 2] += z - oz
-        sums[g, 3] += x * x - ox * ox
-        sums[g, 4] += x * y - ox * oy
-        sums[g, 5] += x * z - ox * oz
-        sums[g, 6] += y * y - oy * oy
-        sums[g, 7] += y * z - oy * oz
-        sums[g, 8] += z * z - oz * oz
-        ring[g, slot, 0] = x
-        ring[g, slot, 1] = y
-        ring[g, slot, 2] = z
+        # κ: block sums from zero in row order, as kappa.kappa_groups
+        part[g, 0] += x
+        part[g, 1] += y
+        part[g, 2] += z
+        part[g, 3] += x * x
+        part[g, 4] += x * y
+        part[g, 5] += x * z
+        part[g, 6] += y * y
+        part[g, 7] += y * z
+        part[g, 8] += z * z
         count[g] += 1
         pend[g, npend[g]] = i
         npend[g] += 1
-        if npend[g] == stride:  # the stride's evaluation point: count is a multiple of stride
-            k = _kappa_from_sums(sums, g, min(count[g], window), min_count, ridge)
-            for q in range(npend[g]):
-                kap[pend[g, q]] = k
-            npend[g] = 0
+        if npend[g] == stride:  # the block is complete
+            _close_block(
+                part, blk, nblk, pend, npend, kap, g, nb, count[g], stride, min_count, ridge
+            )
     for g in range(G):
-        if npend[g]:
-            k = _kappa_from_sums(sums, g, min(count[g], window), min_count, ridge)
-            for q in range(npend[g]):
-                kap[pend[g, q]] = k
+        if npend[g]:  # the stream's last, short block
+            _close_block(
+                part, blk, nblk, pend, npend, kap, g, nb, count[g], stride, min_count, ridge
+            )
         i = last[g]
         if i < 0:
             continue
@@ -206,21 +199,32 @@ def fused_general(
 
 
 @jit
-def _kappa_from_sums(sm: np.ndarray, g: int, cnt: int, min_count: int, ridge: float) -> float:
-    return kappa.cond_from_sums(
-        sm[g, 0],
-        sm[g, 1],
-        sm[g, 2],
-        sm[g, 3],
-        sm[g, 4],
-        sm[g, 5],
-        sm[g, 6],
-        sm[g, 7],
-        sm[g, 8],
-        cnt,
-        min_count,
-        ridge,
-    )
+def _close_block(
+    part: np.ndarray,
+    blk: np.ndarray,
+    nblk: np.ndarray,
+    pend: np.ndarray,
+    npend: np.ndarray,
+    kap: np.ndarray,
+    g: int,
+    nb: int,
+    cnt: int,
+    stride: int,
+    min_count: int,
+    ridge: float,
+) -> None:
+    """Store stream g's current block, give its rows the window's κ, start a new block."""
+    q = nblk[g]
+    b = q % nb
+    for t in range(9):
+        blk[g, b, t] = part[g, t]
+        part[g, t] = 0.0
+    rows = cnt - max(0, q - nb + 1) * stride
+    k = kappa.block_window_cond(blk, g, q, nb, rows, min_count, ridge)
+    for t in range(npend[g]):
+        kap[pend[g, t]] = k
+    npend[g] = 0
+    nblk[g] = q + 1
 
 
 #: rows per chunk of the sticky-4 kernel: a chunk's columns (~3 MB) stay in cache while each of
@@ -289,18 +293,27 @@ def fused_sticky4(
             g = table[stream[i] - lo]
             perm[fill[g]] = i
             fill[g] += 1
+    # one κ per block of `stride` rows of a stream (kappa.py), given to its rows at backtrack
+    cnt = np.zeros(G, np.int64)
+    for ch in range(nch):
+        for g in range(G):
+            cnt[g] += coff[ch, g + 1] - coff[ch, g]
+    kvoff = np.zeros(G + 1, np.int64)
+    for g in range(G):
+        kvoff[g + 1] = kvoff[g] + (cnt[g] + stride - 1) // stride
+    kv = np.empty(kvoff[G], np.float32)
+    nb = max(1, window // stride)
+    blk = np.zeros((G, nb, 9))
     # per-stream state carried between chunks
     D = np.zeros((G, 4))
     top_of = np.zeros(G, np.int64)
     seen = np.zeros(G, np.int64)
     prev_start = np.zeros(G, np.int64)
-    sums = np.zeros((G, 9))
-    ring = np.zeros((G, window, 3))
-    slot_of = np.zeros(G, np.int64)
-    pend = np.empty((G, stride), np.int64)
-    npend = np.zeros(G, np.int64)
+    part = np.zeros((G, 9))
+    nblk = np.zeros(G, np.int64)
     ls, lsw = logA[0, 0], logA[1, 0]
     c0, c1, c2, c3 = c[0], c[1], c[2], c[3]
+    inv_peak, inv_hbm = 1.0 / class_peak, 1.0 / hbm
     for ch in range(nch):
         for g in range(G):
             a, b = coff[ch, g], coff[ch, g + 1]
@@ -308,11 +321,12 @@ def fused_sticky4(
                 continue
             d0, d1, d2, d3 = D[g, 0], D[g, 1], D[g, 2], D[g, 3]
             m = top_of[g]
-            s0, s1, s2 = sums[g, 0], sums[g, 1], sums[g, 2]
-            s00, s01, s02 = sums[g, 3], sums[g, 4], sums[g, 5]
-            s11, s12, s22 = sums[g, 6], sums[g, 7], sums[g, 8]
-            slot = slot_of[g]
+            p0, p1, p2 = part[g, 0], part[g, 1], part[g, 2]
+            p00, p01, p02 = part[g, 3], part[g, 4], part[g, 5]
+            p11, p12, p22 = part[g, 6], part[g, 7], part[g, 8]
+            q = nblk[g]
             cnt_g = seen[g]
+            left = stride - cnt_g % stride  # rows still missing from block q
             last_t = prev_start[g]
             for j in range(a, b):
                 i = perm[j]
@@ -327,9 +341,9 @@ def fused_sticky4(
                     issue[i],
                     stall[i],
                     occ[i],
-                    class_peak,
+                    inv_peak,
                     prior,
-                    hbm,
+                    inv_hbm,
                     short_ns,
                 )
                 x = embed._bound(x, floor)
@@ -361,75 +375,64 @@ def fused_sticky4(
                 if n3 > top:
                     top, m = n3, 3
                 d0, d1, d2, d3 = n0 - top, n1 - top, n2 - top, n3 - top
-                # κ: (new − leaving) updates, as kappa.kappa_groups
-                ox, oy, oz = ring[g, slot, 0], ring[g, slot, 1], ring[g, slot, 2]
-                s0 += x - ox
-                s1 += y - oy
-                s2 += z - oz
-                s00 += x * x - ox * ox
-                s01 += x * y - ox * oy
-                s02 += x * z - ox * oz
-                s11 += y * y - oy * oy
-                s12 += y * z - oy * oz
-                s22 += z * z - oz * oz
-                ring[g, slot, 0] = x
-                ring[g, slot, 1] = y
-                ring[g, slot, 2] = z
-                slot = 0 if slot + 1 == window else slot + 1
+                # κ: block sums from zero in row order, as kappa.kappa_groups
+                p0 += x
+                p1 += y
+                p2 += z
+                p00 += x * x
+                p01 += x * y
+                p02 += x * z
+                p11 += y * y
+                p12 += y * z
+                p22 += z * z
                 cnt_g += 1
-                pend[g, npend[g]] = i
-                npend[g] += 1
-                if npend[g] == stride:
-                    k = kappa.cond_from_sums(
-                        s0,
-                        s1,
-                        s2,
-                        s00,
-                        s01,
-                        s02,
-                        s11,
-                        s12,
-                        s22,
-                        min(cnt_g, window),
-                        min_count,
-                        ridge,
+                left -= 1
+                if left == 0:  # block q is complete
+                    kb = q % nb
+                    blk[g, kb, 0], blk[g, kb, 1], blk[g, kb, 2] = p0, p1, p2
+                    blk[g, kb, 3], blk[g, kb, 4], blk[g, kb, 5] = p00, p01, p02
+                    blk[g, kb, 6], blk[g, kb, 7], blk[g, kb, 8] = p11, p12, p22
+                    rows = cnt_g - max(0, q - nb + 1) * stride
+                    kv[kvoff[g] + q] = kappa.block_window_cond(
+                        blk, g, q, nb, rows, min_count, ridge
                     )
-                    for q in range(stride):
-                        kap[pend[g, q]] = k
-                    npend[g] = 0
+                    q += 1
+                    left = stride
+                    p0 = p1 = p2 = p00 = p01 = p02 = p11 = p12 = p22 = 0.0
             D[g, 0], D[g, 1], D[g, 2], D[g, 3] = d0, d1, d2, d3
             top_of[g] = m
-            sums[g, 0], sums[g, 1], sums[g, 2] = s0, s1, s2
-            sums[g, 3], sums[g, 4], sums[g, 5] = s00, s01, s02
-            sums[g, 6], sums[g, 7], sums[g, 8] = s11, s12, s22
-            slot_of[g] = slot
+            part[g, 0], part[g, 1], part[g, 2] = p0, p1, p2
+            part[g, 3], part[g, 4], part[g, 5] = p00, p01, p02
+            part[g, 6], part[g, 7], part[g, 8] = p11, p12, p22
+            nblk[g] = q
             seen[g] = cnt_g
             prev_start[g] = last_t
     for g in range(G):
-        if npend[g]:  # the stream's last, partial stride
-            k = kappa.cond_from_sums(
-                sums[g, 0],
-                sums[g, 1],
-                sums[g, 2],
-                sums[g, 3],
-                sums[g, 4],
-                sums[g, 5],
-                sums[g, 6],
-                sums[g, 7],
-                sums[g, 8],
-                min(seen[g], window),
-                min_count,
-                ridge,
-            )
-            for q in range(npend[g]):
-                kap[pend[g, q]] = k
-        # backtrack across chunks, newest row first
+        q = nblk[g]
+        if cnt[g] % stride:  # the stream's last, short block
+            kb = q % nb
+            for t in range(9):
+                blk[g, kb, t] = part[g, t]
+            rows = cnt[g] - max(0, q - nb + 1) * stride
+            kv[kvoff[g] + q] = kappa.block_window_cond(blk, g, q, nb, rows, min_count, ridge)
+        # backtrack across chunks, newest row first; each row also gets its block's κ
         s = top_of[g]
         later = -1
+        kq = kvoff[g] + (cnt[g] - 1) // stride
+        left = (cnt[g] - 1) % stride
+        k = kv[kq] if cnt[g] else np.float32(0)
         for ch in range(nch - 1, -1, -1):
             for j in range(coff[ch, g + 1] - 1, coff[ch, g] - 1, -1):
                 if later >= 0:
                     s = (bp[later] >> (2 * s)) & 3
-                labels[perm[j]] = s
+                i = perm[j]
+                labels[i] = s
+                kap[i] = k
                 later = j
+                if left == 0:
+                    left = stride
+                    kq -= 1
+                    if kq >= kvoff[g]:
+                        k = kv[kq]
+                left -= 1
     return True, labels, kap, est

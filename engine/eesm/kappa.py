@@ -1,15 +1,19 @@
 """κ gate: condition number of the pressure covariance over a trailing window, per stream.
 
-κ(Σ) = λ_max / λ_min of (Σ + ridge·I), Σ the (biased) covariance of the last ``window`` rows of
-P on the same stream, evaluated every ``stride`` rows; each row gets the κ of the window that
-ends at the next evaluation point of its stream (or at the stream's last row). Rows of a
-stream that has fewer than ``min_count`` rows in the window get NaN (undetermined).
+κ(Σ) = λ_max / λ_min of (Σ + ridge·I), Σ the (biased) covariance of a trailing window of P on
+the same stream. A stream's rows are cut into blocks of ``stride`` rows (the last one may be
+short); at the end of each block κ is evaluated over the last ``window // stride`` blocks —
+``window`` rows once the stream is long enough, fewer for the short last block — and every row
+of the block gets that κ. Rows whose window holds fewer than ``min_count`` rows get NaN
+(undetermined).
 κ ≤ K_max → M_id (identifiable); κ > K_max → M_deg: the pressures have collapsed onto a line
 or plane (e.g. memory pinned at 1 by HBM saturation) and labels there are low-confidence.
 Diagnostic, not causal (DESIGN §4). The ridge bounds κ ≤ (λ_max + ridge)/ridge.
 
-The numba kernel keeps running sums (O(1) per row) and solves the 3×3 symmetric
-eigenproblem in closed form (trigonometric method); the reference uses numpy.linalg.eigvalsh.
+The numba kernels sum each block once (nine products per row, no ring of past rows, and no
+rounding drift however long the stream: every window is summed afresh from its blocks) and
+solve the 3×3 symmetric eigenproblem in closed form (trigonometric method); the reference uses
+np.cov and numpy.linalg.eigvalsh on the same rows.
 """
 
 from __future__ import annotations
@@ -75,6 +79,31 @@ def cond_from_sums(
 
 
 @jit
+def block_window_cond(
+    blk: np.ndarray, g: int, q: int, nb: int, rows: int, min_count: int, ridge: float
+) -> float:
+    """κ of the window ending with stream g's block q: blocks max(0, q − nb + 1) … q of ``blk``.
+
+    ``blk[g, q % nb]`` holds block q's nine sums (Σx, Σy, Σz, Σx², Σxy, Σxz, Σy², Σyz, Σz²),
+    each accumulated from zero in row order; the window's sums add them oldest block first.
+    Both the fused pass and ``kappa_groups`` call this, so their κ are bit-identical.
+    """
+    s0 = s1 = s2 = s00 = s01 = s02 = s11 = s12 = s22 = 0.0
+    for b in range(max(0, q - nb + 1), q + 1):
+        k = b % nb
+        s0 += blk[g, k, 0]
+        s1 += blk[g, k, 1]
+        s2 += blk[g, k, 2]
+        s00 += blk[g, k, 3]
+        s01 += blk[g, k, 4]
+        s02 += blk[g, k, 5]
+        s11 += blk[g, k, 6]
+        s12 += blk[g, k, 7]
+        s22 += blk[g, k, 8]
+    return cond_from_sums(s0, s1, s2, s00, s01, s02, s11, s12, s22, rows, min_count, ridge)
+
+
+@jit
 def kappa_groups(
     P: np.ndarray,
     perm: np.ndarray,
@@ -87,47 +116,38 @@ def kappa_groups(
     """Return κ per row (row order), NaN where the window holds fewer than min_count rows."""
     n = P.shape[0]
     out = np.full(n, np.nan, np.float32)
+    nb = max(1, window // stride)
+    blk = np.zeros((1, nb, 9))
     for g in range(offsets.shape[0] - 1):
         a, b = offsets[g], offsets[g + 1]
-        s0 = s1 = s2 = 0.0
-        s00 = s01 = s02 = s11 = s12 = s22 = 0.0
-        last = a
+        p0 = p1 = p2 = p00 = p01 = p02 = p11 = p12 = p22 = 0.0
+        q = 0
+        first = a
         for j in range(a, b):
             r = perm[j]
             x, y, z = P[r, 0], P[r, 1], P[r, 2]
-            ox = oy = oz = 0.0
-            if j - a >= window:
-                o = perm[j - window]
-                ox, oy, oz = P[o, 0], P[o, 1], P[o, 2]
-            # one update per sum with (new − leaving) terms: the fused pass does the same
-            # arithmetic, so both give bit-identical κ
-            s0 += x - ox
-            s1 += y - oy
-            s2 += z - oz
-            s00 += x * x - ox * ox
-            s01 += x * y - ox * oy
-            s02 += x * z - ox * oz
-            s11 += y * y - oy * oy
-            s12 += y * z - oy * oz
-            s22 += z * z - oz * oz
-            if (j - a + 1) % stride == 0 or j == b - 1:
-                k = cond_from_sums(
-                    s0,
-                    s1,
-                    s2,
-                    s00,
-                    s01,
-                    s02,
-                    s11,
-                    s12,
-                    s22,
-                    min(j - a + 1, window),
-                    min_count,
-                    ridge,
-                )
-                for q in range(last, j + 1):
-                    out[perm[q]] = k
-                last = j + 1
+            # block sums from zero, in row order: the fused pass does the same arithmetic
+            p0 += x
+            p1 += y
+            p2 += z
+            p00 += x * x
+            p01 += x * y
+            p02 += x * z
+            p11 += y * y
+            p12 += y * z
+            p22 += z * z
+            if j + 1 - first == stride or j == b - 1:  # block q is complete (or the stream ends)
+                k = q % nb
+                blk[0, k, 0], blk[0, k, 1], blk[0, k, 2] = p0, p1, p2
+                blk[0, k, 3], blk[0, k, 4], blk[0, k, 5] = p00, p01, p02
+                blk[0, k, 6], blk[0, k, 7], blk[0, k, 8] = p11, p12, p22
+                rows = j + 1 - a - max(0, q - nb + 1) * stride
+                kq = block_window_cond(blk, 0, q, nb, rows, min_count, ridge)
+                for t in range(first, j + 1):
+                    out[perm[t]] = kq
+                first = j + 1
+                q += 1
+                p0 = p1 = p2 = p00 = p01 = p02 = p11 = p12 = p22 = 0.0
     return out
 
 
@@ -140,15 +160,17 @@ def kappa_groups_ref(
     min_count: int,
     ridge: float,
 ) -> np.ndarray:
-    """Plain-numpy κ (np.cov + eigvalsh at each evaluation point)."""
+    """Plain-numpy κ (np.cov + eigvalsh over each evaluation point's blocks)."""
     out = np.full(len(P), np.nan, np.float32)
+    nb = max(1, window // stride)
     for g in range(len(offsets) - 1):
         rows = perm[offsets[g] : offsets[g + 1]]
         m = len(rows)
         last = 0
         for j in range(m):
             if (j + 1) % stride == 0 or j == m - 1:
-                w = P[rows[max(0, j + 1 - window) : j + 1]]
+                lo = max(0, (j // stride - nb + 1) * stride)
+                w = P[rows[lo : j + 1]]
                 k = np.nan
                 if len(w) >= min_count:
                     cov = np.cov(w, rowvar=False, bias=True) + ridge * np.eye(3)

@@ -313,10 +313,12 @@ def render(t: dict[str, Any], model: EesmModel) -> str:
         f"divergence (β = {p.bregman_beta}) to each regime's centroid μ_r; a sticky chain "
         f"(p_stay = {p.p_stay}) is decoded per stream by Viterbi (online: fixed lag L = {p.fixed_lag}).",
         f"* **h / κ gate** (kappa.py): κ = condition number of the ridge-regularised covariance of the "
-        f"last {p.kappa.window} pressure vectors of the stream (stride {p.kappa.stride}, at least "
-        f"{p.kappa.min_count} rows, ridge {p.kappa.ridge}); κ > K_max = {p.kappa.k_max} puts a row in "
-        "M_deg (geometry degenerate: low-confidence label), otherwise M_id; undetermined while the "
-        "window fills.",
+        f"last {p.kappa.window} pressure vectors of the stream (ridge {p.kappa.ridge}), evaluated at "
+        f"the end of each block of {p.kappa.stride} rows of the stream over its last "
+        f"{p.kappa.window // p.kappa.stride} blocks (the stream's short last block included) and "
+        f"given to that block's rows; κ > K_max = {p.kappa.k_max} puts a row in M_deg (geometry "
+        "degenerate: low-confidence label), otherwise M_id; undetermined while the window holds "
+        f"fewer than {p.kappa.min_count} rows.",
         "",
         "Variants: *full*; *Abl_1* without T_stream (one global time order); *Abl_2* without "
         "B_bounded (pressures only floored); *Abl_3* without the κ gate (every row confident); "
