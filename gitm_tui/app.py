@@ -162,7 +162,7 @@ class GitmApp(App[int]):
                 strips = self.query(f"#strip-{ev.stream}")
             strips.first(RegimeStrip).add(ev.labels, ev.degenerate, ev.names)
             self.query_one(KernelTable).add(
-                ev.stream, ev.names, ev.start_ns, ev.end_ns, ev.labels, ev.degenerate
+                ev.stream, ev.names, ev.start_ns, ev.end_ns, ev.labels, ev.degenerate, ev.config
             )
         elif isinstance(ev, KappaUpdate):
             self.query_one(KappaPanel).update_kappa(ev)

@@ -88,3 +88,30 @@ def test_snapshot_dashboard(snap_compare):
 
     app = make_app(Settings(), ScriptedEngine())
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+async def test_kernel_table_starts_over_when_the_configuration_changes():
+    import numpy as np
+    from textual.app import App
+
+    class One(App[None]):
+        def compose(self):
+            yield KernelTable()
+
+    def rows(n):
+        start = np.arange(n, dtype=np.int64) * 100
+        return ("k",) * n, start, start + 50, np.zeros(n, np.uint8), np.zeros(n, np.bool_)
+
+    app = One()
+    async with app.run_test() as pilot:
+        t = app.query_one(KernelTable)
+        t.add(7, *rows(5), config="baseline")
+        t.add(7, *rows(3), config="baseline")
+        t.flush()
+        await pilot.pause(0.05)
+        assert t._agg[(7, "k")].calls == 8 and t.border_title == "kernels — baseline"
+        t.add(7, *rows(2), config="baseline + cuda_graphs")
+        t.flush()
+        await pilot.pause(0.05)
+        assert t._agg[(7, "k")].calls == 2 and t.row_count == 1
+        assert t.border_title == "kernels — baseline + cuda_graphs"

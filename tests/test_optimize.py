@@ -268,6 +268,7 @@ async def test_tui_approve_then_roll_back_by_hand():
     from gitm_tui.app import Settings, make_app
     from gitm_tui.screens import ConfirmScreen
     from gitm_tui.widgets.interventions import InterventionTable
+    from gitm_tui.widgets.kernel_table import KernelTable
 
     eng = Engine(RunConfig(workload="hft-lob", budget_s=40, tick_s=0.05, approve="manual"))
     app = make_app(Settings(), eng)
@@ -290,10 +291,14 @@ async def test_tui_approve_then_roll_back_by_hand():
         await pilot.press("y")
         await until(lambda: table.latest[iid].state == "VERIFIED")
         assert table.latest[iid].approved_by == "tui" and table.latest[iid].measured_gain > 0.15
+        kernels = app.query_one(KernelTable)  # shows the configuration running now, alone
+        await until(lambda: kernels.config == "baseline + cuda_graphs")
+        assert "cuda_graphs" in str(kernels.border_title)
         await pilot.press("b")
         await until(lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
         await until(lambda: table.latest[iid].state == "ROLLED_BACK")
+        await until(lambda: kernels.config == "baseline")
         recs = read(eng.run_dir / "journal.jsonl")
         seq = [r["to"] for r in recs if r.get("type") == "transition" and r["id"] == iid]
         assert seq == ["PROPOSED", "APPROVED", "APPLYING", "APPLIED", "VERIFIED", "ROLLED_BACK"]

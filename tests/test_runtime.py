@@ -174,3 +174,49 @@ async def test_engine_budget_ends_the_run():
     eng = Engine(RunConfig(workload="af2", budget_s=0.3, tick_s=0.05))
     evs = await _collect(eng)
     assert evs[-1].status == "completed" and 0.3 <= evs[-1].wall_s < 5
+
+
+def test_warmup_finishing_after_the_loop_closed_is_silent():
+    """Quitting during the first-run numba compile: the warm-up thread finishes after the event
+    loop has closed and must not print a thread traceback."""
+    import asyncio
+    import threading
+
+    from engine.runtime.engine import _in_daemon_thread
+
+    release = threading.Event()
+    errors: list[BaseException] = []
+    old_hook = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    try:
+
+        async def start() -> None:
+            _in_daemon_thread(lambda: (release.wait(5), 1.0)[1])
+
+        asyncio.run(start())  # the loop closes with the warm-up still running
+        release.set()
+        for t in threading.enumerate():
+            if t.name == "gitm-numba-warmup":
+                t.join(5)
+    finally:
+        threading.excepthook = old_hook
+    assert errors == []
+
+
+def test_released_rows_keep_the_configuration_they_ran_under():
+    """The fixed lag releases rows late: those pushed before a lever was kept stay 'baseline'."""
+    from engine.trace.segments import Segments
+
+    def seg(n: int, stream: int) -> Segments:
+        start = np.arange(n, dtype=np.int64)
+        return Segments.from_columns(start_ns=start, end_ns=start + 1, stream=np.full(n, stream))
+
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=5))
+    eng._config = "baseline"
+    eng._note_pushed(seg(10, 7))
+    eng._note_pushed(seg(5, 7))
+    eng._config = "baseline + cuda_graphs"
+    eng._note_pushed(seg(4, 7))
+    assert eng._configs_of(7, 12) == [("baseline", 0, 12)]
+    assert eng._configs_of(7, 5) == [("baseline", 0, 3), ("baseline + cuda_graphs", 3, 5)]
+    assert eng._configs_of(7, 2) == [("baseline + cuda_graphs", 0, 2)]

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -128,6 +129,9 @@ class Engine:
                 f"unknown approval policy {config.approve!r}; one of {APPROVAL_POLICIES}"
             )
         self.config = config
+        self._config = ""  # the workload configuration rows pushed now run under
+        # per stream: [configuration, rows] in push order, to tag rows the fixed lag releases
+        self._pushed: dict[int, deque[list[Any]]] = {}
         self.bus = bus or EventBus()
         self.hw = load_hardware(config.hardware)
         self.cmd_workload: Any = None
@@ -304,6 +308,8 @@ class Engine:
         self._tracker = tracker = _Tracker(model.params.kappa.k_max)
         self._gpu = gpu
         self._offset_ns = 0
+        self._config = ""
+        self._pushed = {}
         status = "completed"
         result: dict[str, Any] = {}
         report = ""
@@ -366,6 +372,7 @@ class Engine:
     ) -> None:
         """Stream live windows of the unchanged workload until the profile share is spent."""
         cfg = self.config
+        self._config = "baseline"
         end = self.deadline("profile") if cfg.optimize else cfg.budget_s
         windows = 0
         while not self._stop and (windows == 0 or self.elapsed() < end):
@@ -377,6 +384,7 @@ class Engine:
             t_tick = time.monotonic()
             self._check_warm(decoder)
             batch = await asyncio.to_thread(gpu.run_for, cfg.window_ns)
+            self._note_pushed(batch.segments)
             finals = await asyncio.to_thread(decoder.push, batch.segments, batch.truth)
             windows += 1
             self._publish_finals(finals, gpu, tracker)
@@ -504,6 +512,7 @@ class Engine:
                     break
                 seg, names = item
                 holder.names = names
+                self._note_pushed(seg)
                 finals = await asyncio.to_thread(decoder.push, seg)
                 self._publish_finals(finals, holder, tracker)
         finally:
@@ -568,10 +577,13 @@ class Engine:
             )
         )
 
-    async def _show(self, m: Any) -> None:
-        """Stream a measurement's trace to the dashboard (shifted after what was shown)."""
+    async def _show(self, m: Any, opt: Any) -> None:
+        """Stream a measurement's trace to the dashboard (shifted after what was shown), tagged
+        with the configuration it ran under."""
         if m.trace is None or self._gpu is None:  # a command workload has no device trace
             return
+        kept = [opt.interventions[k].lever_id for k in opt.kept]
+        self._config = " + ".join(["baseline", *kept])
         seg = m.trace.segments
         if not len(seg):
             return
@@ -583,6 +595,7 @@ class Engine:
         seg = Segments(**cols)
         self._offset_ns = int(seg.end_ns.max())
         self._check_warm(self._decoder)
+        self._note_pushed(seg)
         finals = await asyncio.to_thread(self._decoder.push, seg, m.truth)
         self._publish_finals(finals, self._gpu, self._tracker)
         self._telemetry_out(m.telemetry)
@@ -627,7 +640,7 @@ class Engine:
             }
         )
         noise = await asyncio.to_thread(opt.profile)
-        await self._show(opt.current[0])
+        await self._show(opt.current[0], opt)
         self._status("profile")
         unit = "µs/sample" if self.cmd_workload is None else f"(metric, goal {cfg.goal})"
         scale = 1e3 if self.cmd_workload is None else 1.0
@@ -816,7 +829,7 @@ class Engine:
             else:
                 self._phase("apply", f"rolling back {iid}")
                 await asyncio.to_thread(opt.rollback, iid, by)
-                await self._show(opt.current[0])
+                await self._show(opt.current[0], opt)
                 self._status("apply")
                 for upd in opt.propose(await asyncio.to_thread(opt.rank)):
                     self._publish_iv(upd)
@@ -840,7 +853,7 @@ class Engine:
             if other is not iv and self._shown_state.get(other.iid) != other.state.value:
                 self._publish_iv(other)
         if iv.state == State.VERIFIED:
-            await self._show(opt.current[0])
+            await self._show(opt.current[0], opt)
             if opt.analysis is not None:
                 self._publish_analysis(opt.analysis)
         self._status("apply")
@@ -1004,21 +1017,52 @@ class Engine:
             )
         )
 
+    def _note_pushed(self, seg: Segments) -> None:
+        """Record how many rows of each stream go to the decoder under the current configuration
+        (the fixed lag releases them later, possibly after the configuration changed)."""
+        streams, counts = np.unique(seg.stream, return_counts=True)
+        for sid, c in zip(streams.tolist(), counts.tolist(), strict=True):
+            q = self._pushed.setdefault(sid, deque())
+            if q and q[-1][0] == self._config:
+                q[-1][1] += c
+            else:
+                q.append([self._config, c])
+
+    def _configs_of(self, stream: int, n: int) -> list[tuple[str, int, int]]:
+        """Split the next n released rows of ``stream`` by the configuration they ran under."""
+        q = self._pushed.get(stream)
+        out, a = [], 0
+        while a < n:
+            if not q:  # rows never noted (cannot happen on the engine's paths): current config
+                out.append((self._config, a, n))
+                break
+            cfg, left = q[0]
+            take = min(left, n - a)
+            if take == left:
+                q.popleft()
+            else:
+                q[0][1] = left - take
+            out.append((cfg, a, a + take))
+            a += take
+        return out
+
     def _publish_finals(self, finals: list[FinalRows], gpu: Any, tracker: _Tracker) -> None:
         for f in finals:
             tracker.add(f)
-            self.bus.publish(
-                DecodedBatch(
-                    t_wall=self.elapsed(),
-                    stream=f.stream,
-                    start_ns=f.start_ns,
-                    end_ns=f.end_ns,
-                    labels=f.labels,
-                    degenerate=f.degenerate,
-                    kappa=f.kappa,
-                    names=tuple(gpu.names[int(i)] for i in f.name),
+            for cfg, a, b in self._configs_of(f.stream, len(f.labels)):
+                self.bus.publish(
+                    DecodedBatch(
+                        t_wall=self.elapsed(),
+                        stream=f.stream,
+                        start_ns=f.start_ns[a:b],
+                        end_ns=f.end_ns[a:b],
+                        labels=f.labels[a:b],
+                        degenerate=f.degenerate[a:b],
+                        kappa=f.kappa[a:b],
+                        names=tuple(gpu.names[int(i)] for i in f.name[a:b]),
+                        config=cfg,
+                    )
                 )
-            )
             k = f.kappa[-1] if len(f.kappa) else np.nan
             part = tracker.stream_partition(f.stream)
             self.bus.publish(
@@ -1060,13 +1104,18 @@ def _in_daemon_thread(fn: Callable[[], float]) -> asyncio.Future[float]:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[float] = loop.create_future()
 
+    def deliver(result: float | None, exc: BaseException | None) -> None:
+        # a closed loop means the run ended (the user quit) before compiling did: nobody waits
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, fut, result, exc)
+
     def target() -> None:
         try:
             result = fn()
         except BaseException as e:  # delivered to the engine, which falls back to numpy
-            loop.call_soon_threadsafe(_settle, fut, None, e)
+            deliver(None, e)
         else:
-            loop.call_soon_threadsafe(_settle, fut, result, None)
+            deliver(result, None)
 
     threading.Thread(target=target, name="gitm-numba-warmup", daemon=True).start()
     return fut

@@ -104,9 +104,12 @@ class DecodedBatch(Event):
     degenerate: np.ndarray  # bool (κ > K_max)
     kappa: np.ndarray  # float32
     names: tuple[str, ...] = field(default=())
+    #: the workload configuration the rows ran under ("baseline", "baseline + cuda_graphs", …;
+    #: "" where there is none: a capture or a real device)
+    config: str = ""
 
     def coalesce_key(self) -> tuple[Any, ...]:
-        return ("decoded", self.stream)
+        return ("decoded", self.stream, self.config)
 
     def merge(self, newer: Event) -> Event:
         assert isinstance(newer, DecodedBatch)
@@ -119,6 +122,7 @@ class DecodedBatch(Event):
             degenerate=np.concatenate([self.degenerate, newer.degenerate]),
             kappa=np.concatenate([self.kappa, newer.kappa]),
             names=self.names + newer.names,
+            config=self.config,
         )
 
     def __len__(self) -> int:

@@ -1,4 +1,9 @@
-"""KernelTable: kernels by total device time with their decoded regime; rows update by key."""
+"""KernelTable: kernels by total device time with their decoded regime; rows update by key.
+
+The table shows one workload configuration at a time — the one running now: when decoded rows
+arrive from another (a lever was kept or rolled back), it starts over, and its border title
+names the configuration, so a kernel's time never mixes before and after a change.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ class KernelTable(DataTable[object]):
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)  # type: ignore[arg-type]
         self._agg: dict[tuple[int, str], _Agg] = {}
         self._dirty: set[tuple[int, str]] = set()
+        self.config = ""
 
     def on_mount(self) -> None:
         for key, label in self.COLUMNS:
@@ -57,8 +63,17 @@ class KernelTable(DataTable[object]):
         end_ns: np.ndarray,
         labels: np.ndarray,
         degenerate: np.ndarray,
+        config: str = "",
     ) -> None:
-        """Accumulate one decoded batch (no redraw until the next flush)."""
+        """Accumulate one decoded batch (no redraw until the next flush); rows of another
+        configuration than the one shown start the table over."""
+        if config != self.config:
+            self.config = config
+            self._agg.clear()
+            self._dirty.clear()
+            self.clear()
+            self.border_title = f"kernels — {config}" if config else None
+            self.set_class(bool(config), "-config")
         dur = (end_ns - start_ns).tolist()
         for name, d, lab, deg in zip(
             names, dur, labels.tolist(), degenerate.tolist(), strict=False
