@@ -124,3 +124,35 @@ def test_cuda_graphs_transform_collapses_launches(model):
     assert (d.api == ApiKind.GRAPH_NODE).sum() == edit.rows
     assert (d.api == ApiKind.LAUNCH).sum() < (obs.dag.api == ApiKind.LAUNCH).sum()
     assert schedule(d).makespan_ns < obs.baseline.makespan_ns
+
+
+def test_kineto_wait_links_to_its_exact_record():
+    """Kineto's cuda_sync rows name the cudaEventRecord a cudaStreamWaitEvent waits for: the
+    replay of the imported trace makes stream 24's next kernel wait for stream 20's work."""
+    from pathlib import Path
+
+    from engine.trace.kineto import read_kineto
+
+    path = Path(__file__).parents[2] / "shared/traces/kineto/a100_event_sync_multistream.json.gz"
+    if not path.exists():
+        pytest.skip("shared traces not present")
+    tr = read_kineto(path)
+    h = tr.host
+    rec = np.flatnonzero(h.correlation == 1385)[0]
+    wait = np.flatnonzero(h.correlation == 1389)[0]
+    assert h.api[rec] == ApiKind.EVENT_RECORD and (h.stream[rec], h.event[rec]) == (20, 19)
+    assert h.api[wait] == ApiKind.STREAM_WAIT and (h.stream[wait], h.event[wait]) == (24, 19)
+    dag = build_dag(tr, hw_by_id("a100-80gb"), iterations=1)
+    host_of = dag.host_of()
+    r_rec = int(np.flatnonzero((dag.api == ApiKind.EVENT_RECORD) & (dag.h_event == 19))[0])
+    r_wait = int(np.flatnonzero(dag.api == ApiKind.STREAM_WAIT)[0])
+    launched = [(int(host_of[d]), d) for d in range(len(dag.d_stream)) if host_of[d] >= 0]
+    prod = max((r, d) for r, d in launched if dag.d_stream[d] == 20 and r < r_rec)[1]
+    cons = min((r, d) for r, d in launched if dag.d_stream[d] == 24 and r > r_wait)[1]
+    dag.d_dur[prod] += 50e6  # the producer now runs 50 ms longer (past the host gap)
+    s1 = schedule(dag)
+    assert s1.d_start[cons] >= s1.d_end[prod]  # the consumer waited for it
+    unlinked = dag.copy()
+    unlinked.h_event[r_wait] = -7  # no such record: the edge is gone
+    s2 = schedule(unlinked)
+    assert s2.d_start[cons] < s2.d_end[prod]  # …and without the edge it would not have

@@ -312,13 +312,19 @@ ARG_KEYS = (
     b"shared memory",
     b"est. achieved occupancy %",
     b"bytes",
+    b"wait_on_stream",
+    b"wait_on_cuda_event_record_corr_id",
+    b"wait_on_cuda_event_id",
 )
 #: CUPTI-profiler SASS counters: <prefix>{h,f,d}{add,mul,fma}<suffix>; FMA counts two FLOPs
 FLOP_PREFIX = b"smsp__sass_thread_inst_executed_op_"
 FLOP_SUFFIX = b"_pred_on.sum"
 MISSING = np.iinfo(np.int64).min + 1  # an integer field the event did not carry
-_N_INT = 10  # pid, tid, correlation, stream, device, grid, block, regs, smem, bytes
-F_PID, F_TID, F_CORR, F_STREAM, F_DEVICE, F_GRID, F_BLOCK, F_REGS, F_SMEM, F_BYTES = range(_N_INT)
+#: pid, tid, correlation, stream, device, grid, block, regs, smem, bytes, and the cuda_sync
+#: rows' wait_on_stream, wait_on_cuda_event_record_corr_id, wait_on_cuda_event_id
+_N_INT = 13
+F_PID, F_TID, F_CORR, F_STREAM, F_DEVICE, F_GRID, F_BLOCK, F_REGS, F_SMEM, F_BYTES = range(10)
+F_WAIT_STREAM, F_WAIT_RECORD, F_WAIT_EVENT = 10, 11, 12
 
 
 def key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -484,7 +490,7 @@ def extract_fields(
     """Read the fields we use from each kept event, straight into arrays; an event's name is
     read (and hashed) only where ``want_name[r]`` — host API rows never use theirs.
 
-    Returns (ints (m, 10) int64 [MISSING where absent], occupancy (m,) float64, flops (m,)
+    Returns (ints (m, 13) int64 [MISSING where absent], occupancy (m,) float64, flops (m,)
     float64 [NaN if no counter], name_start, name_end (m,) int64 [-1 if no name], name_escaped
     (m,) bool, name_hash (m,) uint64 [FNV-1a of the raw name bytes]).
     """
@@ -557,6 +563,12 @@ def extract_fields(
                         occ[r] = _parse_float(buf, k, e)
                     elif which == 8:
                         ints[r, F_BYTES] = _parse_int(buf, k, e)
+                    elif which == 9:
+                        ints[r, F_WAIT_STREAM] = _parse_int(buf, k, e)
+                    elif which == 10:
+                        ints[r, F_WAIT_RECORD] = _parse_int(buf, k, e)
+                    elif which == 11:
+                        ints[r, F_WAIT_EVENT] = _parse_int(buf, k, e)
                     else:
                         w = _flop_weight(buf, ks, kn, prefix, suffix)
                         if w:

@@ -42,7 +42,7 @@ from engine.trace import json_scan as js
 from engine.trace.errors import TraceImportError
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import HostEvents, Trace, api_kind_from_name
+from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
 CHUNK = 16 << 20  # decompressed bytes per scan step
 _KEY = b'"traceEvents"'
@@ -160,6 +160,9 @@ class _Columns:
         self.api_of_name: dict[int, int] = {}
         self.malformed = 0
         self.ranges = 0  # cuda_profiler_range rows (CUPTI profiler mode)
+        # cuda_sync rows that name the event they wait for (Kineto ≥ 2023: "Stream Wait Event",
+        # "Event Sync"): they give the record/wait runtime calls their stream and event id
+        self.waits: list[dict[str, np.ndarray]] = []
 
 
 _KIND = np.full(len(js.CATEGORIES), 255, np.uint8)
@@ -232,6 +235,21 @@ def _add(
                 "api_start_ns": ts[host],
                 "api_end_ns": ts[host] + dur[host],
                 "api": _api_of(cols, api_names),
+            }
+        )
+    rec = ints[:, js.F_WAIT_RECORD]
+    sync = (codes == js.CAT_SYNC) & (rec != miss) & (rec >= 0) & (corr != miss)
+    if sync.any():
+        ev = ints[sync, js.F_WAIT_EVENT]
+        cols.waits.append(
+            {
+                "correlation": corr[sync],
+                "stream": np.where(ints[sync, js.F_STREAM] == miss, -1, ints[sync, js.F_STREAM]),
+                "wait_stream": np.where(
+                    ints[sync, js.F_WAIT_STREAM] == miss, -1, ints[sync, js.F_WAIT_STREAM]
+                ),
+                "record_correlation": rec[sync],
+                "event": np.where(ev == miss, -1, ev),
             }
         )
     dev = (_KIND[codes] != 255) & ~bad
@@ -413,6 +431,42 @@ def _cat(parts: list[dict[str, np.ndarray]], key: str, dtype: type) -> np.ndarra
     return np.concatenate([p[key] for p in parts]).astype(dtype) if parts else np.zeros(0, dtype)
 
 
+def _link_events(host: HostEvents, w: dict[str, np.ndarray]) -> None:
+    """Give record / wait / event-sync runtime rows their stream and event id (in place).
+
+    A cuda_sync row names the runtime call that waited (its ``correlation``), the stream that
+    waited (``stream``; -1 for a host-side cudaEventSynchronize), the stream the event was
+    recorded on, the cudaEventRecord call's correlation and the event id. With them the replay
+    links each wait to the exact record instead of guessing.
+    """
+    hc = host.correlation
+    if not len(hc):
+        return
+    order = np.argsort(hc, kind="stable")
+    hs = hc[order]
+
+    def rows_of(corr: np.ndarray) -> np.ndarray:
+        pos = np.minimum(np.searchsorted(hs, corr), len(hs) - 1)
+        return np.where(hs[pos] == corr, order[pos], -1)
+
+    r = rows_of(w["record_correlation"])
+    ok = (r >= 0) & (w["wait_stream"] >= 0)
+    ok[ok] &= host.api[r[ok]] == ApiKind.EVENT_RECORD
+    host.stream[r[ok]] = w["wait_stream"][ok]
+    host.event[r[ok]] = w["event"][ok]
+    r = rows_of(w["correlation"])
+    found = r >= 0
+    api = np.full(len(r), 255, np.int64)
+    api[found] = host.api[r[found]]
+    wait = found & (api == ApiKind.STREAM_WAIT) & (w["stream"] >= 0)
+    host.stream[r[wait]] = w["stream"][wait]
+    host.event[r[wait]] = w["event"][wait]
+    # cudaEventSynchronize: the host waits for the recording stream (not every stream)
+    esync = found & (api == ApiKind.SYNC) & (w["wait_stream"] >= 0)
+    esync[esync] &= host.stream[r[esync]] < 0
+    host.stream[r[esync]] = w["wait_stream"][esync]
+
+
 def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     d = cols.dev
     if d:
@@ -447,6 +501,8 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         api_end_ns=_cat(h, "api_end_ns", np.int64),
         api=_cat(h, "api", np.uint8),
     )
+    if cols.waits:
+        _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in cols.waits[0]})
     props: dict[str, Any] = {
         "format": "kineto",
         "devices": meta.get("deviceProperties") or [],
