@@ -13,6 +13,8 @@ Reading guide: every lever is a small class with three methods —
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
@@ -51,34 +53,47 @@ def _floor(obs: Observation) -> float:
     return float(obs.hw.kernel_floor_ns)
 
 
-def launch_runs(dag: ReplayDag, pred: Callable[[int], bool], min_len: int = 2) -> list[list[int]]:
+def launch_runs(
+    dag: ReplayDag, pred: Callable[[int], bool] | np.ndarray, min_len: int = 2
+) -> list[list[int]]:
     """Runs of device rows launched back to back (consecutive host launch rows, one stream,
-    nothing else on the host in between) that all satisfy ``pred``: program adjacency."""
-    runs: list[list[int]] = []
-    cur: list[int] = []
-    cur_stream = None
-    for r in range(len(dag.api)):
-        a = int(dag.api[r])
-        if a == NOP:
-            continue
-        ds = dag.h_dev[r]
-        ok = a in _LAUNCHES and len(ds) == 1 and dag.d_live[ds[0]] and pred(ds[0])
-        if ok and (not cur or dag.d_stream[ds[0]] == cur_stream):
-            cur.append(ds[0])
-            cur_stream = dag.d_stream[ds[0]]
-            continue
-        if len(cur) >= min_len:
-            runs.append(cur)
-        cur, cur_stream = ([ds[0]], dag.d_stream[ds[0]]) if ok else ([], None)
-    if len(cur) >= min_len:
-        runs.append(cur)
-    return runs
+    nothing else on the host in between) that all satisfy ``pred`` (a function of the device
+    row, or a boolean mask over device rows): program adjacency. Removed (NOP) host rows do not
+    break a run."""
+    off, flat = dag.launch_lists()
+    rows = np.flatnonzero(dag.api != NOP)
+    d0 = np.full(len(rows), -1, np.int64)
+    cand = np.isin(dag.api[rows], _LAUNCHES) & (np.diff(off)[rows] == 1)
+    d0[cand] = flat[off[rows[cand]]]
+    cand[cand] = dag.d_live[d0[cand]]
+    ok = cand.copy()
+    if callable(pred):
+        ok[cand] = np.fromiter((pred(d) for d in d0[cand].tolist()), np.bool_, int(cand.sum()))
+    else:
+        ok[cand] = np.asarray(pred, np.bool_)[d0[cand]]
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return []
+    stream = dag.d_stream[d0[idx]]
+    start = np.ones(len(idx), np.bool_)
+    start[1:] = (idx[1:] != idx[:-1] + 1) | (stream[1:] != stream[:-1])
+    cuts = [*np.flatnonzero(start).tolist(), len(idx)]
+    return [d0[idx[a:b]].tolist() for a, b in itertools.pairwise(cuts) if b - a >= min_len]
 
 
-def _merge(dag: ReplayDag, run: list[int], dur: float, flops: float, nbytes: float) -> None:
+def _merge(
+    dag: ReplayDag,
+    run: list[int],
+    dur: float,
+    flops: float,
+    nbytes: float,
+    host_of: np.ndarray | None = None,
+) -> None:
     """Fuse ``run`` into its first row: new duration/counters; the others and their launch
-    calls disappear."""
-    host_of = dag.host_of()
+    calls disappear. ``host_of``: ``dag.host_of()``, computed once by a caller merging many
+    runs (merging does not change which host row launched a surviving row)."""
+    if host_of is None:
+        host_of = dag.host_of()
     first = run[0]
     dag.d_dur[first] = dur
     dag.d_flops[first] = flops
@@ -175,15 +190,21 @@ class CudaGraphs(Lever):
             else:
                 r += 1
         rows = 0
-        for r, e in reversed(regions):  # from the end so inserted rows keep indices valid
-            first_gap = float(dag.gap_ns[r])
+        gaps = []
+        for r, e in regions:
+            gaps.append(float(dag.gap_ns[r]))
             for k in range(r, e):
                 if int(dag.api[k]) in (ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC):
                     dag.api[k] = ApiKind.GRAPH_NODE
                     rows += 1
                 dag.gap_ns[k] = 0.0
                 dag.dur_ns[k] = 0.0
-            dag.insert_host_row(r, ApiKind.GRAPH_LAUNCH, first_gap, obs.hw.graph_launch_api_ns)
+        dag.insert_host_rows(  # one graph launch before each region, in one pass
+            [r for r, _ in regions],
+            [ApiKind.GRAPH_LAUNCH] * len(regions),
+            gaps,
+            [obs.hw.graph_launch_api_ns] * len(regions),
+        )
         return Edit(
             dag, rows, f"{rows} launches in {len(regions)} capturable regions → graph launches"
         )
@@ -209,21 +230,21 @@ class ElementwiseFusion(Lever):
         dag = obs.dag.copy()
         fl = _floor(obs)
 
-        def ok(d: int) -> bool:
-            return int(dag.d_klass[d]) in _FUSABLE and int(dag.d_kind[d]) == Kind.KERNEL
-
+        ok = np.isin(dag.d_klass, _FUSABLE) & (dag.d_kind == Kind.KERNEL)
         runs = [
             run
             for run in launch_runs(dag, ok)
             if not _same_name_run(dag, run)  # a per-parameter loop: the fused optimizer's job
         ]
+        host_of = dag.host_of()
         for run in runs:
             b = np.nan_to_num(dag.d_bytes[run])
             work = float(np.sum(np.maximum(0.0, dag.d_dur[run] - fl)))
             total = float(b.sum())
             fused = float(b.max() + FUSED_SIDE_INPUT_SHARE * (total - b.max())) if total else 0.0
             ratio = fused / total if total > 0 else 1.0 / len(run)
-            _merge(dag, run, fl + work * ratio, float(np.nansum(dag.d_flops[run])), fused)
+            merged_flops = float(np.nansum(dag.d_flops[run]))
+            _merge(dag, run, fl + work * ratio, merged_flops, fused, host_of)
         n = sum(len(r) for r in runs)
         return Edit(dag, n, f"{n} kernels in {len(runs)} adjacent elementwise/norm chains fused")
 
@@ -262,6 +283,21 @@ def _stem(name: str) -> str:
     return re.sub(r"\W+", "_", m.group(1) if m else name)[:40]
 
 
+@functools.lru_cache(maxsize=65536)
+def _precision_of(name: str) -> str | None:
+    """'fp32' / 'tf32' matmul or conv kernel by name, else None (once per distinct name)."""
+    if FP32_GEMM.search(name) and "tensorop" not in name.lower():
+        return "fp32"
+    if TF32_GEMM.search(name):
+        return "tf32"
+    return None
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_layout_transform(name: str) -> bool:
+    return LAYOUT.search(name) is not None
+
+
 class _Precision(Lever):
     """Shared by TF32 and BF16: rescale compute time of matmul/conv rows by peak ratios."""
 
@@ -270,12 +306,9 @@ class _Precision(Lever):
     bytes_factor: ClassVar[float]
     new_prefix: ClassVar[str]
 
-    def _row_source(self, name: str) -> str | None:
-        if FP32_GEMM.search(name) and "tensorop" not in name.lower():
-            return "fp32"
-        if TF32_GEMM.search(name):
-            return "tf32"
-        return None
+    @staticmethod
+    def _row_source(name: str) -> str | None:
+        return _precision_of(name)
 
     def sites(self, state: SimState) -> Applicability:
         ops = [
@@ -300,7 +333,8 @@ class _Precision(Lever):
             if src not in self.sources:
                 continue
             work = max(0.0, dag.d_dur[d] - fl)
-            nbytes = float(np.nan_to_num(dag.d_bytes[d])) * self.bytes_factor
+            b = float(dag.d_bytes[d])
+            nbytes = (0.0 if b != b else b) * self.bytes_factor  # unknown bytes: none
             mem = nbytes / (obs.hw.hbm_bandwidth_Bps * MEM_EFFICIENCY) * 1e9
             comp = work * peaks[src] / peaks[self.target]
             if int(dag.d_regime[d]) in (Regime.MEMORY, Regime.IDLE):
@@ -362,7 +396,9 @@ class ChannelsLast(Lever):
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         host_of = dag.host_of()
-        rows = [d for d in np.flatnonzero(dag.d_live).tolist() if LAYOUT.search(dag.d_name[d])]
+        rows = [
+            d for d in np.flatnonzero(dag.d_live).tolist() if _is_layout_transform(dag.d_name[d])
+        ]
         for d in rows:
             dag.remove_device_row(d)
             h = int(host_of[d])
@@ -495,32 +531,36 @@ class CopyOverlap(Lever):
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         kstreams = set(dag.d_stream[dag.d_live & (dag.d_kind == Kind.KERNEL)].tolist())
+        n = len(dag.api)
+        # the first SYNC row at or after each row (n: none)
+        next_sync = np.full(n + 1, n, np.int64)
+        for r in range(n - 1, -1, -1):
+            next_sync[r] = r if int(dag.api[r]) == ApiKind.SYNC else next_sync[r + 1]
+        at: list[int] = []
+        api: list[int] = []
+        stream: list[int] = []
+        event: list[int] = []
         moved = 0
-        r = 0
-        while r < len(dag.api):
+        for r in range(n):
             ds = dag.h_dev[r]
-            if (
+            if not (
                 int(dag.api[r]) == ApiKind.MEMCPY_ASYNC
                 and ds
                 and int(dag.d_stream[ds[0]]) in kstreams
             ):
-                s = int(dag.d_stream[ds[0]])
-                side = 100_000 + s
-                eid = 1_000_000 + moved
-                for d in ds:
-                    dag.d_stream[d] = side
-                dag.insert_host_row(r + 1, ApiKind.EVENT_RECORD, 0.0, 0.0)
-                dag.h_stream[r + 1], dag.h_event[r + 1] = side, eid
-                # the next sync point joins the side stream
-                j = r + 2
-                while j < len(dag.api) and int(dag.api[j]) != ApiKind.SYNC:
-                    j += 1
-                dag.insert_host_row(j, ApiKind.STREAM_WAIT, 0.0, 0.0)
-                dag.h_stream[j], dag.h_event[j] = s, eid
-                moved += 1
-                r += 2
-            else:
-                r += 1
+                continue
+            s = int(dag.d_stream[ds[0]])
+            side = 100_000 + s
+            eid = 1_000_000 + moved
+            for d in ds:
+                dag.d_stream[d] = side
+            # recorded on the side stream right after the copy; the next sync point joins it
+            at += [r + 1, int(next_sync[r + 1])]
+            api += [ApiKind.EVENT_RECORD, ApiKind.STREAM_WAIT]
+            stream += [side, s]
+            event += [eid, eid]
+            moved += 1
+        dag.insert_host_rows(at, api, [0.0] * len(at), [0.0] * len(at), stream, event)
         return Edit(
             dag, moved, f"{moved} async copies moved to a side stream, joined at the next sync"
         )
@@ -687,15 +727,14 @@ class FusedOptimizer(Lever):
         dag = obs.dag.copy()
         fl = _floor(obs)
 
-        def ok(d: int) -> bool:
-            return int(dag.d_klass[d]) == Klass.ELEMENTWISE
-
+        ok = dag.d_klass == Klass.ELEMENTWISE
         runs = [r for r in launch_runs(dag, ok, FOREACH_MIN_RUN) if _same_name_run(dag, r)]
+        host_of = dag.host_of()
         for run in runs:
             total = float(np.nansum(dag.d_bytes[run]))
             mem = total / (obs.hw.hbm_bandwidth_Bps * MEM_EFFICIENCY) * 1e9
             work = mem if total > 0 else float(np.sum(dag.d_dur[run] - fl))
-            _merge(dag, run, fl + work, float(np.nansum(dag.d_flops[run])), total)
+            _merge(dag, run, fl + work, float(np.nansum(dag.d_flops[run])), total, host_of)
         n = sum(len(r) for r in runs)
         return Edit(
             dag, n, f"{n} per-parameter launches in {len(runs)} loops → multi-tensor kernels"
@@ -745,13 +784,10 @@ class SdpaFlash(Lever):
         fl = _floor(obs)
         peak = obs.hw.peak_flops["bf16"]
 
-        def ok(d: int) -> bool:
-            return int(dag.d_kind[d]) == Kind.KERNEL and int(dag.d_klass[d]) in (
-                Klass.GEMM,
-                Klass.REDUCTION,
-                Klass.ATTENTION,
-            )
-
+        ok = (dag.d_kind == Kind.KERNEL) & np.isin(
+            dag.d_klass, (Klass.GEMM, Klass.REDUCTION, Klass.ATTENTION)
+        )
+        host_of = dag.host_of()
         n = 0
         for run in launch_runs(dag, ok, 3):
             for i in range(len(run) - 2):
@@ -772,7 +808,7 @@ class SdpaFlash(Lever):
                     )
                     * 1e9
                 )
-                _merge(dag, [a, sm, b], fl + t, flops, nbytes)
+                _merge(dag, [a, sm, b], fl + t, flops, nbytes, host_of)
                 dag.d_klass[a] = Klass.ATTENTION
                 n += 1
         return Edit(dag, 3 * n, f"{n} GEMM→softmax→GEMM attentions fused", prior_based=False)

@@ -20,6 +20,8 @@ simulator: only Segments, HostEvents and the hardware catalogue.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -27,6 +29,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # the planner imports this module to schedule its predicted graph
     from engine.planner.catalogue import GpuPeaks
+from engine.eesm._jit import jit
 from engine.trace.segments import Kind, Klass, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
 
@@ -78,7 +81,8 @@ class ReplayDag:
             dur_ns=self.dur_ns.copy(),
             h_stream=self.h_stream.copy(),
             h_event=self.h_event.copy(),
-            h_dev=[list(x) for x in self.h_dev],
+            # the inner lists are never edited in place (transforms replace them): share them
+            h_dev=list(self.h_dev),
             d_stream=self.d_stream.copy(),
             d_dur=self.d_dur.copy(),
             d_live=self.d_live.copy(),
@@ -106,24 +110,58 @@ class ReplayDag:
 
     def insert_host_row(self, at: int, api: int, gap: float, dur: float) -> None:
         """Insert a host call before row ``at`` (a graph launch, a fused launch)."""
-        self.api = np.insert(self.api, at, api)
-        self.gap_ns = np.insert(self.gap_ns, at, gap)
-        self.dur_ns = np.insert(self.dur_ns, at, dur)
-        self.h_stream = np.insert(self.h_stream, at, -1)
-        self.h_event = np.insert(self.h_event, at, -1)
-        self.h_dev.insert(at, [])
+        self.insert_host_rows([at], [api], [gap], [dur])
+
+    def insert_host_rows(
+        self,
+        at: Sequence[int],
+        api: Sequence[int],
+        gap: Sequence[float],
+        dur: Sequence[float],
+        stream: Sequence[int] | None = None,
+        event: Sequence[int] | None = None,
+    ) -> None:
+        """Insert host calls, each before the row ``at[i]`` had *before this call* (several at
+        one position keep their given order): one pass, however many rows."""
+        m = len(at)
+        if not m:
+            return
+        pos = np.asarray(at, np.int64)
+        self.api = np.insert(self.api, pos, np.asarray(api, self.api.dtype))
+        self.gap_ns = np.insert(self.gap_ns, pos, np.asarray(gap, np.float64))
+        self.dur_ns = np.insert(self.dur_ns, pos, np.asarray(dur, np.float64))
+        st = np.full(m, -1, np.int64) if stream is None else np.asarray(stream, np.int64)
+        ev = np.full(m, -1, np.int64) if event is None else np.asarray(event, np.int64)
+        self.h_stream = np.insert(self.h_stream, pos, st)
+        self.h_event = np.insert(self.h_event, pos, ev)
+        new: list[list[int]] = []
+        prev = 0
+        for p in np.sort(pos, kind="stable").tolist():
+            new.extend(self.h_dev[prev:p])
+            new.append([])
+            prev = p
+        new.extend(self.h_dev[prev:])
+        self.h_dev = new
 
     def remove_device_row(self, d: int) -> None:
         """Drop a device row (fused into another, or no longer needed)."""
         self.d_live[d] = False
         self.d_dur[d] = 0.0
 
+    def launch_lists(self) -> tuple[np.ndarray, np.ndarray]:
+        """``h_dev`` as flat arrays: (offsets (n_host + 1,), device rows), CSR style."""
+        lens = np.fromiter(map(len, self.h_dev), np.int64, len(self.h_dev))
+        off = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        flat = np.fromiter(itertools.chain.from_iterable(self.h_dev), np.int64, int(off[-1]))
+        return off, flat
+
     def host_of(self) -> np.ndarray:
-        """Return, per device row, the host row that launched it (-1 none)."""
+        """Return, per device row, the host row that launched it (-1 none; the last one when
+        several list it)."""
+        off, flat = self.launch_lists()
         out = np.full(len(self.d_stream), -1, np.int64)
-        for h, ds in enumerate(self.h_dev):
-            for d in ds:
-                out[d] = h
+        out[flat] = np.repeat(np.arange(len(self.h_dev), dtype=np.int64), np.diff(off))
         return out
 
     @property
@@ -218,12 +256,11 @@ def _take_host(h: HostEvents, order: np.ndarray) -> HostEvents:
 
 def _launch_latency(seg: Segments, h: HostEvents, h_dev: list[list[int]], hw: GpuPeaks) -> float:
     """Shortest launch-call-start → device-start delay seen (the stream was idle then)."""
-    delays = [
-        float(seg.start_ns[ds[0]] - h.api_start_ns[r])
-        for r, ds in enumerate(h_dev)
-        if ds and h.api[r] in (ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC)
-    ]
-    delays = [d for d in delays if d >= 0]
+    lens = np.fromiter(map(len, h_dev), np.int64, len(h_dev))
+    rows = np.flatnonzero((lens > 0) & np.isin(h.api, (ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC)))
+    first = np.fromiter((h_dev[r][0] for r in rows.tolist()), np.int64, len(rows))
+    delays = (seg.start_ns[first] - h.api_start_ns[rows]).astype(np.float64)
+    delays = delays[delays >= 0]
     if len(delays) < 3:
         return float(hw.launch_latency_ns)
     return float(np.percentile(delays, 1))
@@ -246,7 +283,213 @@ class Schedule:
 
 
 def schedule(dag: ReplayDag) -> Schedule:
-    """Replay the graph: host rows in order, device rows FIFO per stream (module docstring)."""
+    """Replay the graph: host rows in order, device rows FIFO per stream (module docstring).
+
+    Compiled (``_replay``) over dense stream / event ids and the launch lists as flat arrays;
+    ``schedule_ref`` is the same algorithm in Python, and a test checks they agree exactly.
+    """
+    n_d = len(dag.d_stream)
+    ids, inv = np.unique(np.concatenate([dag.d_stream, dag.h_stream]), return_inverse=True)
+    inv = inv.reshape(-1)
+    ev_ids, ev_inv = np.unique(dag.h_event, return_inverse=True)
+    off, flat = dag.launch_lists()
+    host_of = np.full(n_d, -1, np.int64)
+    host_of[flat] = np.repeat(np.arange(len(dag.h_dev), dtype=np.int64), np.diff(off))
+    anchored = np.flatnonzero((host_of < 0) & dag.d_live)
+    d_ready, d_start, d_end, h_start, h_end, t_last = _replay(
+        dag.api.astype(np.int64),
+        dag.gap_ns.astype(np.float64),
+        dag.dur_ns.astype(np.float64),
+        inv[n_d:].astype(np.int64),
+        dag.h_stream.astype(np.int64),
+        ev_inv.reshape(-1).astype(np.int64),
+        off,
+        flat,
+        inv[:n_d].astype(np.int64),
+        dag.d_dur.astype(np.float64),
+        dag.d_live.astype(np.bool_),
+        anchored.astype(np.int64),
+        dag.d_start_obs[anchored].astype(np.float64) - dag.t0_ns,
+        float(dag.launch_latency_ns),
+        float(dag.graph_node_ns),
+        len(ids),
+        len(ev_ids),
+    )
+    dev_end = float(np.nanmax(d_end)) if n_d else 0.0
+    return Schedule(
+        makespan_ns=max(t_last, dev_end, dag.min_makespan_ns),
+        d_ready=d_ready,
+        d_start=d_start,
+        d_end=d_end,
+        h_start=h_start,
+        h_end=h_end,
+    )
+
+
+@jit
+def _enqueue(
+    d: int,
+    ready: float,
+    d_s: np.ndarray,
+    d_dur: np.ndarray,
+    d_live: np.ndarray,
+    stream_free: np.ndarray,
+    stream_last: np.ndarray,
+    pending: np.ndarray,
+    d_ready: np.ndarray,
+    d_start: np.ndarray,
+    d_end: np.ndarray,
+) -> float:
+    s = d_s[d]
+    dep = stream_free[s]
+    if pending[s] == pending[s]:  # waits recorded for this stream's next row (NaN: none)
+        dep = max(dep, pending[s])
+        pending[s] = np.nan
+    start = max(ready, dep)
+    end = start + (d_dur[d] if d_live[d] else 0.0)
+    d_ready[d] = ready
+    d_start[d] = start
+    d_end[d] = end
+    stream_free[s] = end
+    stream_last[s] = d
+    return end
+
+
+@jit
+def _replay(
+    api: np.ndarray,
+    gap: np.ndarray,
+    dur: np.ndarray,
+    h_s: np.ndarray,
+    h_stream_raw: np.ndarray,
+    h_ev: np.ndarray,
+    off: np.ndarray,
+    flat: np.ndarray,
+    d_s: np.ndarray,
+    d_dur: np.ndarray,
+    d_live: np.ndarray,
+    anchored: np.ndarray,
+    anchor_ready: np.ndarray,
+    L: float,
+    graph_node_ns: float,
+    n_streams: int,
+    n_events: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """``schedule_ref``'s loop over arrays. A wait's dependency is folded into ``pending`` of
+    its stream at once (the recorded row has run by then, so its end is final); the next row
+    enqueued on that stream takes it, as ``wait_on.pop`` does."""
+    n_d = d_s.shape[0]
+    n_h = api.shape[0]
+    d_ready = np.full(n_d, np.nan)
+    d_start = np.full(n_d, np.nan)
+    d_end = np.full(n_d, np.nan)
+    h_start = np.zeros(n_h)
+    h_end = np.zeros(n_h)
+    stream_free = np.zeros(n_streams)
+    used = np.zeros(n_streams, np.bool_)  # streams with a row enqueued (stream_free's keys)
+    stream_last = np.full(n_streams, -1, np.int64)
+    pending = np.full(n_streams, np.nan)
+    record_pos = np.full(n_events, -1, np.int64)
+    host_t = 0.0
+    graph_t = 0.0
+    slot = 0
+    t_last = 0.0
+    for r in range(n_h):
+        kind = api[r]
+        host_t += gap[r]
+        h_start[r] = host_t
+        if kind == NOP:
+            h_end[r] = host_t
+            continue
+        end = host_t + dur[r]
+        a, b = off[r], off[r + 1]
+        if kind == _GRAPH_LAUNCH:
+            graph_t = host_t
+            slot = 0
+        elif kind == _GRAPH_NODE:
+            for k in range(a, b):
+                d = flat[k]
+                _enqueue(
+                    d,
+                    graph_t + L + slot * graph_node_ns,
+                    d_s,
+                    d_dur,
+                    d_live,
+                    stream_free,
+                    stream_last,
+                    pending,
+                    d_ready,
+                    d_start,
+                    d_end,
+                )
+                used[d_s[d]] = True
+            slot += 1
+        elif b > a:
+            last = 0.0
+            for k in range(a, b):
+                d = flat[k]
+                e = _enqueue(
+                    d,
+                    host_t + L,
+                    d_s,
+                    d_dur,
+                    d_live,
+                    stream_free,
+                    stream_last,
+                    pending,
+                    d_ready,
+                    d_start,
+                    d_end,
+                )
+                used[d_s[d]] = True
+                last = max(last, e)
+            if kind == _MEMCPY_SYNC:
+                end = max(end, last)
+        elif kind == _SYNC:
+            if h_stream_raw[r] >= 0:
+                end = max(end, stream_free[h_s[r]])
+            else:
+                for st in range(n_streams):
+                    if used[st]:
+                        end = max(end, stream_free[st])
+        elif kind == _EVENT_RECORD:
+            if stream_last[h_s[r]] >= 0:
+                record_pos[h_ev[r]] = stream_last[h_s[r]]
+        elif kind == _STREAM_WAIT:
+            p = record_pos[h_ev[r]]
+            if p >= 0 and d_end[p] == d_end[p]:
+                s = h_s[r]
+                pending[s] = d_end[p] if pending[s] != pending[s] else max(pending[s], d_end[p])
+        h_end[r] = end
+        host_t = end
+        t_last = max(t_last, end)
+    # device rows no host row launched: anchored at their observed start
+    for k in range(anchored.shape[0]):
+        d = anchored[k]
+        _enqueue(
+            d,
+            anchor_ready[k],
+            d_s,
+            d_dur,
+            d_live,
+            stream_free,
+            stream_last,
+            pending,
+            d_ready,
+            d_start,
+            d_end,
+        )
+        used[d_s[d]] = True
+    return d_ready, d_start, d_end, h_start, h_end, t_last
+
+
+_GRAPH_LAUNCH, _GRAPH_NODE = int(ApiKind.GRAPH_LAUNCH), int(ApiKind.GRAPH_NODE)
+_MEMCPY_SYNC, _SYNC = int(ApiKind.MEMCPY_SYNC), int(ApiKind.SYNC)
+_EVENT_RECORD, _STREAM_WAIT = int(ApiKind.EVENT_RECORD), int(ApiKind.STREAM_WAIT)
+
+
+def schedule_ref(dag: ReplayDag) -> Schedule:
+    """Plain-Python ``schedule``: the specification the compiled replay is tested against."""
     n_d = len(dag.d_stream)
     d_ready = np.full(n_d, np.nan)
     d_start = np.full(n_d, np.nan)
