@@ -289,9 +289,8 @@ def schedule(dag: ReplayDag) -> Schedule:
     ``schedule_ref`` is the same algorithm in Python, and a test checks they agree exactly.
     """
     n_d = len(dag.d_stream)
-    ids, inv = np.unique(np.concatenate([dag.d_stream, dag.h_stream]), return_inverse=True)
-    inv = inv.reshape(-1)
-    ev_ids, ev_inv = np.unique(dag.h_event, return_inverse=True)
+    inv, n_streams = _dense_ids(np.concatenate([dag.d_stream, dag.h_stream]).astype(np.int64))
+    ev_inv, n_events = _dense_ids(dag.h_event.astype(np.int64))
     off, flat = dag.launch_lists()
     host_of = np.full(n_d, -1, np.int64)
     host_of[flat] = np.repeat(np.arange(len(dag.h_dev), dtype=np.int64), np.diff(off))
@@ -300,20 +299,20 @@ def schedule(dag: ReplayDag) -> Schedule:
         dag.api.astype(np.int64),
         dag.gap_ns.astype(np.float64),
         dag.dur_ns.astype(np.float64),
-        inv[n_d:].astype(np.int64),
+        inv[n_d:],
         dag.h_stream.astype(np.int64),
-        ev_inv.reshape(-1).astype(np.int64),
+        ev_inv,
         off,
         flat,
-        inv[:n_d].astype(np.int64),
+        inv[:n_d],
         dag.d_dur.astype(np.float64),
         dag.d_live.astype(np.bool_),
         anchored.astype(np.int64),
         dag.d_start_obs[anchored].astype(np.float64) - dag.t0_ns,
         float(dag.launch_latency_ns),
         float(dag.graph_node_ns),
-        len(ids),
-        len(ev_ids),
+        n_streams,
+        n_events,
     )
     dev_end = float(np.nanmax(d_end)) if n_d else 0.0
     return Schedule(
@@ -324,6 +323,28 @@ def schedule(dag: ReplayDag) -> Schedule:
         h_start=h_start,
         h_end=h_end,
     )
+
+
+def _dense_ids(v: np.ndarray) -> tuple[np.ndarray, int]:
+    """Map values to 0..k-1 (any consistent numbering: the replay only needs identity)."""
+    if len(v) and int(v.max()) - int(v.min()) < 1 << 20:  # stream / event ids: small ranges
+        return _dense_small(v, int(v.min()), int(v.max()))
+    ids, inv = np.unique(v, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), len(ids)
+
+
+@jit
+def _dense_small(v: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, int]:
+    table = np.full(hi - lo + 1, -1, np.int64)
+    out = np.empty(v.shape[0], np.int64)
+    k = 0
+    for i in range(v.shape[0]):
+        j = v[i] - lo
+        if table[j] < 0:
+            table[j] = k
+            k += 1
+        out[i] = table[j]
+    return out, k
 
 
 @jit
