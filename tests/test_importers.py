@@ -264,3 +264,39 @@ def test_scanner_terminates_on_stray_closers_and_wild_numbers(tmp_path, body):
         read_kineto(p)
     except TraceImportError as e:
         assert "t.json" in str(e)
+
+
+def test_nsys_stream_synchronize_waits_for_its_own_stream(tmp_path):
+    """The SYNCHRONIZATION table names the stream a cudaStreamSynchronize waited for; without
+    it the replay would treat the call as a device-wide synchronize."""
+    from engine.trace.nsys import read_nsys
+    from engine.trace.trace import ApiKind
+
+    db = tmp_path / "mini.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(
+        """
+        create table StringIds (id int, value text);
+        insert into StringIds values (1, 'cudaLaunchKernel_v7000'), (2, 'k'),
+            (3, 'cudaStreamSynchronize_v3020'), (4, 'cudaDeviceSynchronize_v3020');
+        create table CUPTI_ACTIVITY_KIND_RUNTIME (start int, end int, correlationId int,
+            nameId int);
+        insert into CUPTI_ACTIVITY_KIND_RUNTIME values (0, 10, 1, 1), (20, 90, 2, 3),
+            (100, 150, 3, 4);
+        create table CUPTI_ACTIVITY_KIND_KERNEL (start int, end int, deviceId int,
+            streamId int, correlationId int, demangledName int, shortName int);
+        insert into CUPTI_ACTIVITY_KIND_KERNEL values (15, 80, 0, 7, 1, 2, 2);
+        create table CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start int, end int, deviceId int,
+            contextId int, streamId int, correlationId int, globalPid int, syncType int,
+            eventId int);
+        insert into CUPTI_ACTIVITY_KIND_SYNCHRONIZATION values
+            (25, 85, 0, 1, 7, 2, 0, 3, 4294967295),
+            (105, 145, 0, 1, 4294967295, 3, 0, 4, 4294967295);
+        """
+    )
+    con.commit()
+    con.close()
+    h = read_nsys(db).host
+    by_corr = {int(c): i for i, c in enumerate(h.correlation)}
+    assert h.api[by_corr[2]] == ApiKind.SYNC and h.stream[by_corr[2]] == 7
+    assert h.api[by_corr[3]] == ApiKind.SYNC and h.stream[by_corr[3]] == -1  # device-wide

@@ -16,7 +16,7 @@ import numpy as np
 from engine.trace.errors import TraceImportError
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import HostEvents, Trace, api_kind_from_name
+from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
 _KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 _MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -133,6 +133,8 @@ def read_nsys(path: str | Path) -> Trace:
         if _SYNC in tables:
             parts.append(_syncs(con, names, tables))
         host = _runtime(con, strings) if _RUNTIME in tables else HostEvents.empty()
+        if _SYNC in tables:
+            _link_syncs(con, host)
         gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
     except sqlite3.DatabaseError as e:
         raise TraceImportError(path, f"unreadable Nsight export ({e})") from None
@@ -247,6 +249,36 @@ def _syncs(con: sqlite3.Connection, names: NameTable, tables: set[str]) -> dict[
         [names.intern(str(kinds.get(int(k), f"Sync {int(k)}"))) for k in st], np.int32
     )
     return _rows(d, n, Kind.SYNC, name_idx, stream_default=-1)
+
+
+_NO_ID = 0xFFFFFFFF  # CUPTI's "none" for a 32-bit stream or event id
+
+
+def _link_syncs(con: sqlite3.Connection, host: HostEvents) -> None:
+    """Give synchronising runtime rows the stream the SYNCHRONIZATION table names (in place):
+    cudaStreamSynchronize (syncType 3) waits for that stream only, not every stream, and
+    cudaStreamWaitEvent (syncType 2) makes that stream wait, for that event id."""
+    d = _fetch(con, _SYNC, ["correlationId", "streamId", "syncType", "eventId"])
+    n = len(d.get("correlationId", ()))
+    if not n or not len(host) or not {"streamId", "syncType"} <= set(d):
+        return
+    corr = _ints(d, "correlationId", n)
+    stream = _ints(d, "streamId", n, _NO_ID)
+    kind = _ints(d, "syncType", n)
+    event = _ints(d, "eventId", n, _NO_ID)
+    order = np.argsort(host.correlation, kind="stable")
+    hs = host.correlation[order]
+    pos = np.minimum(np.searchsorted(hs, corr), len(hs) - 1)
+    r = np.where(hs[pos] == corr, order[pos], -1)
+    ok = (r >= 0) & (stream >= 0) & (stream != _NO_ID)
+    api = np.full(n, 255, np.int64)
+    api[r >= 0] = host.api[r[r >= 0]]
+    one = ok & (kind == 3) & (api == ApiKind.SYNC)
+    host.stream[r[one]] = stream[one]
+    wait = ok & (kind == 2) & (api == ApiKind.STREAM_WAIT)
+    host.stream[r[wait]] = stream[wait]
+    known = wait & (event != _NO_ID)
+    host.event[r[known]] = event[known]
 
 
 def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> HostEvents:
