@@ -652,7 +652,8 @@ class BatchSize(Lever):
         return Edit(
             dag,
             int(dag.d_live.sum()),
-            "every row at twice the batch; time per sample halves the step",
+            "every row at twice the batch (if memory allows: not checked here); time per sample "
+            "halves the step",
             sample_factor=2.0,
         )
 
