@@ -3,6 +3,7 @@ a sortable kernel table and the selected kernel's details."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -13,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from engine.analyze.compute import AnalysisResult
 from engine.analyze.model import KernelRow
@@ -132,14 +133,35 @@ class AnalysisApp(App[int]):
     ]
     SORTS = (("total", "total ms"), ("calls", "calls"), ("mean", "mean µs"), ("name", "kernel"))
 
-    def __init__(self, res: AnalysisResult) -> None:
+    def __init__(
+        self,
+        res: AnalysisResult | None = None,
+        load: Callable[[Callable[[str], None]], AnalysisResult] | None = None,
+        source: str = "",
+    ) -> None:
+        """Show ``res``; or open at once, run ``load(progress)`` in a worker thread (reading,
+        decoding and replaying a big trace takes seconds) and show its result when it comes.
+        A failure ends the app: ``self.error`` holds its one line for the caller to print."""
         super().__init__()
         self.res = res
-        self._kernels = {str(i): k for i, k in enumerate(res.analysis.top_kernels)}
+        self._load = load
+        self._source = source
+        self._kernels = {str(i): k for i, k in enumerate(res.analysis.top_kernels)} if res else {}
         self._sort = 0
         self.selected: KernelRow | None = None
+        self.error: str | None = None
 
     def compose(self) -> ComposeResult:
+        if self.res is None:
+            head = Text()
+            head.append(" gitm-tui analyze ", style="bold reverse")
+            head.append(f"  {self._source}  ", style="bold")
+            yield Static(head, id="analysis-header")
+            with Vertical(id="analysis-loading"):
+                yield LoadingIndicator()
+                yield Static("reading the trace…", id="analysis-stage")
+            yield Footer()
+            return
         a = self.res.analysis
         head = Text()
         head.append(" gitm-tui analyze ", style="bold reverse")
@@ -159,6 +181,42 @@ class AnalysisApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.res is None and self._load is not None:
+            self.run_worker(self._analyse, thread=True, exit_on_error=False)
+            return
+        self._populate()
+
+    def _analyse(self) -> None:
+        """Worker thread: the numeric work; the event loop only receives the result."""
+        assert self._load is not None
+
+        def progress(stage: str) -> None:
+            self.call_from_thread(self._stage, stage)
+
+        try:
+            res = self._load(progress)
+        except Exception as e:  # the loader's one-line errors (TraceImportError, …)
+            self.call_from_thread(self._failed, str(e))
+            return
+        self.call_from_thread(self._loaded, res)
+
+    def _stage(self, stage: str) -> None:
+        self.query_one("#analysis-stage", Static).update(stage)
+
+    def _failed(self, error: str) -> None:
+        self.error = error
+        self.exit(return_code=1)
+
+    def _loaded(self, res: AnalysisResult) -> None:
+        self.res = res
+        self._kernels = {str(i): k for i, k in enumerate(res.analysis.top_kernels)}
+        self.call_later(self._rebuild)
+
+    async def _rebuild(self) -> None:
+        await self.recompose()  # compose() now builds the analysis screen
+        self._populate()
+
+    def _populate(self) -> None:
         table = self.query_one("#analysis-kernels", DataTable)
         table.add_column("kernel", key="name", width=48)
         table.add_column("regime", key="regime", width=16)
@@ -187,6 +245,10 @@ class AnalysisApp(App[int]):
         self.selected = self._kernels[key]
         self.query_one("#analysis-details", Static).update(kernel_details(self.selected))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # nothing to sort until the analysis is in
+        return self.res is not None if action == "cycle_sort" else True
+
     def action_cycle_sort(self) -> None:
         self._sort = (self._sort + 1) % len(self.SORTS)
         col, _label = self.SORTS[self._sort]
@@ -198,6 +260,11 @@ class AnalysisApp(App[int]):
         self.notify(f"sorted by {self.SORTS[self._sort][1]}", timeout=1.5)
 
 
-def make_analysis_app(res: AnalysisResult) -> AnalysisApp:
-    """Return the analysis screen's app (the CLI and the tests use this)."""
-    return AnalysisApp(res)
+def make_analysis_app(
+    res: AnalysisResult | None = None,
+    load: Callable[[Callable[[str], None]], AnalysisResult] | None = None,
+    source: str = "",
+) -> AnalysisApp:
+    """Return the analysis screen's app (the CLI and the tests use this): for a result in hand,
+    or for a loader that the app runs in a worker while it shows progress."""
+    return AnalysisApp(res, load, source)

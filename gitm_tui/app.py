@@ -197,7 +197,7 @@ class GitmApp(App[int]):
             bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
             bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
         elif isinstance(ev, ReportWritten):
-            self._log(f"{ev.summary}; report {ev.path}", "bold")
+            self._log_line(f"{ev.summary}; report {ev.path}", "bold")
         elif isinstance(ev, KernelsReady):
             header.kernels = (
                 f"{ev.backend} ✓ {ev.seconds:.1f}s"
@@ -207,7 +207,7 @@ class GitmApp(App[int]):
             self.query_one("#warming").add_class("-hidden")
         elif isinstance(ev, LogEvent):
             style = {"error": "bold red", "warning": "yellow"}.get(ev.level, "")
-            self._log(f"{ev.level}: {ev.message}", style)
+            self._log_line(f"{ev.level}: {ev.message}", style)
         elif isinstance(ev, RunStarted):
             self._on_started(ev, header)
         elif isinstance(ev, RunFinished):
@@ -221,17 +221,19 @@ class GitmApp(App[int]):
         self.run_id = ev.run_id
         for s in ev.streams:
             self._mount_strip(s)
-        self._log(f"run {ev.run_id}: {ev.workload_title}")
+        self._log_line(f"run {ev.run_id}: {ev.workload_title}")
         if ev.simulated:
-            self._log(f"device: {ev.device} — a calibrated simulation, no GPU is used", "yellow")
+            self._log_line(
+                f"device: {ev.device} — a calibrated simulation, no GPU is used", "yellow"
+            )
 
     def _on_finished(self, ev: RunFinished) -> None:
         self.finished = ev
         shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
-        self._log(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
+        self._log_line(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
         v = ev.validation
         if v:
-            self._log(
+            self._log_line(
                 f"vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f}"
             )
         if self.settings.quit_when_done:
@@ -241,7 +243,7 @@ class GitmApp(App[int]):
         if not self.query(f"#strip-{stream}"):
             self.query_one("#strips").mount(RegimeStrip(stream))
 
-    def _log(self, text: str, style: str = "") -> None:
+    def _log_line(self, text: str, style: str = "") -> None:
         self.query_one(RichLog).write(Text(text, style=style))  # Text: no markup from outside
 
     # ---------------------------------------------------------------- actions
@@ -289,14 +291,14 @@ class GitmApp(App[int]):
         def done(yes: bool | None) -> None:
             if yes:
                 self.engine.decide(action, iv.id, "tui")
-                self._log(f"{action} {iv.id} {iv.lever} sent")
+                self._log_line(f"{action} {iv.id} {iv.lever} sent")
 
         self.push_screen(ConfirmScreen(question), done)
 
     def action_finish(self) -> None:
         """Done deciding: the engine moves on to the report phase."""
         self.engine.finish_apply()
-        self._log("apply phase finished by the operator")
+        self._log_line("apply phase finished by the operator")
 
     def action_details(self) -> None:
         iv = self.query_one(InterventionTable).selected()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -302,7 +302,8 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
     )
     good = [o for o in outcomes if o.analysis is not None]
     if ns.json:
-        print(json.dumps([o.analysis.model_dump(mode="json") for o in good], indent=2))
+        dumps = [o.analysis.model_dump(mode="json") for o in good if o.analysis is not None]
+        print(json.dumps(dumps, indent=2))
     else:
         from rich.console import Console
 
@@ -325,9 +326,8 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
 
 
 def _analyze_ui(ns: argparse.Namespace) -> ExitCode:
-    from engine.analyze.compute import analyze_trace
+    from engine.analyze.compute import AnalysisResult, analyze_trace
     from engine.analyze.run import expand, read_trace
-    from engine.trace.errors import TraceImportError
 
     files, errors = expand(ns.paths)
     if errors:
@@ -335,14 +335,19 @@ def _analyze_ui(ns: argparse.Namespace) -> ExitCode:
         return ExitCode.INPUT
     if len(files) != 1:
         raise UsageError(f"--ui opens one trace; got {len(files)} files")
-    try:
-        res = analyze_trace(read_trace(files[0]), hardware=ns.hardware, top=max(ns.top, 200))
-    except TraceImportError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return ExitCode.INPUT
     from gitm_tui.analysis_app import make_analysis_app
 
-    make_analysis_app(res).run()
+    def load(progress: Callable[[str], None]) -> AnalysisResult:
+        progress(f"reading {files[0].name}…")
+        trace = read_trace(files[0])
+        progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
+        return analyze_trace(trace, hardware=ns.hardware, top=max(ns.top, 200))
+
+    app = make_analysis_app(load=load, source=str(files[0]))
+    app.run()
+    if app.error is not None:  # shown after the screen is gone: one line, like the CLI's
+        print(f"{PROG}: error: {app.error}", file=sys.stderr)
+        return ExitCode.INPUT
     return ExitCode.OK
 
 

@@ -63,3 +63,56 @@ async def test_analysis_screen_zoom_and_details():
         await pilot.press("s")
         await pilot.pause(0.1)
         await pilot.press("q")
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="shared/traces not present")
+async def test_analysis_screen_opens_at_once_and_loads_in_a_worker():
+    """The screen is up (with its stage line) while the loader runs in a worker thread; the
+    analysis replaces it when it comes."""
+    import threading
+
+    from textual.widgets import DataTable, Static
+
+    gate = threading.Event()
+    seen_stage: list[str] = []
+
+    def load(progress):
+        progress("reading a100_training_3streams.json.gz…")
+        assert threading.current_thread() is not threading.main_thread()
+        gate.wait(10)
+        return analyze_trace(read_kineto(TRACE))
+
+    app = make_analysis_app(load=load, source=str(TRACE))
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(50):
+            await pilot.pause(0.02)
+            stage = app.query("#analysis-stage")
+            if stage and "reading" in str(stage.first(Static).render()):
+                seen_stage.append("reading")
+                break
+        assert seen_stage and app.res is None
+        await pilot.press("s")  # nothing to sort yet: must not fail
+        gate.set()
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.res is not None and app.query("#analysis-kernels"):
+                break
+        await pilot.pause(0.1)
+        assert app.query_one("#analysis-kernels", DataTable).row_count > 0
+        assert app.selected == app.res.analysis.top_kernels[0]
+
+
+async def test_analysis_screen_loader_error_ends_the_app_with_its_line():
+    from engine.trace.errors import TraceImportError
+
+    def load(progress):
+        raise TraceImportError(Path("x.json.gz"), "truncated gzip file (the stream ends early)")
+
+    app = make_analysis_app(load=load, source="x.json.gz")
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if app.error:
+                break
+    assert app.error is not None and "truncated gzip" in app.error
+    assert app.return_code == 1

@@ -95,8 +95,8 @@ class KernelTable(DataTable[object]):
         top = sorted(self._agg, key=lambda k: self._agg[k].total_ns, reverse=True)[:_MAX_ROWS]
         keep = {self._row_key(k) for k in top}
         with self.app.batch_update():
-            for rk in [r.value for r in list(self.rows) if r.value not in keep]:
-                self.remove_row(rk)
+            for gone in [r for r in list(self.rows) if r.value not in keep]:
+                self.remove_row(gone)
             for k in top:
                 rk = self._row_key(k)
                 cells = self._cells(k, self._agg[k])
