@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import sqlite3
@@ -300,3 +301,48 @@ def test_nsys_stream_synchronize_waits_for_its_own_stream(tmp_path):
     by_corr = {int(c): i for i, c in enumerate(h.correlation)}
     assert h.api[by_corr[2]] == ApiKind.SYNC and h.stream[by_corr[2]] == 7
     assert h.api[by_corr[3]] == ApiKind.SYNC and h.stream[by_corr[3]] == -1  # device-wide
+
+
+def test_mutated_nsys_exports_raise_only_the_importer_error(tmp_path):
+    """Wrong-typed, huge, negative and backwards values written into a real Nsight export:
+    the importer either reads it (rows that end before they start are skipped and counted) or
+    raises TraceImportError — never anything else."""
+    import random
+    import shutil
+
+    from engine.trace.errors import TraceImportError
+    from engine.trace.nsys import read_nsys
+
+    if not NSYS.exists():
+        pytest.skip("shared traces not present")
+    con = sqlite3.connect(NSYS)
+    tables = {
+        t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")]
+        for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        if t.startswith("CUPTI_ACTIVITY_KIND_") or t in ("StringIds", "TARGET_INFO_GPU")
+    }
+    con.close()
+    values = [None, -1, 0, 2**62, -(2**62), 1.5, "abc", "", b"\x00\xff", 1e300, 4294967295]
+    rng = random.Random(7)
+    p = tmp_path / "mutated.sqlite"
+    skipped = 0
+    for _ in range(40):
+        shutil.copy(NSYS, p)
+        con = sqlite3.connect(p)
+        for _ in range(3):
+            t = rng.choice(sorted(tables))
+            c, v = rng.choice(tables[t]), rng.choice(values)
+            with contextlib.suppress(sqlite3.DatabaseError):  # a typed column refusing it
+                con.execute(
+                    f"UPDATE {t} SET {c} = ? WHERE rowid IN "
+                    f"(SELECT rowid FROM {t} ORDER BY random() LIMIT 3)",
+                    (v,),
+                )
+        con.commit()
+        con.close()
+        try:
+            tr = read_nsys(p)
+        except TraceImportError:
+            continue
+        skipped += tr.device_properties["malformed_events"]
+    assert skipped > 0  # some mutations made rows run backwards, and they were skipped

@@ -138,18 +138,34 @@ def read_nsys(path: str | Path) -> Trace:
         gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
     except sqlite3.DatabaseError as e:
         raise TraceImportError(path, f"unreadable Nsight export ({e})") from None
+    except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong type in a column
+        raise TraceImportError(
+            path, f"corrupt Nsight export: a column holds a bad value ({e})"
+        ) from None
     finally:
         con.close()
     parts = [p for p in parts if len(p["start_ns"])]
+    malformed = 0
     if parts:
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        # a row that ends before it starts (a corrupt or half-written export) has no usable
+        # time: skipped and counted, like the Kineto importer's events without a timestamp
+        backwards = cols["end_ns"] < cols["start_ns"]
+        malformed = int(backwards.sum())
+        if malformed:
+            cols = {k: v[~backwards] for k, v in cols.items()}
         klass = classify_table(names)
         cols["klass"] = klass[cols["name"]] if len(cols["name"]) else cols["name"].astype(np.uint8)
         seg = Segments.from_columns(**cols)
         seg = seg.take(np.argsort(seg.start_ns, kind="stable"))
     else:
         seg = Segments.empty()
-    props: dict[str, Any] = {"format": "nsys", "devices": gpus, "rank": None, "malformed_events": 0}
+    props: dict[str, Any] = {
+        "format": "nsys",
+        "devices": gpus,
+        "rank": None,
+        "malformed_events": malformed,
+    }
     return Trace(segments=seg, names=names, host=host, device_properties=props, source=str(path))
 
 
