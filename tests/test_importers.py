@@ -346,3 +346,50 @@ def test_mutated_nsys_exports_raise_only_the_importer_error(tmp_path):
             continue
         skipped += tr.device_properties["malformed_events"]
     assert skipped > 0  # some mutations made rows run backwards, and they were skipped
+
+
+_ODD = [None, -1, 0, 2**62, -(2**62), 1.5, "abc", "", 1e300, [], {}, True, "0x1f", 2**70]
+_TOP = ["ts", "dur", "name", "cat", "ph", "pid", "tid", "args"]
+_ARGS = ["stream", "correlation", "device", "grid", "block", "registers per thread",
+         "shared memory", "est. achieved occupancy %", "bytes", "wait_on_stream",
+         "wait_on_cuda_event_record_corr_id", "wait_on_cuda_event_id"]  # fmt: skip
+_DEV = ["name", "numSms", "totalGlobalMem", "computeMajor"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_valid_json_with_odd_values_is_read_and_analysed(tmp_path, data):
+    """Valid JSON whose fields hold the wrong types or absurd values (in events, their args,
+    deviceProperties, distributedInfo): read and analysed, or the importer's error — nothing
+    else escapes (found: non-dict distributedInfo / deviceProperties crashed analyze)."""
+    from engine.analyze.compute import analyze_trace
+    from engine.trace.errors import TraceImportError
+
+    src = TRACES / "kineto" / "a100_event_sync_multistream.json.gz"
+    if not src.exists():
+        pytest.skip("shared traces not present")
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
+    for _ in range(data.draw(st.integers(1, 6))):
+        e = data.draw(st.sampled_from(events))
+        value = data.draw(st.sampled_from(_ODD))
+        if isinstance(e.get("args"), dict) and data.draw(st.booleans()):
+            e["args"][data.draw(st.sampled_from(_ARGS))] = value
+        else:
+            e[data.draw(st.sampled_from(_TOP))] = value
+    where = data.draw(st.sampled_from(["none", "deviceProperties", "distributedInfo", "device"]))
+    if where == "device" and doc.get("deviceProperties"):
+        doc["deviceProperties"][0][data.draw(st.sampled_from(_DEV))] = data.draw(
+            st.sampled_from(_ODD)
+        )
+    elif where != "none":
+        doc[where] = data.draw(st.sampled_from(_ODD))
+    p = tmp_path / "odd.json"
+    p.write_text(json.dumps(doc))
+    try:
+        tr = read_kineto(p)
+    except TraceImportError:
+        return
+    analyze_trace(tr)

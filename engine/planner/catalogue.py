@@ -72,20 +72,27 @@ def by_id(gpu_id: str) -> GpuPeaks:
     raise KeyError(f"unknown hardware {gpu_id!r}; known: {', '.join(g.id for g in catalogue())}")
 
 
+def _number(v: Any) -> float | None:
+    """A positive finite number from trace metadata (which may hold anything), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if 0 < v < 1e30 else None
+
+
 def detect(devices: list[dict[str, Any]]) -> GpuPeaks | None:
     """Return the catalogue entry matching a trace's first device description, or None."""
     if not devices:
         return None
     dev = devices[0]
     name = str(dev.get("name") or "")
-    sms = dev.get("numSms")
-    mem = dev.get("totalGlobalMem")
+    sms = _number(dev.get("numSms"))
+    mem = _number(dev.get("totalGlobalMem"))
     cands = [g for g in catalogue() if re.search(g.match, name, re.IGNORECASE)]
     if sms:
         exact = [g for g in cands if g.sm_count == int(sms)]
         cands = exact or cands
     if mem and len(cands) > 1:
-        gb = float(mem) / 1e9
+        gb = mem / 1e9
         fitting = sorted((g for g in cands if gb <= g.memory_gb_max), key=lambda g: g.memory_gb_max)
         cands = fitting[:1] or cands
     return cands[0] if cands else None

@@ -503,14 +503,20 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     )
     if cols.waits:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in cols.waits[0]})
+    # top-level metadata is free-form JSON: keep only values of the shape we read
+    devices = meta.get("deviceProperties")
+    dist = meta.get("distributedInfo")
+    rank = dist.get("rank") if isinstance(dist, dict) else None
+    base = meta.get("baseTimeNanoseconds")
+    schema = meta.get("schemaVersion")
     props: dict[str, Any] = {
         "format": "kineto",
-        "devices": meta.get("deviceProperties") or [],
-        "rank": (meta.get("distributedInfo") or {}).get("rank"),
-        "base_time_ns": meta.get("baseTimeNanoseconds"),
+        "devices": [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else [],
+        "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+        "base_time_ns": base if isinstance(base, int) and not isinstance(base, bool) else None,
         "malformed_events": cols.malformed,
         "profiler_ranges": cols.ranges,
-        "schema_version": meta.get("schemaVersion"),
+        "schema_version": schema if isinstance(schema, (int, str)) else None,
     }
     return Trace(
         segments=seg, names=cols.names, host=host, device_properties=props, source=str(path)
