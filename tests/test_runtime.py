@@ -220,3 +220,34 @@ def test_released_rows_keep_the_configuration_they_ran_under():
     assert eng._configs_of(7, 12) == [("baseline", 0, 12)]
     assert eng._configs_of(7, 5) == [("baseline", 0, 3), ("baseline + cuda_graphs", 3, 5)]
     assert eng._configs_of(7, 2) == [("baseline + cuda_graphs", 0, 2)]
+
+
+async def test_commands_file_ignores_malformed_lines():
+    """Lines anyone may append to a run's commands file — not JSON, JSON of another shape, an
+    unknown action, a non-string id — are skipped; the well-formed decision still arrives."""
+    import contextlib
+
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=5))
+    eng.run_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "not json",
+        "[1, 2]",
+        '"approve"',
+        '{"action": "launch", "id": "I1"}',
+        '{"action": "approve", "id": 5}',
+        '{"action": "approve", "id": "I2", "by": ["x"]}',
+    ]
+    (eng.run_dir / "commands.jsonl").write_text("\n".join(lines) + "\n")
+    task = asyncio.ensure_future(eng._poll_commands())
+    try:
+        for _ in range(50):
+            await asyncio.sleep(0.05)
+            if not eng._decisions.empty():
+                break
+        assert not task.done()  # the poller is still alive
+        assert eng._decisions.get_nowait() == ("approve", "I2", "cli")
+        assert eng._decisions.empty()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -883,9 +883,20 @@ class Engine:
                             pos += len(line.encode())
                             try:
                                 c = _json.loads(line)
-                                self.decide(c["action"], c["id"], c.get("by", "cli"))
-                            except (ValueError, KeyError):
+                            except ValueError:
                                 continue
+                            # anyone can append to this file: only well-formed decisions count
+                            if not (
+                                isinstance(c, dict)
+                                and isinstance(c.get("action"), str)
+                                and isinstance(c.get("id"), str)
+                            ):
+                                continue
+                            by = c.get("by")
+                            with contextlib.suppress(ValueError):  # an unknown action
+                                self.decide(
+                                    c["action"], c["id"], by if isinstance(by, str) else "cli"
+                                )
             except OSError:
                 pass
             await asyncio.sleep(0.2)
