@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -647,6 +648,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
+    except Exception as e:  # a bug: one line here, the traceback in a file for the report
+        return int(_internal_error(e))
+
+
+def _internal_error(e: Exception) -> ExitCode:
+    import time
+    import traceback
+
+    where = "(could not be saved)"
+    try:
+        from engine.runtime.store import scratch_dir
+
+        crash = scratch_dir() / "crashes" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+        crash.parent.mkdir(parents=True, exist_ok=True)
+        crash.write_text("".join(traceback.format_exception(e)), encoding="utf-8")
+        where = str(crash)
+    except OSError:
+        pass
+    print(
+        f"{PROG}: internal error: {e!r} — a bug in gitm-tui; the traceback is in {where} "
+        "(please include it in a report)",
+        file=sys.stderr,
+    )
+    return ExitCode.INTERNAL
 
 
 if __name__ == "__main__":

@@ -94,3 +94,22 @@ def test_exit_codes_are_documented_in_readme():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     for code in ExitCode:
         assert f"| {code.value} | `{code.name}`" in readme, code
+
+
+def test_a_bug_gives_one_line_and_the_traceback_in_a_file(monkeypatch, capsys, tmp_path):
+    """An unexpected exception (a bug) is not a traceback on the terminal: one line naming the
+    file that holds it, exit code 1 (INTERNAL)."""
+    import gitm_tui.cli as cli
+
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+
+    def boom(_argv):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(cli, "_main", boom)
+    rc = cli.main(["--no-ui"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "internal error" in err and "planted" in err
+    (crash,) = (tmp_path / "crashes").iterdir()
+    assert "ZeroDivisionError: planted" in crash.read_text()

@@ -410,3 +410,44 @@ def test_command_workload_whose_program_fails_exits_with_one_error_line(tmp_path
         [*base, "--", "no-such-program-xyz"], capture_output=True, text=True, cwd=ROOT, env=env
     )
     assert r.returncode == 2 and "no such program" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_recovery_survives_a_damaged_journal(tmp_path):
+    """An earlier run's journal with torn, non-object, non-UTF-8 and ill-typed records: recovery
+    reads what it can, journals the run as interrupted, and never raises."""
+    runs = tmp_path / "runs"
+    j = Journal(runs / "old" / "journal.jsonl")
+    j.transition("I1", State.PROPOSED)
+    j.transition("I1", State.APPROVED)
+    j.transition("I1", State.APPLYING, state_before="../../../etc/passwd")
+    with (runs / "old" / "journal.jsonl").open("ab") as f:
+        f.write(b'[1, 2]\n"x"\n{"seq": "nine", "type": "transition", "id": 5, "to": "APPLYING"}\n')
+        f.write(b'{"type": "transition", "id": "I9", "to": "SIDEWAYS"}\n\xff\xfe torn')
+    out = recover(runs)
+    assert [r.interventions for r in out] == [["I1"]]
+    assert out[0].restored_state is None  # a path outside the run's folder is not followed
+    recs = _journal(runs / "old")
+    assert recs[-1]["type"] == "run_finished" and recs[-1]["recovered"] == ["I1"]
+    assert recover(runs) == []  # finished now
+
+
+async def test_a_failure_before_the_phases_still_ends_the_run(monkeypatch):
+    """If the engine fails while starting (here: recovery of earlier runs raises), subscribers
+    still get run_finished(status=failed) and the headless runner exits instead of waiting."""
+    import asyncio
+    import io
+
+    from engine.runtime import RunConfig
+    from gitm_tui.headless import run_headless
+
+    def broken(_runs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr("engine.runtime.engine.recover", broken)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        await asyncio.wait_for(
+            run_headless(RunConfig(workload="kitti", budget_s=2), out=out, err=err), 20
+        )
+    last = json.loads(out.getvalue().splitlines()[-1])
+    assert last["type"] == "run_finished" and last["status"] == "failed"

@@ -238,7 +238,40 @@ class Engine:
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> RunFinished:
-        """Run the phases to the end (or stop); return the final event (also published)."""
+        """Run the phases to the end (or stop); return the final event (also published).
+
+        Whatever happens, subscribers get a ``run_finished``: a failure before the phases start
+        (the run store, recovery of an earlier run) publishes one with status ``failed``."""
+        try:
+            return await self._run()
+        except BaseException as e:
+            if self.state != "done":  # _run's own finally did not get to publish it
+                self.state = "done"
+                if isinstance(e, Exception):
+                    self.bus.publish(
+                        LogEvent(
+                            t_wall=self.elapsed(), level="error", message=f"engine failed: {e!r}"
+                        )
+                    )
+                self.bus.publish(
+                    RunFinished(
+                        t_wall=self.elapsed(),
+                        status="failed" if isinstance(e, Exception) else "stopped",
+                        segments=0,
+                        iterations=0,
+                        sim_time_ns=0,
+                        wall_s=self.elapsed(),
+                        regime_shares={},
+                        kappa_partition={},
+                        fixed_lag_exact=0.0,
+                        validation={},
+                        dropped_events=self.bus.dropped,
+                        kernels="numpy",
+                    )
+                )
+            raise
+
+    async def _run(self) -> RunFinished:
         cfg, pub = self.config, self.bus.publish
         self._t0 = time.monotonic()
         self.state = "running"
@@ -284,7 +317,26 @@ class Engine:
         for rec in await asyncio.to_thread(recover, self.run_dir.parent):
             from engine.optimizer.report import rewrite_recovered
 
-            await asyncio.to_thread(rewrite_recovered, rec.run_dir, rec.interventions)
+            if rec.error is not None:
+                pub(
+                    LogEvent(
+                        t_wall=self.elapsed(),
+                        level="warning",
+                        message=f"run {rec.run_dir.name}: its journal or saved state cannot be "
+                        f"read ({rec.error}); left as it is",
+                    )
+                )
+                continue
+            try:
+                await asyncio.to_thread(rewrite_recovered, rec.run_dir, rec.interventions)
+            except Exception as e:  # the journal is put right; only its report stays stale
+                pub(
+                    LogEvent(
+                        t_wall=self.elapsed(),
+                        level="warning",
+                        message=f"run {rec.run_dir.name}: report not rewritten ({e!r})",
+                    )
+                )
             pub(
                 LogEvent(
                     t_wall=self.elapsed(),

@@ -60,9 +60,12 @@ class Journal:
         self.seq = 0
         if path.exists():
             for rec in read(path):
-                self.seq = max(self.seq, int(rec.get("seq", 0)))
-                if rec.get("type") == "transition":
-                    self.states[rec["id"]] = State(rec["to"])
+                seq = rec.get("seq")
+                if isinstance(seq, int) and not isinstance(seq, bool):
+                    self.seq = max(self.seq, seq)
+                iid, to = rec.get("id"), rec.get("to")
+                if rec.get("type") == "transition" and isinstance(iid, str) and to in _STATES:
+                    self.states[iid] = State(to)
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record durably (write + flush + fsync) and return it."""
@@ -95,15 +98,21 @@ class Journal:
         return rec
 
 
+_STATES = {s.value for s in State}
+
+
 def read(path: Path) -> list[dict[str, Any]]:
-    """Return a journal's records; a torn last line (the process died mid-write) is skipped."""
+    """Return a journal's records; a torn last line (the process died mid-write) and anything
+    that is not a JSON object (a damaged file) are skipped."""
     out = []
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
-                out.append(json.loads(line))
+                rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(rec, dict):
+                out.append(rec)
     return out
 
 
@@ -114,6 +123,8 @@ class Recovered:
     run_dir: Path
     interventions: list[str] = field(default_factory=list)
     restored_state: Path | None = None
+    #: set when the run's journal or saved state could not be read: nothing was changed
+    error: str | None = None
 
 
 def recover(runs_dir: Path) -> list[Recovered]:
@@ -122,33 +133,45 @@ def recover(runs_dir: Path) -> list[Recovered]:
     if not runs_dir.is_dir():
         return out
     for jpath in sorted(runs_dir.glob("*/journal.jsonl")):
-        recs = read(jpath)
-        if any(r.get("type") == "run_finished" for r in recs):
-            continue
-        j = Journal(jpath)
-        pending = [iid for iid, st in j.states.items() if st in UNFINISHED]
-        rec = Recovered(jpath.parent)
-        for iid in pending:
-            before = next(
-                (
-                    r.get("state_before")
-                    for r in reversed(recs)
-                    if r.get("type") == "transition"
-                    and r.get("id") == iid
-                    and r.get("to") == State.APPLYING.value
-                ),
-                None,
-            )
-            if before:
-                src = jpath.parent / before
-                atomic_write_text(jpath.parent / "state.json", src.read_text(encoding="utf-8"))
-                rec.restored_state = jpath.parent / "state.json"
-            j.transition(
-                iid,
-                State.ROLLED_BACK,
-                reason="interrupted: the run died during the apply; rolled back on the next start",
-            )
-            rec.interventions.append(iid)
-        j.append({"type": "run_finished", "status": "interrupted", "recovered": rec.interventions})
-        out.append(rec)
+        try:
+            rec = _recover_run(jpath)
+        except (OSError, ValueError, JournalError) as e:  # a damaged earlier run: say so, go on
+            rec = Recovered(jpath.parent, error=f"{type(e).__name__}: {e}")
+        if rec is not None:
+            out.append(rec)
     return out
+
+
+def _recover_run(jpath: Path) -> Recovered | None:
+    """Recover one run's journal (None when the run had finished)."""
+    recs = read(jpath)
+    if any(r.get("type") == "run_finished" for r in recs):
+        return None
+    j = Journal(jpath)
+    pending = [iid for iid, st in j.states.items() if st in UNFINISHED]
+    rec = Recovered(jpath.parent)
+    for iid in pending:
+        before = next(
+            (
+                r.get("state_before")
+                for r in reversed(recs)
+                if r.get("type") == "transition"
+                and r.get("id") == iid
+                and r.get("to") == State.APPLYING.value
+            ),
+            None,
+        )
+        # the saved state is a file inside this run's folder, named by the journal
+        home = jpath.parent.resolve()
+        src = (home / before).resolve() if isinstance(before, str) and before else None
+        if src is not None and src.is_relative_to(home):
+            atomic_write_text(jpath.parent / "state.json", src.read_text(encoding="utf-8"))
+            rec.restored_state = jpath.parent / "state.json"
+        j.transition(
+            iid,
+            State.ROLLED_BACK,
+            reason="interrupted: the run died during the apply; rolled back on the next start",
+        )
+        rec.interventions.append(iid)
+    j.append({"type": "run_finished", "status": "interrupted", "recovered": rec.interventions})
+    return rec
