@@ -236,8 +236,22 @@ class GitmApp(App[int]):
             self._log_line(
                 f"vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f}"
             )
+        if ev.status == "failed":  # say it where it cannot be missed, and keep the log in view
+            self.notify(
+                "the run failed: the Log tab says why (q quits with exit code 1)",
+                severity="error",
+                timeout=30,
+            )
+            self.query_one("#loop", TabbedContent).active = "tab-log"
         if self.settings.quit_when_done:
-            self.exit(int(ExitCode.OK))
+            self.exit(int(self._exit_code()))
+
+    def _exit_code(self) -> ExitCode:
+        return (
+            ExitCode.INTERNAL
+            if self.finished is not None and self.finished.status == "failed"
+            else ExitCode.OK
+        )
 
     def _mount_strip(self, stream: int) -> None:
         if not self.query(f"#strip-{stream}"):
@@ -331,7 +345,7 @@ class GitmApp(App[int]):
 
     def action_quit_run(self) -> None:
         self.engine.stop()
-        self.exit(int(ExitCode.OK))
+        self.exit(int(self._exit_code()))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.settings.lag))

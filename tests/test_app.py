@@ -115,3 +115,29 @@ async def test_kernel_table_starts_over_when_the_configuration_changes():
         await pilot.pause(0.05)
         assert t._agg[(7, "k")].calls == 2 and t.row_count == 1
         assert t.border_title == "kernels — baseline + cuda_graphs"
+
+
+async def test_a_failed_run_is_shown_and_quits_with_exit_code_1(monkeypatch):
+    """An engine failure (planted: recovering earlier runs raises) is not silent in the
+    dashboard: an error notice, the Log tab in view with the reason, and q exits with 1."""
+    from textual.widgets import RichLog, TabbedContent
+
+    def broken(_runs):
+        raise RuntimeError("planted failure")
+
+    monkeypatch.setattr("engine.runtime.engine.recover", broken)
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=10, tick_s=0.05))
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.finished is not None:
+                break
+        await pilot.pause(0.1)
+        assert app.finished is not None and app.finished.status == "failed"
+        assert app.query_one("#loop", TabbedContent).active == "tab-log"
+        log = "\n".join(str(line.text) for line in app.query_one(RichLog).lines)
+        assert "planted failure" in log
+        await pilot.press("q")
+        await pilot.pause(0.1)
+    assert app.return_value == 1  # run_dashboard turns it into the exit code
