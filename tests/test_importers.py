@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import gzip
 import json
 import sqlite3
@@ -374,18 +375,18 @@ def test_valid_json_with_odd_values_is_read_and_analysed(tmp_path, data):
     events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
     for _ in range(data.draw(st.integers(1, 6))):
         e = data.draw(st.sampled_from(events))
-        value = data.draw(st.sampled_from(_ODD))
+        value = copy.deepcopy(data.draw(st.sampled_from(_ODD)))  # [] / {} are not shared
         if isinstance(e.get("args"), dict) and data.draw(st.booleans()):
             e["args"][data.draw(st.sampled_from(_ARGS))] = value
         else:
             e[data.draw(st.sampled_from(_TOP))] = value
     where = data.draw(st.sampled_from(["none", "deviceProperties", "distributedInfo", "device"]))
     if where == "device" and doc.get("deviceProperties"):
-        doc["deviceProperties"][0][data.draw(st.sampled_from(_DEV))] = data.draw(
-            st.sampled_from(_ODD)
+        doc["deviceProperties"][0][data.draw(st.sampled_from(_DEV))] = copy.deepcopy(
+            data.draw(st.sampled_from(_ODD))
         )
     elif where != "none":
-        doc[where] = data.draw(st.sampled_from(_ODD))
+        doc[where] = copy.deepcopy(data.draw(st.sampled_from(_ODD)))
     p = tmp_path / "odd.json"
     p.write_text(json.dumps(doc))
     try:
