@@ -320,6 +320,13 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
         ranks = rank_table([o.analysis for o in good if o.analysis is not None])
         if ranks is not None:
             console.print(ranks)
+        elif len(good) > 1:  # several files but not the ranks of one job: say why no comparison
+            console.print(
+                "ranks not compared: the files do not carry distinct rank ids "
+                "(distributedInfo.rank) — not the ranks of one job",
+                style="dim",
+                highlight=False,
+            )
     for o in outcomes:
         if o.error:
             print(f"{PROG}: error: {o.error}", file=sys.stderr)

@@ -113,3 +113,40 @@ def test_analysis_replays_the_levers_on_the_trace():
     top = {e.lever: e for e in a.interventions}
     assert "cuda_graphs" in top and top["cuda_graphs"].predicted_gain > 0.05
     assert all(e.rows > 0 and e.what for e in a.interventions)
+
+
+def _rank_copy(dst: Path, rank: int, stretch: float) -> None:
+    """The real A100 trace as rank ``rank`` of a job, every duration × ``stretch`` (synthetic)."""
+    import gzip
+
+    doc = json.loads(
+        gzip.decompress((TRACES / "kineto" / "a100_training_3streams.json.gz").read_bytes())
+    )
+    doc["distributedInfo"] = {"rank": rank, "world_size": 3}
+    for e in doc["traceEvents"]:
+        if isinstance(e, dict) and isinstance(e.get("dur"), (int, float)):
+            e["dur"] = e["dur"] * stretch
+            if isinstance(e.get("ts"), (int, float)):
+                e["ts"] = e["ts"] * stretch
+    dst.write_text(json.dumps(doc))
+
+
+def test_rank_directory_names_the_straggler(tmp_path, capsys):
+    """A directory of one job's rank traces gets the per-rank table: regime mix per rank and the
+    rank whose span is longest marked straggler; copies with one rank id get a note instead."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank, stretch in ((0, 1.0), (1, 1.3), (2, 1.0)):
+        _rank_copy(job / f"rank{rank}.json", rank, stretch)
+    assert main(["analyze", str(job), "--no-write", "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("ranks") :]
+    rows = {ln.split()[0]: ln for ln in table.splitlines()[1:] if ln.strip()[:1].isdigit()}
+    assert set(rows) == {"0", "1", "2"}
+    assert "straggler" in rows["1"] and "straggler" not in rows["0"] + rows["2"]
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    for i in range(2):
+        _rank_copy(dup / f"copy{i}.json", 0, 1.0)
+    assert main(["analyze", str(dup), "--no-write", "--workers", "1"]) == 0
+    assert "ranks not compared" in capsys.readouterr().out
