@@ -55,6 +55,10 @@ async def shoot(name: str, workload: str, approve: str) -> None:
             app.save_screenshot(str(HERE / "confirm.svg"))
             await pilot.press("y")
             await _until(pilot, lambda: table.latest[top.id].state in ("VERIFIED", "ROLLED_BACK"))
+            # the kept lever's measurement reaches the kernel table a moment after the verdict
+            kernels = app.query_one(KernelTable)
+            await _until(pilot, lambda: top.lever in kernels.config)
+            await pilot.pause(1.0)
         else:
             await _until(pilot, lambda: app.phase in ("done",))
         app.query_one(KernelTable).flush()

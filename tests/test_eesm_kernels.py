@@ -299,3 +299,31 @@ def test_kappa_does_not_drift_on_a_long_stream(model):
         tail, np.arange(kp.window), np.array([0, kp.window]), kp.window, kp.stride, 32, kp.ridge
     )
     assert np.isclose(k[-1], alone[-1], rtol=1e-6)
+
+
+def test_live_flush_ends_the_streams(model):
+    """A second flush releases nothing; a push after a flush starts the streams afresh, with as
+    many labels as rows (before, a second flush re-released L labels without their rows)."""
+    from engine.eesm.live import LiveDecoder
+
+    rng = np.random.default_rng(0)
+    n = 200
+    start = np.sort(rng.integers(0, 10**6, n)).astype(np.int64)
+    seg = Segments.from_columns(
+        start_ns=start,
+        end_ns=start + 100,
+        stream=rng.integers(0, 2, n),
+        klass=rng.integers(0, 9, n),
+        flops=rng.random(n) * 1e6,
+        dram_bytes=rng.random(n) * 1e5,
+        issue_active=rng.random(n),
+        stall_frac=rng.random(n),
+        occupancy=rng.random(n),
+    )
+    d = LiveDecoder(model)
+    released = d.push(seg, truth=np.zeros(n, np.uint8)) + d.flush()
+    assert sum(len(f.labels) for f in released) == n
+    assert d.flush() == []
+    again = d.push(seg, truth=np.zeros(n, np.uint8)) + d.flush()
+    assert all(len(f.labels) == len(f.start_ns) == len(f.truth) for f in again)
+    assert sum(len(f.labels) for f in again) == n

@@ -294,6 +294,9 @@ async def test_tui_approve_then_roll_back_by_hand():
         kernels = app.query_one(KernelTable)  # shows the configuration running now, alone
         await until(lambda: kernels.config == "baseline + cuda_graphs")
         assert "cuda_graphs" in str(kernels.border_title)
+        # the kept configuration's whole measurement is shown (decoded whole, not held back
+        # by the live decoder's fixed lag)
+        await until(lambda: sum(a.calls for a in kernels._agg.values()) > 100)
         await pilot.press("b")
         await until(lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")

@@ -125,7 +125,11 @@ class LiveDecoder:
         return out
 
     def flush(self) -> list[FinalRows]:
-        """Finalise every pending row (end of run): labels equal the batch tail."""
+        """Finalise every pending row (end of the streams): labels equal the batch tail.
+
+        The streams end here: a second flush has nothing to release, and a later push starts
+        each stream afresh (before, a second flush re-released the last L labels with no rows).
+        """
         out = []
         for sid, st in self._streams.items():
             labels = np.empty(self.lag, np.uint8)
@@ -133,6 +137,7 @@ class LiveDecoder:
             k = fl(st.delta, st.ring, st.seen, labels)
             if k:
                 out.append(self._final(sid, st.pop(k), labels[:k], np.ones(k, np.bool_)))
+        self._streams.clear()
         return out
 
     def _final(

@@ -35,7 +35,7 @@ import numpy as np
 from engine.device.simulator import SimulatedGPU
 from engine.eesm import metrics
 from engine.eesm.live import FinalRows, LiveDecoder, warm_up
-from engine.eesm.pipeline import EesmModel
+from engine.eesm.pipeline import EesmModel, decode
 from engine.manifest import load_hardware, load_workload
 from engine.regimes import N_REGIMES, Regime
 from engine.runtime.bus import EventBus
@@ -446,6 +446,9 @@ class Engine:
                 await asyncio.sleep(max(0.0, cfg.tick_s - (time.monotonic() - t_tick)))
             else:
                 await asyncio.sleep(0)
+        # the live stream ends here (measurements are decoded whole): release its last rows now,
+        # under the configuration they ran under, not at the end of the run
+        self._publish_finals(await asyncio.to_thread(decoder.flush), gpu, tracker)
         self._offset_ns = int(gpu.now)
 
     def _open_sinks(self) -> None:
@@ -631,27 +634,53 @@ class Engine:
 
     async def _show(self, m: Any, opt: Any) -> None:
         """Stream a measurement's trace to the dashboard (shifted after what was shown), tagged
-        with the configuration it ran under."""
+        with the configuration it ran under. A measurement is a complete trace: it is decoded
+        whole (batch Viterbi, exact labels), so every row reaches the strips and the kernel
+        table at once instead of waiting behind the live decoder's fixed lag."""
         if m.trace is None or self._gpu is None:  # a command workload has no device trace
             return
-        kept = [opt.interventions[k].lever_id for k in opt.kept]
-        self._config = " + ".join(["baseline", *kept])
         seg = m.trace.segments
         if not len(seg):
             return
+        kept = [opt.interventions[k].lever_id for k in opt.kept]
+        self._config = " + ".join(["baseline", *kept])
         shift = self._offset_ns - int(seg.start_ns.min()) + 1000
-        # one name table for everything shown: the live decoder keeps rows across pushes
+        # one name table for everything shown
         cols = seg.with_names_remapped(self._gpu.names.remap_from(m.trace.names)).columns()
         cols["start_ns"] = cols["start_ns"] + shift  # new arrays: the trace itself is analysed
         cols["end_ns"] = cols["end_ns"] + shift
         seg = Segments(**cols)
         self._offset_ns = int(seg.end_ns.max())
         self._check_warm(self._decoder)
-        self._note_pushed(seg)
-        finals = await asyncio.to_thread(self._decoder.push, seg, m.truth)
-        self._publish_finals(finals, self._gpu, self._tracker)
+        finals = await asyncio.to_thread(self._decode_whole, seg, m.truth)
+        self._publish_finals(finals, self._gpu, self._tracker, config=self._config)
         self._telemetry_out(m.telemetry)
         self._progress(self._gpu, self._tracker)
+
+    def _decode_whole(self, seg: Segments, truth: np.ndarray | None) -> list[FinalRows]:
+        """Batch-decode a complete trace into per-stream final rows (start order)."""
+        dec = decode(seg, self._decoder.model, use_numba=self._decoder.use_numba)
+        order = np.lexsort((seg.start_ns, seg.stream))
+        cuts = np.flatnonzero(np.diff(seg.stream[order])) + 1
+        out = []
+        for rows in np.split(order, cuts):
+            if not len(rows):
+                continue
+            out.append(
+                FinalRows(
+                    stream=int(seg.stream[rows[0]]),
+                    start_ns=seg.start_ns[rows],
+                    end_ns=seg.end_ns[rows],
+                    name=seg.name[rows],
+                    klass=seg.klass[rows],
+                    labels=dec.labels[rows],
+                    exact=np.ones(len(rows), np.bool_),
+                    kappa=dec.kappa[rows],
+                    degenerate=dec.degenerate[rows],
+                    truth=truth[rows] if truth is not None else None,
+                )
+            )
+        return out
 
     # ------------------------------------------------------------------ optimize phases
     async def _await_warm(self) -> None:
@@ -1109,10 +1138,19 @@ class Engine:
             a += take
         return out
 
-    def _publish_finals(self, finals: list[FinalRows], gpu: Any, tracker: _Tracker) -> None:
+    def _publish_finals(
+        self, finals: list[FinalRows], gpu: Any, tracker: _Tracker, config: str | None = None
+    ) -> None:
+        """Publish final rows; ``config`` names their configuration, else the rows are the
+        live decoder's and ``_configs_of`` says which configuration each ran under."""
         for f in finals:
             tracker.add(f)
-            for cfg, a, b in self._configs_of(f.stream, len(f.labels)):
+            parts = (
+                [(config, 0, len(f.labels))]
+                if config is not None
+                else self._configs_of(f.stream, len(f.labels))
+            )
+            for cfg, a, b in parts:
                 self.bus.publish(
                     DecodedBatch(
                         t_wall=self.elapsed(),
