@@ -3,18 +3,18 @@
 # NVML sampling, and a CUPTI capture of a small CUDA program, on a GPU machine.
 #
 # The H200 image has numpy, scipy, numba, rich, nvidia-ml-py, prometheus-client, fsspec and
-# libcupti (nvidia-cuda-cupti) but not textual, pydantic, platformdirs, msgspec, isal or
+# libcupti (nvidia-cuda-cupti) but not textual, pydantic, platformdirs, isal or
 # cupti-python, and cannot reach the package index. Carry them as wheels first (here):
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-#       -d .whl textual pydantic platformdirs msgspec isal cupti-python
+#       -d .whl textual pydantic platformdirs isal cupti-python
 # then run this script there with $OUT set (the device tool sets it).
 set -u
 OUT=${OUT:-/tmp/gitm-device-check}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/device_check.log") 2>&1
 PY=${PY:-python3}
-if [ -d .whl ]; then $PY -m pip install -q --no-index --find-links .whl textual pydantic platformdirs msgspec isal cupti-python || true; fi
+if [ -d .whl ]; then $PY -m pip install -q --no-index --find-links .whl textual pydantic platformdirs isal cupti-python || true; fi
 $PY -m pip install -q --no-deps --no-build-isolation -e . || $PY -m pip install -q --no-deps -e .
 export GITM_SCRATCH="$OUT/scratch"
 echo "== nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv || true

@@ -23,7 +23,6 @@ CORE = (
     "pydantic",
     "platformdirs",
     "nvidia-ml-py",
-    "msgspec",
     "isal",
     "prometheus-client",
     "fsspec",

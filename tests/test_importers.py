@@ -394,3 +394,121 @@ def test_valid_json_with_odd_values_is_read_and_analysed(tmp_path, data):
     except TraceImportError:
         return
     analyze_trace(tr)
+
+
+# ------------------------------------------------------------ strict parsing of the kept events
+def _no_constants(name):
+    raise ValueError(name)  # NaN / Infinity are not JSON
+
+
+_LEAF = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(max_codepoint=0x2FF), max_size=6)
+)
+_VALUE = st.recursive(
+    _LEAF,
+    lambda kids: (
+        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3)
+    ),
+    max_leaves=10,
+)
+_EVENT = st.dictionaries(
+    st.sampled_from(["name", "pid", "tid", "ts", "cat", "args", "x"]) | st.text(max_size=4),
+    _VALUE | st.dictionaries(st.sampled_from(["stream", "correlation", "grid", "q"]), _VALUE),
+    max_size=6,
+)
+
+
+def _extract(raw: bytes):
+    from engine.trace import json_scan as js
+    from engine.trace import kineto
+
+    buf = np.frombuffer(bytearray(raw), np.uint8)
+    one = np.zeros(1, np.int64)
+    return js.extract_fields(
+        buf, one, np.array([len(raw)]), one, kineto._TOP, kineto._TOPLENS, kineto._ARGK,
+        kineto._ARGLENS, kineto._PREFIX, kineto._SUFFIX, np.ones(1, np.bool_),
+    )  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    event=_EVENT,
+    compact=st.booleans(),
+    ascii_only=st.booleans(),
+    edits=st.lists(
+        st.tuples(
+            st.floats(0, 1, exclude_max=True),
+            st.sampled_from(["replace", "insert", "delete"]),
+            st.sampled_from(list(b'{}[]",:\\/ \t\n0123456789.eE+-tfnrulsaxu\x01\x7f\xc3')),
+        ),
+        max_size=3,
+    ),
+)
+def test_kept_events_are_parsed_exactly_as_strictly_as_json(event, compact, ascii_only, edits):
+    """The kept events' parser (which replaced msgspec's validation) accepts an event exactly
+    when Python's json does (NaN/Infinity refused), on valid events with random byte edits."""
+    seps = (",", ":") if compact else (", ", ": ")
+    raw = bytearray(json.dumps(event, separators=seps, ensure_ascii=ascii_only).encode())
+    for where, op, byte in edits:
+        i = int(where * len(raw))
+        if op == "replace":
+            raw[i] = byte
+        elif op == "insert":
+            raw.insert(i, byte)
+        elif len(raw) > 2:
+            del raw[i]
+    raw = bytes(raw)
+    if not (raw.startswith(b"{") and raw.endswith(b"}")):
+        return  # the scanner hands the parser spans from '{' to its matching '}' only
+    try:
+        ref = json.loads(raw.decode("utf-8", "surrogateescape"), parse_constant=_no_constants)
+        valid = isinstance(ref, dict)
+    except ValueError:
+        valid = False
+    ints, _, _, ns, ne, _, _, bad_row, _ = _extract(raw)
+    assert (bad_row < 0) == valid, raw
+    if valid and not edits:  # and the fields read are the json module's
+        from engine.trace import json_scan as js
+
+        for key, col in (("pid", js.F_PID), ("tid", js.F_TID)):
+            v = event.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and 0 < abs(v) < 10**18:
+                assert ints[0, col] == v
+        args = event.get("args")
+        if (
+            isinstance(args, dict)
+            and type(args.get("stream")) is int
+            and abs(args["stream"]) < 10**18
+        ):
+            assert ints[0, js.F_STREAM] == args["stream"]
+        if isinstance(event.get("name"), str):
+            assert json.loads(b'"' + raw[ns[0] : ne[0]] + b'"') == event["name"]
+
+
+@pytest.mark.parametrize(
+    "event, reason",
+    [
+        (b'{"cat": "kernel", "ts": 1, "dur": 2, "name": "k\x01"}', "invalid string"),
+        (b'{"cat": "kernel", "ts": 1, "dur": 2, "args": {"stream": 07}}', "invalid number"),
+        (b'{"cat": "kernel", "ts": 1, "dur": 2, "x": tru}', "invalid literal"),
+        (b'{"cat": "kernel", "ts": 1, "dur": 2, "x" 1}', "expected ':'"),
+        (b'{"cat": "kernel", "ts": 1, "dur": 2, "x": [1 2]}', "expected ','"),
+        (b'{"cat": "kernel", "ts": 1, "dur": 2, "x": 1,}', "expected a key"),
+        (b'{"cat": "kernel", "ts": 1, "dur": 2, "x": NaN}', "expected a value"),
+    ],
+)
+def test_an_invalid_kept_event_names_the_problem_and_where(tmp_path, event, reason):
+    good = b'{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1}'
+    p = tmp_path / "bad.json"
+    head = b'{"traceEvents": [' + good + b",\n"
+    p.write_bytes(head + event + b"]}")
+    with pytest.raises(TraceImportError) as err:
+        read_kineto(p)
+    msg = str(err.value)
+    assert "invalid JSON in traceEvents" in msg and reason in msg, msg
+    at = int(msg.split("decompressed byte ")[1].split(")")[0].replace(",", ""))
+    assert len(head) <= at < len(head) + len(event)

@@ -1,9 +1,9 @@
 """Import PyTorch-profiler (Kineto) / Chrome-trace JSON, plain or gzip, NVIDIA or AMD, into a Trace.
 
 Pipeline: stream-decompress in chunks → the numba scanner (json_scan) finds every event and
-keeps the GPU and runtime categories, reading ``ts``/``dur`` exactly into int64 ns → the kept
-events' bytes are validated as JSON by msgspec (no objects built) → a second numba pass reads
-the fields we use straight into arrays; only distinct kernel names become Python strings.
+keeps the GPU and runtime categories, reading ``ts``/``dur`` exactly into int64 ns → a second
+numba pass parses each kept event strictly (it must be valid JSON) and reads the fields we use
+straight into arrays; only distinct kernel names become Python strings.
 Memory stays in the tens of MB whatever the file size, and no per-event Python runs.
 
 What becomes what:
@@ -30,7 +30,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 
 try:  # ISA-L's inflate is ~3x zlib's on x86-64 and arm64 (python-isal); plain zlib otherwise
@@ -53,7 +52,6 @@ _TOP, _TOPLENS = js.key_table(js.TOP_KEYS)
 _ARGK, _ARGLENS = js.key_table(js.ARG_KEYS)
 _PREFIX = np.frombuffer(js.FLOP_PREFIX, np.uint8).copy()
 _SUFFIX = np.frombuffer(js.FLOP_SUFFIX, np.uint8).copy()
-_VALIDATE = msgspec.json.Decoder(msgspec.Raw)
 
 
 @contextmanager
@@ -204,6 +202,15 @@ def _api_of(cols: _Columns, name_ids: np.ndarray) -> np.ndarray:
     return lut[name_ids]
 
 
+class _InvalidEvent(Exception):
+    """A kept event is not valid JSON: ``at`` = its offset in the block, ``why`` = the reason."""
+
+    def __init__(self, at: int, why: str) -> None:
+        super().__init__(why)
+        self.at = at
+        self.why = why
+
+
 def _add(
     cols: _Columns,
     buf: np.ndarray,
@@ -214,11 +221,14 @@ def _add(
     ts: np.ndarray,
     dur: np.ndarray,
 ) -> None:
-    """Read the kept events' fields (numba) and append them as device rows / host events."""
+    """Parse the kept events (numba, strict JSON) and append them as device rows / host events;
+    raise _InvalidEvent (nothing appended) when one is not valid JSON."""
     want_name = np.ones(len(codes), np.bool_)  # device rows: kernel names; host: API kinds
-    ints, occ, flops, ns, ne, esc, h = js.extract_fields(
+    ints, occ, flops, ns, ne, esc, h, bad_row, bad_at = js.extract_fields(
         buf, starts, ends, keep, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX, want_name
     )
+    if bad_row >= 0:
+        raise _InvalidEvent(bad_at >> 4, js.BAD_REASONS[bad_at & 15])
     miss = js.MISSING
     bad = ts == js.NO_TIME
     cols.malformed += int(bad.sum())
@@ -336,6 +346,7 @@ def _read_events(
 ) -> None:
     """Split the stream into prefix / events / suffix; scan the events as they come."""
     state = "find"  # find → events → tail
+    base = 0
     pending = bytearray()  # unscanned bytes of the events array (a partial event at most)
     for chunk in chunks:
         if state == "tail":
@@ -355,11 +366,12 @@ def _read_events(
             if between != b":":
                 raise TraceImportError(path, "traceEvents is not an array")
             pending = bytearray(prefix[bracket + 1 :])
+            base = bracket + 1  # file offset (decompressed) of pending[0]
             del prefix[key_at:]
             state = "events"
         else:
             pending += chunk
-        resume, closed, job = _scan_block(path, pending, cols, cats, catlens)
+        resume, closed, job = _scan_block(path, pending, base, cols, cats, catlens)
         if job is not None:
             jobs.append(pool.submit(job))
             while len(jobs) > 2:  # bound the blocks in flight (memory), surface errors
@@ -371,6 +383,7 @@ def _read_events(
         # exported to numpy (numba's first-call compile keeps its arguments in reference
         # cycles, which the paused GC does not free), and an exported bytearray can't shrink
         pending = bytearray(pending[resume:])
+        base += resume
     if state == "find":
         if not prefix.strip():
             raise TraceImportError(path, "empty file")
@@ -383,10 +396,16 @@ def _read_events(
 
 
 def _scan_block(
-    path: Path, pending: bytearray, cols: _Columns, cats: np.ndarray, catlens: np.ndarray
+    path: Path,
+    pending: bytearray,
+    base: int,
+    cols: _Columns,
+    cats: np.ndarray,
+    catlens: np.ndarray,
 ) -> tuple[int, int | None, Callable[[], None] | None]:
-    """Scan ``pending``; return (resume offset, suffix offset or None, the job that validates
-    and reads its kept events, or None). ``pending`` must not change once scanned."""
+    """Scan ``pending`` (at file offset ``base`` of the decompressed text); return (resume
+    offset, suffix offset or None, the job that parses its kept events, or None). ``pending``
+    must not change once scanned."""
     buf = np.frombuffer(pending, dtype=np.uint8)
     starts, ends, codes, ts, dur, n, resume, closed_at = js.scan_events(buf, 0, cats, catlens)
     if closed_at == js.MALFORMED:
@@ -400,11 +419,13 @@ def _scan_block(
         keep = np.arange(keep.size)
 
         def job() -> None:
-            try:  # the kept events must be valid JSON; msgspec checks without building objects
-                _VALIDATE.decode(js.gather(buf, starts, ends, keep).data)
-            except msgspec.DecodeError as e:
-                raise TraceImportError(path, f"invalid JSON in traceEvents ({e})") from None
-            _add(cols, buf, starts, ends, keep, codes, ts, dur)
+            try:  # the kept events must be valid JSON: checked as their fields are read
+                _add(cols, buf, starts, ends, keep, codes, ts, dur)
+            except _InvalidEvent as e:
+                where = f"decompressed byte {base + e.at:,}"
+                raise TraceImportError(
+                    path, f"invalid JSON in traceEvents ({e.why} at {where})"
+                ) from None
 
     if closed_at >= 0:
         return len(pending), closed_at + 1, job
