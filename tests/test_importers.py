@@ -499,10 +499,21 @@ def test_kept_events_are_parsed_exactly_as_strictly_as_json(event, compact, asci
         (b'{"cat": "kernel", "ts": 1, "dur": 2, "x": [1 2]}', "expected ','"),
         (b'{"cat": "kernel", "ts": 1, "dur": 2, "x": 1,}', "expected a key"),
         (b'{"cat": "kernel", "ts": 1, "dur": 2, "x": NaN}', "expected a value"),
+        (
+            b'{"cat": "kernel", "ts": 1, "dur": 2, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            "nested more than",
+        ),
     ],
+    ids=["string", "number", "literal", "colon", "comma", "key", "value", "depth"],
 )
 def test_an_invalid_kept_event_names_the_problem_and_where(tmp_path, event, reason):
-    good = b'{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1}'
+    good = (
+        b'{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1, "a": '
+        + (
+            b"[" * 900 + b"]" * 900  # deep, but valid
+        )
+        + b"}"
+    )
     p = tmp_path / "bad.json"
     head = b'{"traceEvents": [' + good + b",\n"
     p.write_bytes(head + event + b"]}")

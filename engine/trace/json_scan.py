@@ -464,11 +464,11 @@ BAD_REASONS = (
     "expected ',' or a closing bracket",
     "expected a key string",
     "expected a value",
-    "nested more than 512 deep",
+    "nested more than 4096 deep",
     "bytes after the event's closing brace",
 )
 _OBJ, _ARR = 1, 2
-_MAX_DEPTH = 512
+_MAX_DEPTH = 4096  # deeper than the json module parses (its recursion limit)
 # parser states: what may come next
 _ST_VALUE, _ST_VALUE_OR_END, _ST_KEY, _ST_KEY_OR_END, _ST_COLON, _ST_AFTER = range(6)
 
