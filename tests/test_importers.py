@@ -427,10 +427,9 @@ def _extract(raw: bytes):
     from engine.trace import kineto
 
     buf = np.frombuffer(bytearray(raw), np.uint8)
-    one = np.zeros(1, np.int64)
     return js.extract_fields(
-        buf, one, np.array([len(raw)]), one, kineto._TOP, kineto._TOPLENS, kineto._ARGK,
-        kineto._ARGLENS, kineto._PREFIX, kineto._SUFFIX, np.ones(1, np.bool_),
+        buf, np.zeros(1, np.int64), np.array([len(raw)]), kineto._TOP, kineto._TOPLENS,
+        kineto._ARGK, kineto._ARGLENS, kineto._PREFIX, kineto._SUFFIX,
     )  # fmt: skip
 
 

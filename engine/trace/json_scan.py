@@ -305,6 +305,12 @@ MISSING = np.iinfo(np.int64).min + 1  # an integer field the event did not carry
 _N_INT = 13
 F_PID, F_TID, F_CORR, F_STREAM, F_DEVICE, F_GRID, F_BLOCK, F_REGS, F_SMEM, F_BYTES = range(10)
 F_WAIT_STREAM, F_WAIT_RECORD, F_WAIT_EVENT = 10, 11, 12
+#: the ints column each ARG_KEYS entry is read into (-1: occupancy, a float of its own)
+_ARG_COLUMN = np.array(
+    [F_CORR, F_STREAM, F_DEVICE, F_GRID, F_BLOCK, F_REGS, F_SMEM, -1, F_BYTES,
+     F_WAIT_STREAM, F_WAIT_RECORD, F_WAIT_EVENT], np.int64,
+)  # fmt: skip
+_ARG_OCCUPANCY = ARG_KEYS.index(b"est. achieved occupancy %")
 
 
 def key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -611,19 +617,17 @@ def extract_fields(
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
-    keep: np.ndarray,
     top: np.ndarray,
     toplens: np.ndarray,
     argk: np.ndarray,
     arglens: np.ndarray,
     prefix: np.ndarray,
     suffix: np.ndarray,
-    want_name: np.ndarray,
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int
 ]:
-    """Check each kept event is valid JSON and read the fields we use, in one pass, straight
-    into arrays; an event's name is read (and hashed) only where ``want_name[r]``.
+    """Check each kept event (the spans starts[r]..ends[r]) is valid JSON and read the fields we
+    use, in one pass, straight into arrays.
 
     The parser is strict (RFC 8259 grammar: strings, escapes, numbers, literals, commas and
     colons; UTF-8 is not checked here — names are decoded with replacement): a trace whose kept
@@ -635,7 +639,7 @@ def extract_fields(
     is the first row that is not valid JSON (-1 if none; rows from it on are not read) and
     bad_at encodes where and why: byte offset * 16 + reason code (BAD_REASONS).
     """
-    m = keep.shape[0]
+    m = starts.shape[0]
     ints = np.full((m, _N_INT), MISSING, np.int64)
     occ = np.full(m, np.nan)
     flops = np.full(m, np.nan)
@@ -645,7 +649,7 @@ def extract_fields(
     nhash = np.zeros(m, np.uint64)
     stack = np.zeros(_MAX_DEPTH + 1, np.uint8)
     for r in range(m):
-        s, e = starts[keep[r]], ends[keep[r]]
+        s, e = starts[r], ends[r]
         depth = 0
         state = _ST_VALUE
         in_args = False  # inside the event's top-level "args" object (depth 2)
@@ -705,7 +709,7 @@ def extract_fields(
             keyed = depth > 0 and stack[depth] == _OBJ
             if keyed and depth == 1:
                 which = _match(buf, ks, kn, top, toplens)
-                if which == 0 and want_name[r] and c == _QUOTE:  # name
+                if which == 0 and c == _QUOTE:  # name
                     j = _strict_string_end(buf, i, e)
                     if j < 0:
                         bad = 1
@@ -723,30 +727,13 @@ def extract_fields(
                     args_next = True
             elif keyed and depth == 2 and in_args:
                 which = _match(buf, ks, kn, argk, arglens)
-                if which == 0:
-                    ints[r, F_CORR] = _parse_int(buf, i, e)
-                elif which == 1:
-                    ints[r, F_STREAM] = _parse_int(buf, i, e)
-                elif which == 2:
-                    ints[r, F_DEVICE] = _parse_int(buf, i, e)
-                elif which == 3:
-                    ints[r, F_GRID] = _int_array_product(buf, i, e)
-                elif which == 4:
-                    ints[r, F_BLOCK] = _int_array_product(buf, i, e)
-                elif which == 5:
-                    ints[r, F_REGS] = _parse_int(buf, i, e)
-                elif which == 6:
-                    ints[r, F_SMEM] = _parse_int(buf, i, e)
-                elif which == 7:
+                col = _ARG_COLUMN[which] if which >= 0 else -1
+                if col == F_GRID or col == F_BLOCK:
+                    ints[r, col] = _int_array_product(buf, i, e)
+                elif col >= 0:
+                    ints[r, col] = _parse_int(buf, i, e)
+                elif which == _ARG_OCCUPANCY:
                     occ[r] = _parse_float(buf, i, e)
-                elif which == 8:
-                    ints[r, F_BYTES] = _parse_int(buf, i, e)
-                elif which == 9:
-                    ints[r, F_WAIT_STREAM] = _parse_int(buf, i, e)
-                elif which == 10:
-                    ints[r, F_WAIT_RECORD] = _parse_int(buf, i, e)
-                elif which == 11:
-                    ints[r, F_WAIT_EVENT] = _parse_int(buf, i, e)
                 else:
                     fw = _flop_weight(buf, ks, kn, prefix, suffix)
                     if fw:

@@ -216,16 +216,15 @@ def _add(
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
-    keep: np.ndarray,
     codes: np.ndarray,
     ts: np.ndarray,
     dur: np.ndarray,
 ) -> None:
     """Parse the kept events (numba, strict JSON) and append them as device rows / host events;
     raise _InvalidEvent (nothing appended) when one is not valid JSON."""
-    want_name = np.ones(len(codes), np.bool_)  # device rows: kernel names; host: API kinds
+    # names of device rows are kernels; of host rows, the runtime calls that give API kinds
     ints, occ, flops, ns, ne, esc, h, bad_row, bad_at = js.extract_fields(
-        buf, starts, ends, keep, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX, want_name
+        buf, starts, ends, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX
     )
     if bad_row >= 0:
         raise _InvalidEvent(bad_at >> 4, js.BAD_REASONS[bad_at & 15])
@@ -416,11 +415,10 @@ def _scan_block(
     else:
         # the job holds only the kept rows (the scan's arrays are sized for every event)
         starts, ends, codes, ts, dur = starts[keep], ends[keep], codes[keep], ts[keep], dur[keep]
-        keep = np.arange(keep.size)
 
         def job() -> None:
             try:  # the kept events must be valid JSON: checked as their fields are read
-                _add(cols, buf, starts, ends, keep, codes, ts, dur)
+                _add(cols, buf, starts, ends, codes, ts, dur)
             except _InvalidEvent as e:
                 where = f"decompressed byte {base + e.at:,}"
                 raise TraceImportError(
