@@ -17,6 +17,7 @@ Each violation carries observed, predicted, residual and the rows involved.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +83,29 @@ class InvariantResult:
     checked: int
     reason: str
     violations: list[Violation] = field(default_factory=list)
+
+    def as_dict(self, most: int | None = None, rows: bool = False) -> dict[str, Any]:
+        """The verdict as plain data (run report, bus event): the first ``most`` violations,
+        each with the trace rows involved when ``rows``."""
+        return {
+            "invariant": self.invariant,
+            "checkable": self.checkable,
+            "checked": self.checked,
+            "reason": self.reason,
+            "violations": [
+                {
+                    "name": v.name,
+                    "message": v.message,
+                    "count": v.count,
+                    "observed": v.observed,
+                    "predicted": v.predicted,
+                    "residual": v.residual,
+                    "unit": v.unit,
+                    **({"rows": v.rows} if rows else {}),
+                }
+                for v in self.violations[:most]
+            ],
+        }
 
 
 def residuals(trace: Trace, graph: Graph) -> Residuals:

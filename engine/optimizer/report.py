@@ -203,27 +203,7 @@ def write_run(opt: Any, result: dict[str, Any], provenance: dict[str, Any]) -> t
             }
             for h in hyps.hypotheses
         ]
-        prov["invariants"] = [
-            {
-                "invariant": r.invariant,
-                "checkable": r.checkable,
-                "checked": r.checked,
-                "reason": r.reason,
-                "violations": [
-                    {
-                        "name": v.name,
-                        "message": v.message,
-                        "count": v.count,
-                        "observed": v.observed,
-                        "predicted": v.predicted,
-                        "residual": v.residual,
-                        "unit": v.unit,
-                    }
-                    for v in r.violations
-                ],
-            }
-            for r in opt.baseline_invariants
-        ]
+        prov["invariants"] = [r.as_dict() for r in opt.baseline_invariants]
     claims = from_journal(opt.journal.path)
     for c in claims:  # the run's own figures where the journal has none (e.g. never applied)
         iv = opt.interventions.get(c["id"])

@@ -1007,28 +1007,7 @@ class Engine:
         self.bus.publish(
             InvariantsReport(
                 t_wall=self.elapsed(),
-                results=tuple(
-                    {
-                        "invariant": r.invariant,
-                        "checkable": r.checkable,
-                        "checked": r.checked,
-                        "reason": r.reason,
-                        "violations": [
-                            {
-                                "name": v.name,
-                                "count": v.count,
-                                "observed": v.observed,
-                                "predicted": v.predicted,
-                                "residual": v.residual,
-                                "unit": v.unit,
-                                "message": v.message,
-                                "rows": v.rows,
-                            }
-                            for v in r.violations[:8]
-                        ],
-                    }
-                    for r in a.invariants
-                ),
+                results=tuple(r.as_dict(most=8, rows=True) for r in a.invariants),
             )
         )
         self.bus.publish(
