@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,33 +73,17 @@ class ReplayDag:
     notes: list[str] = field(default_factory=list)
 
     def copy(self) -> ReplayDag:
-        """Return a deep copy a transform may edit."""
-        return replace(
-            self,
-            api=self.api.copy(),
-            gap_ns=self.gap_ns.copy(),
-            dur_ns=self.dur_ns.copy(),
-            h_stream=self.h_stream.copy(),
-            h_event=self.h_event.copy(),
-            # the inner lists are never edited in place (transforms replace them): share them
-            h_dev=list(self.h_dev),
-            d_stream=self.d_stream.copy(),
-            d_dur=self.d_dur.copy(),
-            d_live=self.d_live.copy(),
-            d_kind=self.d_kind.copy(),
-            d_klass=self.d_klass.copy(),
-            d_name=list(self.d_name),
-            d_flops=self.d_flops.copy(),
-            d_bytes=self.d_bytes.copy(),
-            d_grid=self.d_grid.copy(),
-            d_block=self.d_block.copy(),
-            d_regs=self.d_regs.copy(),
-            d_smem=self.d_smem.copy(),
-            d_regime=self.d_regime.copy(),
-            d_start_obs=self.d_start_obs.copy(),
-            d_row=self.d_row.copy(),
-            notes=list(self.notes),
-        )
+        """Return a deep copy a transform may edit: every array copied, every list copied one
+        level deep (the inner lists of h_dev are never edited in place: transforms replace
+        them, so they are shared)."""
+        changes: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                changes[f.name] = v.copy()
+            elif isinstance(v, list):
+                changes[f.name] = list(v)
+        return replace(self, **changes)
 
     # ------------------------------------------------------------------ edits
     def remove_host_row(self, h: int) -> None:
