@@ -121,17 +121,17 @@ def stages(path: str) -> dict[str, float]:
     for _ in kineto._chunks(Path(path)):  # read + inflate only
         pass
     t_inflate = time.perf_counter() - t0
-    data = bytearray(b"".join(kineto._chunks(Path(path))))
+    data = b"".join(kineto._chunks(Path(path)))
     at = data.find(b"[", data.find(b'"traceEvents"')) + 1
     buf = np.frombuffer(data, np.uint8)
     cats, catlens = js.category_table()
     t0 = time.perf_counter()
-    starts, ends, codes, ts, dur, n, _, _ = js.scan_events(buf, at, cats, catlens)
+    starts, ends, codes, _, _, _ = js.scan_events(buf, at, cats, catlens)
     t_scan = time.perf_counter() - t0
-    keep = np.flatnonzero(codes[:n] >= 0)
-    starts, ends, codes, ts, dur = starts[keep], ends[keep], codes[keep], ts[keep], dur[keep]
+    keep = np.flatnonzero(codes >= 0)
+    starts, ends, codes = starts[keep], ends[keep], codes[keep]
     t0 = time.perf_counter()
-    kineto._add(kineto._Columns(), buf, starts, ends, codes, ts, dur)
+    kineto._add(kineto._Columns(), buf, starts, ends, codes)
     t_extract = time.perf_counter() - t0
     return {
         "fixed_first_call": fixed,

@@ -1,6 +1,7 @@
-"""Numba scanner for Chrome-trace JSON: finds each event of the ``traceEvents`` array in a byte
-buffer, reads its ``cat`` and its ``ts``/``dur`` *exactly* (decimal µs → int64 ns, no float64
-rounding); then parses the events we keep strictly, reading their fields into columns.
+"""Numba scanner for Chrome-trace JSON: finds each element of the ``traceEvents`` array in a
+byte buffer, 64 bytes at a time (byte-class masks: see ``bytemask``), with each event's ``cat``;
+then parses the events we keep strictly, reading the fields we use into columns — ``ts`` and
+``dur`` *exactly* (decimal µs → int64 ns, no float64 rounding).
 
 Why not a JSON library alone: a 2 M-event trace is ~0.5 GB of text; decoding it whole costs
 over a gigabyte of objects, and float64 ``ts`` values of epoch-µs lose the nanoseconds. Scanning
@@ -13,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.eesm._jit import jit
+from engine.trace.bytemask import ctz, eq64, escaped, load64, masks64, prefix_xor
 
 _QUOTE, _BSLASH = 34, 92
 _LBRACE, _RBRACE, _LBRACK, _RBRACK = 123, 125, 91, 93
@@ -41,21 +43,6 @@ def category_table() -> tuple[np.ndarray, np.ndarray]:
 @jit
 def _is_ws(c: int) -> bool:
     return c == 32 or c == 10 or c == 13 or c == 9
-
-
-@jit
-def _string_end(buf: np.ndarray, i: int, n: int) -> int:
-    """Index of the closing quote of the string whose opening quote is at i, or -1."""
-    j = i + 1
-    while j < n:
-        c = buf[j]
-        if c == _BSLASH:
-            j += 2
-            continue
-        if c == _QUOTE:
-            return j
-        j += 1
-    return -1
 
 
 @jit
@@ -108,98 +95,6 @@ def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
 
 
 @jit
-def _skip_to_end(buf: np.ndarray, i: int, n: int, depth: int) -> int:
-    """From i inside an object nested ``depth`` deep, return one past the '}' that closes the
-    event (depth 0), or -1 when the buffer ends first. Strings and brackets only: the fast path
-    once an event's fields are known (or it is a category we do not keep)."""
-    while i < n:
-        c = buf[i]
-        if c == _QUOTE:
-            i = _string_end(buf, i, n)
-            if i < 0:
-                return -1
-        elif c == _LBRACE or c == _LBRACK:
-            depth += 1
-        elif c == _RBRACE or c == _RBRACK:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
-
-
-@jit
-def _event_scan(
-    buf: np.ndarray, s: int, n: int, cats: np.ndarray, catlens: np.ndarray
-) -> tuple[int, int, int, int]:
-    """One pass over the event object opening at s: return (end, category code or -1, ts ns,
-    dur ns), end = one past its '}', or -1 when the buffer ends first (event incomplete).
-
-    Once the category is known to be one we do not keep, or cat, ts and dur are all read, the
-    rest of the event is skipped with the lighter ``_skip_to_end``."""
-    code = -1
-    ts = NO_TIME
-    dur = NO_TIME
-    seen_cat = False
-    depth = 0
-    expect_key = False
-    i = s
-    while i < n:
-        c = buf[i]
-        if c == _QUOTE:
-            j = _string_end(buf, i, n)
-            if j < 0:
-                return -1, code, ts, dur
-            if depth == 1 and expect_key:
-                klen = j - i - 1
-                k = j + 1
-                while k < n and (_is_ws(buf[k]) or buf[k] == _COLON):
-                    k += 1
-                if klen == 3 and buf[i + 1] == 99 and buf[i + 2] == 97 and buf[i + 3] == 116:
-                    if k < n and buf[k] == _QUOTE:  # "cat": "<string>"
-                        v_end = _string_end(buf, k, n)
-                        if v_end < 0:
-                            return -1, code, ts, dur
-                        vlen = v_end - k - 1
-                        for ci in range(cats.shape[0]):
-                            if catlens[ci] == vlen:
-                                same = True
-                                for q in range(vlen):
-                                    if buf[k + 1 + q] != cats[ci, q]:
-                                        same = False
-                                        break
-                                if same:
-                                    code = ci
-                                    break
-                        seen_cat = True
-                        if code < 0:  # not a category we keep: no field of it matters
-                            return _skip_to_end(buf, v_end + 1, n, depth), code, ts, dur
-                elif klen == 2 and buf[i + 1] == 116 and buf[i + 2] == 115:  # "ts"
-                    ts = _parse_us_to_ns(buf, k, n)
-                elif klen == 3 and buf[i + 1] == 100 and buf[i + 2] == 117 and buf[i + 3] == 114:
-                    dur = _parse_us_to_ns(buf, k, n)
-                expect_key = False
-                if seen_cat and ts != NO_TIME and dur != NO_TIME:
-                    return _skip_to_end(buf, k, n, depth), code, ts, dur
-                i = k
-                continue
-            i = j + 1
-            continue
-        if c == _LBRACE or c == _LBRACK:
-            depth += 1
-            if depth == 1:
-                expect_key = True
-        elif c == _RBRACE or c == _RBRACK:
-            depth -= 1
-            if depth == 0:
-                return i + 1, code, ts, dur
-        elif c == _COMMA and depth == 1:
-            expect_key = True
-        i += 1
-    return -1, code, ts, dur
-
-
-@jit
 def _grown(a: np.ndarray, cap: int) -> np.ndarray:
     out = np.empty(cap, a.dtype)
     out[: a.shape[0]] = a
@@ -207,81 +102,166 @@ def _grown(a: np.ndarray, cap: int) -> np.ndarray:
 
 
 @jit
+def _cat_value(buf: np.ndarray, k: int, cats: np.ndarray, catlens: np.ndarray) -> int:
+    """At k, just past a top-level "cat" string: its category code if it is the key of a
+    string we keep; -1 for a value we do not keep; -2 if it is not a key (a "cat" value)."""
+    n = buf.shape[0]
+    while k < n and _is_ws(buf[k]):
+        k += 1
+    if k >= n or buf[k] != _COLON:
+        return -2
+    k += 1
+    while k < n and _is_ws(buf[k]):
+        k += 1
+    if k >= n or buf[k] != _QUOTE:
+        return -1
+    j = k + 1
+    while j < n and buf[j] != _QUOTE and buf[j] != _BSLASH:
+        j += 1
+    if j >= n or buf[j] != _QUOTE:
+        return -1  # escapes in a category name: not one of ours (compared raw, as bytes)
+    return _match(buf, k + 1, j - k - 1, cats, catlens)
+
+
+@jit
+def _scan_blocks(
+    buf: np.ndarray,
+    b: int,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    codes: np.ndarray,
+    cats: np.ndarray,
+    catlens: np.ndarray,
+    count: int,
+    depth: int,
+    el_start: int,
+    el_code: int,
+    resume: int,
+    in_str: np.uint64,
+    esc_carry: np.uint64,
+) -> tuple[int, int, int, int, int, int, int, np.uint64, np.uint64]:
+    """scan_events' loop over 64-byte blocks from b, until the buffer or the array ends or the
+    next block might not fit in starts/ends; returns the state to resume from: (b, count,
+    depth, el_start, el_code, resume, closed_at, in_str, esc_carry). A function of its own so
+    the arrays it writes are never reassigned in the loop (numba would count references on
+    each visit of a bracket)."""
+    n = buf.shape[0]
+    cap = starts.shape[0]
+    closed_at = -1
+    tail = np.empty(128, np.uint8)
+    while b < n and count + 32 <= cap:  # a block completes at most 32 elements ("{}")
+        if b + 68 <= n:
+            blk = buf
+            at = b
+        else:  # the last block(s): classify a padded copy
+            tail[:] = 32
+            tail[: n - b] = buf[b:n]
+            blk = tail
+            at = 0
+        quote, bslash, opens, closes, _, _ = masks64(blk, at)
+        if bslash or esc_carry:
+            esc, esc_carry = escaped(bslash, esc_carry)
+            quote &= ~esc
+        inside = prefix_xor(quote) ^ in_str
+        in_str = np.uint64(0) - (inside >> np.uint64(63))
+        brackets = (opens | closes) & ~inside
+        # strings that are exactly "cat": an opening quote, then c, a, t and a quote (masks
+        # of the bytes 1 to 4 further on, from loads at those offsets)
+        cat = (
+            (quote & inside)
+            & eq64(blk, at + 1, 99)
+            & eq64(blk, at + 2, 97)
+            & eq64(blk, at + 3, 116)
+            & eq64(blk, at + 4, 34)
+        )
+        todo = brackets | cat
+        while todo:
+            bit = todo & (~todo + np.uint64(1))
+            todo ^= bit
+            p = b + ctz(bit)
+            if cat & bit:  # the event's top-level "cat" key gives its category
+                if depth == 1 and el_code == -2:
+                    el_code = _cat_value(buf, p + 5, cats, catlens)
+                continue
+            c = buf[p]
+            if c == _LBRACE or c == _LBRACK:
+                if depth == 0:
+                    el_start = p
+                    el_code = -2  # no "cat" key seen yet
+                depth += 1
+                continue
+            if depth == 0:  # the array's ']', or a '}' that closes nothing (not JSON)
+                closed_at = p if c == _RBRACK else MALFORMED
+                resume = p
+                return b, count, depth, el_start, el_code, resume, closed_at, in_str, esc_carry
+            depth -= 1
+            if depth == 0:
+                if buf[el_start] == _LBRACE:
+                    starts[count] = el_start
+                    ends[count] = p + 1
+                    codes[count] = max(el_code, -1)
+                    count += 1
+                resume = p + 1
+        b += 64
+    return b, count, depth, el_start, el_code, resume, closed_at, in_str, esc_carry
+
+
+@jit
 def scan_events(
     buf: np.ndarray, pos: int, cats: np.ndarray, catlens: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:
-    """Scan array elements from ``pos`` (inside ``traceEvents``).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    """Scan array elements from ``pos`` (inside ``traceEvents``, between two elements).
 
-    Returns (starts, ends, codes, ts_ns, dur_ns, count, resume, closed_at):
-    the complete events found; ``resume`` = where an unfinished event (or the unread rest)
-    begins; ``closed_at`` = index of the array's ']' if it was reached, -1 if not yet, or
-    ``MALFORMED`` when a stray closing brace makes the array invalid JSON (``resume`` = where).
-    Non-object elements are skipped.
+    Returns (starts, ends, codes, count, resume, closed_at): the complete object elements
+    found (ends one past their '}') with their category codes; ``resume`` = where an
+    unfinished element (or the unread rest) begins; ``closed_at`` = index of the array's ']'
+    if it was reached, -1 if not yet, or ``MALFORMED`` when a stray '}' makes the array
+    invalid JSON (``resume`` = where). Non-object elements are skipped.
+
+    64 bytes at a time: byte-class masks give the quotes (less escaped ones), hence which bytes
+    are inside strings, hence the brackets that count; only those are visited one by one, to
+    follow the nesting depth. Elements are delimited, not validated: the kept ones are parsed
+    strictly by ``extract_fields``.
     """
     n = buf.shape[0]
-    cap = n // 128 + 16  # real events are 150-400 bytes; tiny ones make the arrays grow
+    cap = n // 128 + 64  # real events are 150-400 bytes; tiny ones make the arrays grow
     starts = np.empty(cap, np.int64)
     ends = np.empty(cap, np.int64)
     codes = np.empty(cap, np.int64)
-    tss = np.empty(cap, np.int64)
-    durs = np.empty(cap, np.int64)
-    count = 0
-    i = pos
-    while i < n:
-        c = buf[i]
-        if _is_ws(c) or c == _COMMA:
-            i += 1
-            continue
-        if c == _RBRACK:
-            return starts, ends, codes, tss, durs, count, i, i
-        if c == _LBRACE:
-            j, code, ts, dur = _event_scan(buf, i, n, cats, catlens)
-            if j < 0:
-                return starts, ends, codes, tss, durs, count, i, -1
-            if count == cap:  # numba does not bounds-check: grow before writing
-                cap *= 2
-                starts = _grown(starts, cap)
-                ends = _grown(ends, cap)
-                codes = _grown(codes, cap)
-                tss = _grown(tss, cap)
-                durs = _grown(durs, cap)
-            starts[count] = i
-            ends[count] = j
-            codes[count] = code
-            tss[count] = ts
-            durs[count] = dur
-            count += 1
-            i = j
-            continue
-        if c == _RBRACE:  # a '}' with no object open: not JSON (and no progress possible)
-            return starts, ends, codes, tss, durs, count, i, MALFORMED
-        # a non-object element (number, string, array): skip to the next top-level comma
-        j = i
-        depth = 0
-        while j < n:
-            d = buf[j]
-            if d == _QUOTE:
-                j = _string_end(buf, j, n)
-                if j < 0:
-                    return starts, ends, codes, tss, durs, count, i, -1
-            elif d == _LBRACE or d == _LBRACK:
-                depth += 1
-            elif d == _RBRACE or d == _RBRACK:
-                if depth == 0:
-                    break
-                depth -= 1
-            elif d == _COMMA and depth == 0:
-                break
-            j += 1
-        if j >= n:
-            return starts, ends, codes, tss, durs, count, i, -1
-        i = j
-    return starts, ends, codes, tss, durs, count, i, -1
+    b, count, depth, el_start, el_code, resume = pos, 0, 0, pos, -2, pos
+    in_str = np.uint64(0)  # all ones when the previous block ended inside a string
+    esc_carry = np.uint64(0)  # 1 when it ended in a backslash that escapes the next byte
+    while True:
+        b, count, depth, el_start, el_code, resume, closed_at, in_str, esc_carry = _scan_blocks(
+            buf,
+            b,
+            starts,
+            ends,
+            codes,
+            cats,
+            catlens,
+            count,
+            depth,
+            el_start,
+            el_code,
+            resume,
+            in_str,
+            esc_carry,
+        )
+        if b >= n or closed_at != -1:
+            break
+        cap *= 2
+        starts = _grown(starts, cap)
+        ends = _grown(ends, cap)
+        codes = _grown(codes, cap)
+    if closed_at == -1 and depth > 0:
+        resume = el_start
+    return starts[:count], ends[:count], codes[:count], count, resume, closed_at
 
 
 # ----------------------------------------------------------------------------- field extraction
 #: top-level keys read from each kept event, and the keys read inside its "args" object
-TOP_KEYS = (b"name", b"pid", b"tid", b"args")
+TOP_KEYS = (b"name", b"pid", b"tid", b"args", b"ts", b"dur")
 ARG_KEYS = (
     b"correlation",
     b"stream",
@@ -482,43 +462,47 @@ _ST_VALUE, _ST_VALUE_OR_END, _ST_KEY, _ST_KEY_OR_END, _ST_COLON, _ST_AFTER = ran
 @jit
 def _strict_string_end(buf: np.ndarray, i: int, e: int) -> int:
     """Index of the closing quote of the JSON string opening at i, or -1 if the string is not
-    valid JSON (a raw control character, an unknown escape, a bad \\u escape) or not closed."""
+    valid JSON (a raw control character, an unknown escape, a bad \\u escape) or not closed.
+    Skips 64 bytes at a time to the next quote, backslash or control character."""
     j = i + 1
-    while j < e:
+    size = buf.shape[0]
+    while True:
+        if j + 64 <= size:
+            quote, bslash, _, _, ctrl, _ = masks64(buf, j)
+            m = quote | bslash | ctrl
+            if not m:
+                j += 64
+                if j >= e:
+                    return -1
+                continue
+            j += ctz(m)
+        else:
+            while j < e and buf[j] != _QUOTE and buf[j] != _BSLASH and buf[j] >= 32:
+                j += 1
+        if j >= e:
+            return -1
         c = buf[j]
         if c == _QUOTE:
             return j
-        if c == _BSLASH:
-            if j + 1 >= e:
+        if c != _BSLASH:  # a raw control character
+            return -1
+        if j + 1 >= e:
+            return -1
+        d = buf[j + 1]
+        if d == 117:  # \uXXXX
+            if j + 5 >= e:
                 return -1
-            d = buf[j + 1]
-            if d == 117:  # \uXXXX
-                if j + 5 >= e:
+            for q in range(j + 2, j + 6):
+                h = buf[q]
+                if not ((48 <= h <= 57) or (65 <= h <= 70) or (97 <= h <= 102)):
                     return -1
-                for q in range(j + 2, j + 6):
-                    h = buf[q]
-                    if not ((48 <= h <= 57) or (65 <= h <= 70) or (97 <= h <= 102)):
-                        return -1
-                j += 6
-                continue
-            # \" \\ \/ \b \f \n \r \t
-            if (
-                d == 34
-                or d == 92
-                or d == 47
-                or d == 98
-                or d == 102
-                or d == 110
-                or d == 114
-                or d == 116
-            ):
-                j += 2
-                continue
+            j += 6
+        elif (
+            d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116
+        ):  # \" \\ \/ \b \f \n \r \t
+            j += 2
+        else:
             return -1
-        if c < 32:
-            return -1
-        j += 1
-    return -1
 
 
 @jit
@@ -579,37 +563,44 @@ def _literal_end(buf: np.ndarray, i: int, e: int) -> int:
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+_BSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+
+
+@jit
+def _mix(h: np.uint64) -> np.uint64:
+    h *= _MIX
+    return h ^ (h >> np.uint64(29))
 
 
 @jit
 def _name_hash(buf: np.ndarray, s: int, e: int) -> tuple[np.uint64, bool]:
-    """(hash of the bytes s..e, whether they hold a backslash). FNV-1a over four interleaved
-    lanes (byte q feeds lane q % 4), folded together with the length: four independent
-    multiply chains run ~3x faster than one over names hundreds of bytes long."""
+    """(64-bit hash of the bytes s..e, whether they hold a backslash). Two lanes of 8-byte
+    words (multiply, xor-shift), the tail byte by byte (FNV-1a), folded with the length: names
+    are hundreds of bytes long, and one multiply chain per byte was the parser's slowest loop."""
     h0 = _FNV_OFFSET
-    h1 = _FNV_OFFSET ^ np.uint64(1)
-    h2 = _FNV_OFFSET ^ np.uint64(2)
-    h3 = _FNV_OFFSET ^ np.uint64(3)
-    esc = False
+    h1 = _FNV_OFFSET ^ _MIX
+    bs = np.uint64(0)
     q = s
-    while q + 4 <= e:
-        b0, b1, b2, b3 = buf[q], buf[q + 1], buf[q + 2], buf[q + 3]
-        h0 = (h0 ^ np.uint64(b0)) * _FNV_PRIME
-        h1 = (h1 ^ np.uint64(b1)) * _FNV_PRIME
-        h2 = (h2 ^ np.uint64(b2)) * _FNV_PRIME
-        h3 = (h3 ^ np.uint64(b3)) * _FNV_PRIME
-        esc = esc or b0 == _BSLASH or b1 == _BSLASH or b2 == _BSLASH or b3 == _BSLASH
-        q += 4
+    while q + 16 <= e:
+        w0 = load64(buf, q)
+        w1 = load64(buf, q + 8)
+        h0 = _mix(h0 ^ w0)
+        h1 = _mix(h1 ^ w1)
+        x0 = w0 ^ _BSLASHES  # a zero byte where w0 has a backslash
+        x1 = w1 ^ _BSLASHES
+        bs |= ((x0 - _ONES) & ~x0 | (x1 - _ONES) & ~x1) & _HIGHS
+        q += 16
+    esc = bs != 0
     while q < e:
         h0 = (h0 ^ np.uint64(buf[q])) * _FNV_PRIME
         esc = esc or buf[q] == _BSLASH
         q += 1
-    h = (_FNV_OFFSET ^ np.uint64(e - s)) * _FNV_PRIME
-    h = (h ^ h0) * _FNV_PRIME
-    h = (h ^ h1) * _FNV_PRIME
-    h = (h ^ h2) * _FNV_PRIME
-    h = (h ^ h3) * _FNV_PRIME
-    return h, esc
+    h = _mix(_FNV_OFFSET ^ np.uint64(e - s))
+    h = _mix(h ^ h0)
+    return _mix(h ^ h1), esc
 
 
 @jit
@@ -624,7 +615,17 @@ def extract_fields(
     prefix: np.ndarray,
     suffix: np.ndarray,
 ) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    int,
+    int,
 ]:
     """Check each kept event (the spans starts[r]..ends[r]) is valid JSON and read the fields we
     use, in one pass, straight into arrays.
@@ -633,7 +634,8 @@ def extract_fields(
     colons; UTF-8 is not checked here — names are decoded with replacement): a trace whose kept
     events are not JSON is rejected rather than half-read.
 
-    Returns (ints (m, 13) int64 [MISSING where absent], occupancy (m,) float64, flops (m,)
+    Returns (ints (m, 13) int64 [MISSING where absent], ts, dur (m,) int64 ns [NO_TIME where
+    absent or not a number; µs read exactly, see _parse_us_to_ns], occupancy (m,) float64, flops (m,)
     float64 [NaN if no counter], name_start, name_end (m,) int64 [-1 if no name], name_escaped
     (m,) bool, name_hash (m,) uint64 [_name_hash of the raw name bytes], bad_row, bad_at): bad_row
     is the first row that is not valid JSON (-1 if none; rows from it on are not read) and
@@ -647,6 +649,8 @@ def extract_fields(
     ne = np.full(m, -1, np.int64)
     nesc = np.zeros(m, np.bool_)
     nhash = np.zeros(m, np.uint64)
+    ts = np.full(m, NO_TIME, np.int64)
+    dur = np.full(m, NO_TIME, np.int64)
     stack = np.zeros(_MAX_DEPTH + 1, np.uint8)
     for r in range(m):
         s, e = starts[r], ends[r]
@@ -725,6 +729,10 @@ def extract_fields(
                     ints[r, F_TID] = _parse_int(buf, i, e)
                 elif which == 3 and c == _LBRACE:
                     args_next = True
+                elif which == 4:
+                    ts[r] = _parse_us_to_ns(buf, i, e)
+                elif which == 5:
+                    dur[r] = _parse_us_to_ns(buf, i, e)
             elif keyed and depth == 2 and in_args:
                 which = _match(buf, ks, kn, argk, arglens)
                 col = _ARG_COLUMN[which] if which >= 0 else -1
@@ -787,7 +795,7 @@ def extract_fields(
         if bad == 0 and i != e:
             bad = 9
         if bad:
-            return ints, occ, flops, ns, ne, nesc, nhash, r, i * 16 + bad
+            return ints, ts, dur, occ, flops, ns, ne, nesc, nhash, r, i * 16 + bad
         if fseen:
             flops[r] = fsum
-    return ints, occ, flops, ns, ne, nesc, nhash, -1, 0
+    return ints, ts, dur, occ, flops, ns, ne, nesc, nhash, -1, 0

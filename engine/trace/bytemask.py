@@ -1,0 +1,154 @@
+"""Byte-class masks of 64 bytes at a time for the JSON scanner (the idea simdjson is built on).
+
+``masks64(buf, i)`` compares the 64 bytes at ``buf[i:i + 64]`` with each byte class at once and
+returns one 64-bit mask per class: bit k is set when byte ``i + k`` is in the class. numba has no
+vector compare, so it is a numba intrinsic that emits the LLVM IR itself — load ``<64 x i8>``,
+``icmp`` against a splat, bitcast ``<64 x i1>`` to ``i64`` — which LLVM lowers to what the CPU
+has (AVX-512BW: one compare per class; AVX2/SSE2: compare + ``pmovmskb``; other targets: a
+generic sequence). Correct on every target, fast where there are vectors.
+
+The caller guarantees ``i + 64 <= len(buf)``: the load is not bounds-checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from engine.eesm._jit import jit
+
+_V = ir.VectorType(ir.IntType(8), 64)
+_I64 = ir.IntType(64)
+_ONE = np.uint64(1)
+_TOP = np.uint64(1) << np.uint64(63)
+
+
+def _splat(b: int) -> ir.Constant:
+    return ir.Constant(_V, [b] * 64)
+
+
+def _masks64(typingctx, buf, i):  # type: ignore[no-untyped-def]
+    """(quote, backslash, open, close, control, space) masks of the 64 bytes at buf[i]:
+    ``"``, ``\\``, ``{`` or ``[``, ``}`` or ``]``, bytes below 0x20, JSON whitespace."""
+    if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 1):
+        return None
+    sig = types.UniTuple(types.uint64, 6)(buf, i)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        arr = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = builder.gep(arr.data, [idx])
+        v = builder.load(builder.bitcast(ptr, _V.as_pointer()), align=1)
+
+        def eq(x: ir.Value, b: int) -> ir.Value:
+            return builder.icmp_unsigned("==", x, _splat(b))
+
+        def bits(m: ir.Value) -> ir.Value:
+            return builder.bitcast(m, _I64)
+
+        low = builder.or_(v, _splat(0x20))  # '[' | 0x20 == '{', ']' | 0x20 == '}'
+        space = builder.or_(builder.or_(eq(v, 32), eq(v, 10)), builder.or_(eq(v, 13), eq(v, 9)))
+        out = [
+            bits(eq(v, 34)),
+            bits(eq(v, 92)),
+            bits(eq(low, 0x7B)),
+            bits(eq(low, 0x7D)),
+            bits(builder.icmp_unsigned("<", v, _splat(0x20))),
+            bits(space),
+        ]
+        return context.make_tuple(builder, sig.return_type, out)
+
+    return sig, codegen
+
+
+masks64: Any = intrinsic(_masks64)
+
+
+def _eq64(typingctx, buf, i, byte):  # type: ignore[no-untyped-def]
+    """Mask of the bytes equal to ``byte`` (a compile-time constant) among the 64 at buf[i]."""
+    if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 1):
+        return None
+    if not isinstance(byte, types.IntegerLiteral):
+        return None
+    value = byte.literal_value
+    sig = types.uint64(buf, i, byte)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        arr = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = builder.gep(arr.data, [idx])
+        v = builder.load(builder.bitcast(ptr, _V.as_pointer()), align=1)
+        return builder.bitcast(builder.icmp_unsigned("==", v, _splat(value)), _I64)
+
+    return sig, codegen
+
+
+eq64: Any = intrinsic(_eq64)
+
+
+def _load64(typingctx, buf, i):  # type: ignore[no-untyped-def]
+    """The 8 bytes at buf[i] as a little-endian uint64 (an unaligned load; i + 8 <= len)."""
+    if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 1):
+        return None
+    sig = types.uint64(buf, i)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        arr = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = builder.gep(arr.data, [idx])
+        return builder.load(builder.bitcast(ptr, _I64.as_pointer()), align=1)
+
+    return sig, codegen
+
+
+load64: Any = intrinsic(_load64)
+
+
+def _ctz(typingctx, x):  # type: ignore[no-untyped-def]
+    """Index of the lowest set bit of a uint64 (64 when it is zero)."""
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return types.int64(types.uint64), codegen
+
+
+ctz: Any = intrinsic(_ctz)
+
+
+@jit
+def prefix_xor(x: np.uint64) -> np.uint64:
+    """Bit k of the result = XOR of bits 0..k of x (quote mask → inside-a-string mask)."""
+    x ^= x << np.uint64(1)
+    x ^= x << np.uint64(2)
+    x ^= x << np.uint64(4)
+    x ^= x << np.uint64(8)
+    x ^= x << np.uint64(16)
+    x ^= x << np.uint64(32)
+    return x
+
+
+@jit
+def escaped(backslash: np.uint64, carry: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """(mask of the bytes escaped by a backslash, carry into the next 64 bytes) given the
+    block's backslash mask and whether the previous block ended in an unescaped backslash
+    (carry 0 or 1). A backslash that is itself escaped escapes nothing."""
+    esc = carry
+    todo = backslash & ~carry
+    out = np.uint64(0)
+    while todo:
+        t = todo & (~todo + _ONE)
+        todo ^= t
+        if t == _TOP:
+            out = _ONE
+        else:
+            nxt = t << _ONE
+            esc |= nxt
+            todo &= ~nxt
+    return esc, out
