@@ -506,28 +506,36 @@ def _strict_string_end(buf: np.ndarray, i: int, e: int) -> int:
 
 
 @jit
-def _number_end(buf: np.ndarray, i: int, e: int) -> int:
-    """One past the JSON number at i (-?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?), or -1."""
+def _number_end(buf: np.ndarray, i: int, e: int) -> tuple[int, int]:
+    """(one past the JSON number at i, its integer part) for -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?;
+    (-1, MISSING) if it is not one. The integer part (fraction and exponent dropped, like
+    _parse_int) is MISSING beyond 18 digits."""
     j = i
-    if j < e and buf[j] == 45:
+    neg = j < e and buf[j] == 45
+    if neg:
         j += 1
     if j >= e:
-        return -1
+        return -1, MISSING
     c = buf[j]
+    v = 0
     if c == 48:
         j += 1
         if j < e and 48 <= buf[j] <= 57:  # a leading zero
-            return -1
+            return -1, MISSING
     elif 49 <= c <= 57:
-        j += 1
         while j < e and 48 <= buf[j] <= 57:
+            v = v * 10 + (buf[j] - 48)
             j += 1
     else:
-        return -1
+        return -1, MISSING
+    if j - i - neg > 18:
+        v = MISSING
+    elif neg:
+        v = -v
     if j < e and buf[j] == 46:
         j += 1
         if j >= e or not (48 <= buf[j] <= 57):
-            return -1
+            return -1, MISSING
         while j < e and 48 <= buf[j] <= 57:
             j += 1
     if j < e and (buf[j] == 101 or buf[j] == 69):
@@ -535,10 +543,10 @@ def _number_end(buf: np.ndarray, i: int, e: int) -> int:
         if j < e and (buf[j] == 43 or buf[j] == 45):
             j += 1
         if j >= e or not (48 <= buf[j] <= 57):
-            return -1
+            return -1, MISSING
         while j < e and 48 <= buf[j] <= 57:
             j += 1
-    return j
+    return j, v
 
 
 @jit
@@ -710,6 +718,7 @@ def extract_fields(
                 i = j + 1
                 continue
             # a value starts at i (state _ST_VALUE / _ST_VALUE_OR_END)
+            icol = -1  # the ints column it is read into, if an integer (or a quoted one)
             keyed = depth > 0 and stack[depth] == _OBJ
             if keyed and depth == 1:
                 which = _match(buf, ks, kn, top, toplens)
@@ -724,9 +733,9 @@ def extract_fields(
                     i = j + 1
                     continue
                 if which == 1:
-                    ints[r, F_PID] = _parse_int(buf, i, e)
+                    icol = F_PID
                 elif which == 2:
-                    ints[r, F_TID] = _parse_int(buf, i, e)
+                    icol = F_TID
                 elif which == 3 and c == _LBRACE:
                     args_next = True
                 elif which == 4:
@@ -739,7 +748,7 @@ def extract_fields(
                 if col == F_GRID or col == F_BLOCK:
                     ints[r, col] = _int_array_product(buf, i, e)
                 elif col >= 0:
-                    ints[r, col] = _parse_int(buf, i, e)
+                    icol = col
                 elif which == _ARG_OCCUPANCY:
                     occ[r] = _parse_float(buf, i, e)
                 else:
@@ -773,12 +782,16 @@ def extract_fields(
                 if j < 0:
                     bad = 1
                     break
+                if icol >= 0:  # a quoted decimal or 0x-hex integer
+                    ints[r, icol] = _parse_int(buf, i, j + 1)
                 i = j + 1
             elif c == 45 or 48 <= c <= 57:
-                j = _number_end(buf, i, e)
+                j, iv = _number_end(buf, i, e)
                 if j < 0:
                     bad = 2
                     break
+                if icol >= 0:
+                    ints[r, icol] = iv
                 i = j
             elif c == 116 or c == 102 or c == 110:
                 j = _literal_end(buf, i, e)
