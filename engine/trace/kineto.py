@@ -419,22 +419,20 @@ def _read_events(
         if state == "tail":
             suffix += chunk
             continue
-        if state == "find":
-            prefix += chunk
-            key_at = prefix.find(_KEY)
-            if key_at < 0:
+        if state == "find":  # the traceEvents key, most often in the first chunk
+            head = bytes(prefix) + chunk if prefix else chunk
+            key_at = head.find(_KEY)
+            bracket = head.find(b"[", key_at + len(_KEY)) if key_at >= 0 else -1
+            if bracket < 0:
+                prefix += chunk
                 if len(prefix) > 256 << 20:
                     raise TraceImportError(path, "no traceEvents array in the first 256 MB")
                 continue
-            bracket = prefix.find(b"[", key_at + len(_KEY))
-            if bracket < 0:
-                continue
-            between = prefix[key_at + len(_KEY) : bracket].strip()
+            between = head[key_at + len(_KEY) : bracket].strip()
             if between != b":":
                 raise TraceImportError(path, "traceEvents is not an array")
-            data, pos = bytes(prefix[bracket + 1 :]), 0
-            base = bracket + 1
-            del prefix[key_at:]
+            prefix[:] = head[:key_at]
+            data, pos = head, bracket + 1  # data[0] is the file's first byte: base stays 0
             state = "events"
         elif pending:  # finish the unfinished element with the head of this chunk
             head = pending + chunk[:_PROBE]
