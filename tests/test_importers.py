@@ -427,9 +427,10 @@ def _extract(raw: bytes):
     from engine.trace import kineto
 
     buf = np.frombuffer(bytearray(raw), np.uint8)
-    return js.extract_fields(
-        buf, np.zeros(1, np.int64), np.array([len(raw)]), kineto._TOP, kineto._TOPLENS,
-        kineto._ARGK, kineto._ARGLENS, kineto._PREFIX, kineto._SUFFIX,
+    return js.extract_fields(  # as a profiler range: its SASS counter keys are read too
+        buf, np.zeros(1, np.int64), np.array([len(raw)]), np.array([js.CAT_PROFILER]),
+        kineto._TOP, kineto._TOPLENS, kineto._ARGK, kineto._ARGLENS, kineto._PREFIX,
+        kineto._SUFFIX,
     )  # fmt: skip
 
 

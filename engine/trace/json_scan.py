@@ -616,6 +616,7 @@ def extract_fields(
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
+    codes: np.ndarray,
     top: np.ndarray,
     toplens: np.ndarray,
     argk: np.ndarray,
@@ -635,8 +636,8 @@ def extract_fields(
     int,
     int,
 ]:
-    """Check each kept event (the spans starts[r]..ends[r]) is valid JSON and read the fields we
-    use, in one pass, straight into arrays.
+    """Check each kept event (the spans starts[r]..ends[r], of category codes[r]) is valid JSON
+    and read the fields we use, in one pass, straight into arrays.
 
     The parser is strict (RFC 8259 grammar: strings, escapes, numbers, literals, commas and
     colons; UTF-8 is not checked here — names are decoded with replacement): a trace whose kept
@@ -644,7 +645,7 @@ def extract_fields(
 
     Returns (ints (m, 13) int64 [MISSING where absent], ts, dur (m,) int64 ns [NO_TIME where
     absent or not a number; µs read exactly, see _parse_us_to_ns], occupancy (m,) float64, flops (m,)
-    float64 [NaN if no counter], name_start, name_end (m,) int64 [-1 if no name], name_escaped
+    float64 [NaN if no counter or not a cuda_profiler_range], name_start, name_end (m,) int64 [-1 if no name], name_escaped
     (m,) bool, name_hash (m,) uint64 [_name_hash of the raw name bytes], bad_row, bad_at): bad_row
     is the first row that is not valid JSON (-1 if none; rows from it on are not read) and
     bad_at encodes where and why: byte offset * 16 + reason code (BAD_REASONS).
@@ -714,8 +715,19 @@ def extract_fields(
                     bad = 1
                     break
                 ks, kn = i + 1, j - i - 1
-                state = _ST_COLON
+                # the ':' and the blanks around it, here rather than one loop turn each
                 i = j + 1
+                while i < e and _is_ws(buf[i]):
+                    i += 1
+                if i >= e:
+                    break
+                if buf[i] != _COLON:
+                    bad = 4
+                    break
+                i += 1
+                while i < e and _is_ws(buf[i]):
+                    i += 1
+                state = _ST_VALUE
                 continue
             # a value starts at i (state _ST_VALUE / _ST_VALUE_OR_END)
             icol = -1  # the ints column it is read into, if an integer (or a quoted one)
@@ -751,7 +763,7 @@ def extract_fields(
                     icol = col
                 elif which == _ARG_OCCUPANCY:
                     occ[r] = _parse_float(buf, i, e)
-                else:
+                elif codes[r] == CAT_PROFILER:  # SASS counters: only profiler ranges have them
                     fw = _flop_weight(buf, ks, kn, prefix, suffix)
                     if fw:
                         v = _parse_float(buf, i, e)
@@ -803,6 +815,14 @@ def extract_fields(
                 bad = 7
                 break
             state = _ST_AFTER
+            # a ',' before the next member of an object: read here too, not one turn each
+            while i < e and _is_ws(buf[i]):
+                i += 1
+            if i < e and buf[i] == _COMMA and stack[depth] == _OBJ:
+                i += 1
+                while i < e and _is_ws(buf[i]):
+                    i += 1
+                state = _ST_KEY
         if bad == 0 and depth != 0:  # the scanner's '}' closed something else (e.g. a '[')
             bad = 5
         if bad == 0 and i != e:

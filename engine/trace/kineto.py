@@ -239,15 +239,20 @@ class _InvalidEvent(Exception):
 
 
 def _extract(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, helper: ThreadPoolExecutor | None
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    codes: np.ndarray,
+    helper: ThreadPoolExecutor | None,
 ) -> tuple[Any, ...]:
     """js.extract_fields over the rows; the second half on ``helper`` (a thread: numba releases
     the GIL) when there is one and enough rows. Raise _InvalidEvent for the first bad row."""
 
     def run(lo: int, hi: int) -> tuple[Any, ...]:
         return js.extract_fields(
-            buf, starts[lo:hi], ends[lo:hi], _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX
-        )
+            buf, starts[lo:hi], ends[lo:hi], codes[lo:hi], _TOP, _TOPLENS, _ARGK, _ARGLENS,
+            _PREFIX, _SUFFIX,
+        )  # fmt: skip
 
     m = len(starts)
     if helper is None or m < 2048:
@@ -276,7 +281,7 @@ def _add(
     append them as device rows / host events; raise _InvalidEvent (nothing appended) when one
     is not valid JSON."""
     # names of device rows are kernels; of host rows, the runtime calls that give API kinds
-    ints, ts, dur, occ, flops, ns, ne, esc, h = _extract(buf, starts, ends, helper)
+    ints, ts, dur, occ, flops, ns, ne, esc, h = _extract(buf, starts, ends, codes, helper)
     miss = js.MISSING
     bad = ts == js.NO_TIME
     cols.malformed += int(bad.sum())
