@@ -426,7 +426,7 @@ def _extract(raw: bytes):
     from engine.trace import json_scan as js
     from engine.trace import kineto
 
-    buf = np.frombuffer(bytearray(raw), np.uint8)
+    buf = np.frombuffer(raw, np.uint8)  # read-only, as the importer's chunks are
     return js.extract_fields(  # as a profiler range: its SASS counter keys are read too
         buf, np.zeros(1, np.int64), np.array([len(raw)]), np.array([js.CAT_PROFILER]),
         kineto._TOP, kineto._TOPLENS, kineto._ARGK, kineto._ARGLENS, kineto._PREFIX,
