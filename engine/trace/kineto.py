@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -68,29 +69,36 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-_MALLOC_TUNED = False
-
-
-def _reuse_freed_chunks() -> None:
-    """Ask glibc's malloc (once per process) to keep freed chunk buffers for reuse.
-
-    Every inflated chunk is a fresh 16 MB buffer. By default glibc serves such sizes with mmap
-    and returns freed heap tops over 32 MB to the kernel, so each chunk's pages were faulted in
-    anew: ~65,000 page faults and 0.15-0.25 s of kernel time per 2 M-event trace. With the mmap
-    threshold above the chunk size and a 256 MB trim threshold, freed chunks are reused. A
-    process-wide setting, made only by the importer; elsewhere (not glibc) nothing happens."""
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED:
-        return
-    _MALLOC_TUNED = True
+@lru_cache(maxsize=1)
+def _glibc() -> Any:
+    """The C library when it is glibc (mallopt and malloc_trim), else None."""
     try:
         libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
+        libc.mallopt, libc.malloc_trim  # noqa: B018 - AttributeError where not glibc
     except (OSError, AttributeError, TypeError):  # pragma: no cover - not glibc
-        return
+        return None
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-    mallopt(m_mmap_threshold, 4 * CHUNK)
-    mallopt(m_trim_threshold, 256 << 20)
+    libc.mallopt(m_mmap_threshold, 4 * CHUNK)
+    libc.mallopt(m_trim_threshold, 256 << 20)
+    return libc
+
+
+@contextmanager
+def _chunk_buffers_reused() -> Iterator[None]:
+    """While importing, have glibc's malloc reuse freed chunk buffers; return them after.
+
+    Every inflated chunk is a fresh 16 MB buffer. By default glibc serves such sizes with mmap
+    and gives freed heap tops over 32 MB back to the kernel, so each chunk's pages were faulted
+    in anew: ~65,000 page faults and 0.15-0.25 s of kernel time per 2 M-event trace. With the
+    mmap threshold above the chunk size and a 256 MB trim threshold (set once per process),
+    freed chunks are reused; malloc_trim at the end hands the free memory back, so a
+    long-running process does not keep it. Elsewhere than glibc nothing changes."""
+    libc = _glibc()
+    try:
+        yield
+    finally:
+        if libc is not None:
+            libc.malloc_trim(0)
 
 
 def _prefetched(chunks: Iterator[bytes], depth: int = 2) -> Generator[bytes, None, None]:
@@ -359,7 +367,6 @@ def _add(
 def read_kineto(path: str | Path) -> Trace:
     """Import one Kineto/Chrome-trace JSON file (.json or .json.gz); raise TraceImportError."""
     path = Path(path)
-    _reuse_freed_chunks()
     cats, catlens = js.category_table()
     cols = _Columns()
     prefix = bytearray()  # bytes before the traceEvents key (top-level metadata)
@@ -369,6 +376,7 @@ def read_kineto(path: str | Path) -> Trace:
     # block's events on a helper thread: the parse is the longest stage)
     jobs: deque[Future[None]] = deque()
     with (
+        _chunk_buffers_reused(),
         _gc_paused(),
         ThreadPoolExecutor(1, thread_name_prefix="gitm-extract") as pool,
         ThreadPoolExecutor(1, thread_name_prefix="gitm-extract-half") as helper,
