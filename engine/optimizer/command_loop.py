@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from engine.optimizer.attribution import RankedHypotheses
-from engine.optimizer.loop import Intervention, NoiseFloor
+from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
 from engine.optimizer.monitor import InvariantResult
-from engine.runtime.journal import Journal, State
-from engine.runtime.store import atomic_write_text
+from engine.runtime.journal import State
 from engine.workloads.command import (
     CommandError,
     CommandMeasurement,
@@ -49,39 +46,25 @@ class CommandCandidate:
         return f"{self.lever}={self.value}"
 
 
-class CommandOptimizer:
-    """Mirrors ``engine.optimizer.loop.Optimizer`` for a real process."""
+class CommandOptimizer(LoopRun):
+    """``engine.optimizer.loop.Optimizer``'s steps for a real process."""
+
+    means_key = "means"  # of the program's metric, whatever its unit
+    state: CommandState
+    current: list[CommandMeasurement]
+    analysis: CommandAnalysis | None
 
     def __init__(self, workload: CommandWorkload, run_dir: Path, repeats: int = 4) -> None:
         self.wl = workload
-        self.run_dir = run_dir
-        self.repeats = max(2, repeats)
-        self.state: CommandState = workload.base
-        self.kept: list[str] = []
-        self.interventions: dict[str, Intervention] = {}
-        self.journal = Journal(run_dir / "journal.jsonl")
-        self.noise: NoiseFloor | None = None
-        self.current: list[CommandMeasurement] = []
-        self.baseline_ns = math.nan
-        self.analysis: CommandAnalysis | None = None
-        self.baseline_invariants: list[InvariantResult] = []
-        self.baseline_hypotheses: RankedHypotheses | None = None
-        self.not_applicable: dict[str, str] = {}
-        self.measurements = 0
-        self.replay_errors: list[tuple[str, float, float]] = []
+        self.analysis = None
         self._cands: dict[str, CommandCandidate] = {}
-        self._save("state.json", self.state)
-        self._save("state_base.json", self.state)
+        super().__init__(run_dir, repeats, workload.base)
 
     # ------------------------------------------------------------------ measuring
     def _gain(self, base: float, new: float) -> float:
         if self.wl.spec.goal == "min":
             return 1 - new / base
         return new / base - 1
-
-    @staticmethod
-    def mean_ns(ms: list[CommandMeasurement]) -> float:
-        return float(np.mean([m.mean_ns for m in ms]))
 
     def measure(self, state: CommandState) -> list[CommandMeasurement]:
         out = [self.wl.measure(state, 1) for _ in range(self.repeats)]
@@ -97,16 +80,7 @@ class CommandOptimizer:
                 f"the program's baseline run failed: {bad[0].reason}"
                 + (f" (last output line: {tail})" if tail else "")
             )
-        means = [m.mean_ns for m in ms]
-        half = len(means) // 2
-        aa = abs(float(np.mean(means[:half])) / float(np.mean(means[half:])) - 1)
-        cv = float(np.std(means, ddof=1) / np.mean(means))
-        floor = max(aa, 1.96 * math.sqrt(2.0 / self.repeats) * cv, 0.002)
-        self.noise = NoiseFloor(means, aa, floor)
-        self.current = ms
-        self.baseline_ns = float(np.mean(means))
-        self.journal.append({"type": "noise_floor", "means": means, "aa_delta": aa, "floor": floor})
-        return self.noise
+        return self._set_noise_floor(ms)
 
     def analyse(self, m: Any = None) -> CommandAnalysis:
         inv = [
@@ -167,32 +141,18 @@ class CommandOptimizer:
             out.append(iv)
         return out
 
-    def policy_allows(self, iv: Intervention, policy: str) -> bool:
-        return policy == "auto" and iv.safety == "SAFE"
-
     # ------------------------------------------------------------------ apply
-    def approve(self, iid: str, by: str) -> None:
-        self.journal.transition(iid, State.APPROVED, by=by)
-        self.interventions[iid].state, self.interventions[iid].approved_by = State.APPROVED, by
-
-    def reject(self, iid: str, by: str) -> None:
-        self.journal.transition(iid, State.REJECTED, by=by)
-        self.interventions[iid].state, self.interventions[iid].note = (
-            State.REJECTED,
-            f"rejected by {by}",
-        )
-
     def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
         import time
 
         iv, c = self.interventions[iid], self._cands[iid]
         before, after = self.state, self.state.with_choice(c.lever, c.value)
         bfile, afile = f"states/{iid}_before.json", f"states/{iid}_after.json"
-        self._save(bfile, before)
-        self._save(afile, after)
+        self._save_state(bfile, before)
+        self._save_state(afile, after)
         self.journal.transition(iid, State.APPLYING, state_before=bfile, state_after=afile)
         iv.state = State.APPLYING
-        self._save("state.json", after)
+        self._save_state("state.json", after)
         self.state = after
         if hold_s:
             time.sleep(hold_s)
@@ -203,21 +163,9 @@ class CommandOptimizer:
         iv.measured_gain, iv.measured_ns = gain, new_ns
         self.journal.transition(iid, State.APPLIED, measured=new_ns, gain=gain)
         iv.state = State.APPLIED
-        assert self.noise is not None
-        if failed:
-            verdict, note = State.ROLLED_BACK, f"correctness check failed: {failed[0].reason}"
-        elif gain is not None and gain <= self.noise.floor:
-            verdict, note = (
-                State.ROLLED_BACK,
-                f"not better beyond noise: {gain:+.1%} vs noise floor {self.noise.floor:.1%}",
-            )
-        else:
-            verdict, note = (
-                State.VERIFIED,
-                f"kept: {gain:+.1%} (noise floor {self.noise.floor:.1%})",
-            )
+        verdict, note = self._verdict(not failed, failed[0].reason if failed else "", gain)
         if verdict == State.ROLLED_BACK:
-            self._save("state.json", before)
+            self._save_state("state.json", before)
             self.state = before
         else:
             self.current = ms
@@ -235,15 +183,11 @@ class CommandOptimizer:
         return iv
 
     def rollback(self, iid: str, by: str) -> Intervention:
-        iv = self.interventions[iid]
-        if iv.state != State.VERIFIED:
-            raise ValueError(
-                f"{iid} is {iv.state.value}; only a VERIFIED intervention can be rolled back"
-            )
+        iv = self._verified(iid)
         c = self._cands[iid]
         self.journal.transition(iid, State.ROLLED_BACK, reason=f"rolled back by {by}")
         self.state = self.state.with_choice(c.lever, self.wl.base.get(c.lever))
-        self._save("state.json", self.state)
+        self._save_state("state.json", self.state)
         if iid in self.kept:
             self.kept.remove(iid)
         iv.state, iv.note = State.ROLLED_BACK, f"rolled back by {by}"
@@ -258,20 +202,9 @@ class CommandOptimizer:
         ok = all(m.ok for m in final)
         final_v = self.mean_ns(final) if ok else math.nan
         gain = self._gain(self.baseline_ns, final_v) if ok else 0.0
-        assert self.noise is not None
-        res: dict[str, Any] = {
-            "baseline_ns_per_sample": self.baseline_ns,
-            "final_ns_per_sample": final_v,
-            "gain": gain,
-            "target": target,
-            "target_met": gain >= target,
-            "noise_floor": self.noise.floor,
-            "aa_delta": self.noise.aa_delta,
-            "kept": [self.interventions[k].lever_id for k in self.kept],
-            "measurements": self.measurements,
-            "metric": {"pattern": self.wl.spec.metric, "goal": self.wl.spec.goal},
-            "final_choice": dict(self.state.choice),
-        }
+        res = self._result(final_v, gain, target)
+        res["metric"] = {"pattern": self.wl.spec.metric, "goal": self.wl.spec.goal}
+        res["final_choice"] = dict(self.state.choice)
         if not res["target_met"]:
             res["diagnostic"] = {
                 "short_by": target - gain,
@@ -291,6 +224,3 @@ class CommandOptimizer:
                 "note": "no device trace: the declared levers are all the loop can try",
             }
         return res
-
-    def _save(self, rel: str, state: CommandState) -> None:
-        atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))

@@ -106,8 +106,116 @@ class Intervention:
     note: str = ""
 
 
-class Optimizer:
+class LoopRun:
+    """What both optimize loops (this simulated one and ``command_loop``'s real process) keep
+    about a run, and the steps they take alike: the A/A noise floor, approvals, the gate's
+    keep-or-roll-back verdict, the result's common fields and the state files."""
+
+    #: the journal key of the noise floor's means ("means_ns"; a command's metric may be
+    #: something else than a time)
+    means_key = "means_ns"
+
+    def __init__(self, run_dir: Path, repeats: int, state: Any) -> None:
+        self.run_dir = run_dir
+        self.repeats = max(2, repeats)
+        self.state = state
+        self.kept: list[str] = []  # intervention ids in the order they were kept
+        self.interventions: dict[str, Intervention] = {}
+        self.journal = Journal(run_dir / "journal.jsonl")
+        self.noise: NoiseFloor | None = None
+        self.current: list[Any] = []  # the measurements of the current state
+        self.baseline_ns = math.nan
+        self.baseline_invariants: list[InvariantResult] = []
+        self.baseline_hypotheses: RankedHypotheses | None = None
+        self.not_applicable: dict[str, str] = {}
+        self.measurements = 0
+        self.replay_errors: list[tuple[str, float, float]] = []  # lever, predicted, measured ns
+        self._save_state("state.json", state)
+        self._save_state("state_base.json", state)
+
+    @staticmethod
+    def mean_ns(ms: list[Any]) -> float:
+        return float(np.mean([m.mean_ns for m in ms]))
+
+    def _set_noise_floor(self, ms: list[Any]) -> NoiseFloor:
+        """The A/A noise floor of the unchanged workload's measurements ``ms``, which become
+        the baseline."""
+        means = [m.mean_ns for m in ms]
+        half = len(means) // 2
+        aa = abs(float(np.mean(means[:half])) / float(np.mean(means[half:])) - 1)
+        cv = float(np.std(means, ddof=1) / np.mean(means))
+        # a gain must beat both the A/A split and a 95% interval of a difference of two means
+        floor = max(aa, 1.96 * math.sqrt(2.0 / self.repeats) * cv, 0.002)
+        self.noise = NoiseFloor(means, aa, floor)
+        self.current = ms
+        self.baseline_ns = float(np.mean(means))
+        self.journal.append(
+            {"type": "noise_floor", self.means_key: means, "aa_delta": aa, "floor": floor}
+        )
+        return self.noise
+
+    def policy_allows(self, iv: Intervention, policy: str) -> bool:
+        """Whether ``policy`` may approve ``iv`` without a person."""
+        return policy == "auto" and iv.safety == Safety.SAFE.value
+
+    def approve(self, iid: str, by: str) -> None:
+        iv = self.interventions[iid]
+        self.journal.transition(iid, State.APPROVED, by=by)
+        iv.state, iv.approved_by = State.APPROVED, by
+
+    def reject(self, iid: str, by: str) -> None:
+        iv = self.interventions[iid]
+        self.journal.transition(iid, State.REJECTED, by=by)
+        iv.state, iv.note = State.REJECTED, f"rejected by {by}"
+
+    def _verdict(self, ok: bool, why: str, gain: float | None) -> tuple[State, str]:
+        """The gate: a failed correctness check or a gain within the noise floor rolls back."""
+        assert self.noise is not None
+        floor = self.noise.floor
+        if not ok:
+            return State.ROLLED_BACK, f"correctness check failed: {why}"
+        assert gain is not None
+        if gain <= floor:
+            return (
+                State.ROLLED_BACK,
+                f"not better beyond noise: {gain:+.1%} vs noise floor {floor:.1%}",
+            )
+        return State.VERIFIED, f"kept: {gain:+.1%} (noise floor {floor:.1%})"
+
+    def _verified(self, iid: str) -> Intervention:
+        """The intervention an operator rolls back, which must be VERIFIED."""
+        iv = self.interventions[iid]
+        if iv.state != State.VERIFIED:
+            raise ValueError(
+                f"{iid} is {iv.state.value}; only a VERIFIED intervention can be rolled back"
+            )
+        return iv
+
+    def _result(self, final_ns: float, gain: float, target: float) -> dict[str, Any]:
+        """The fields every run's result has."""
+        assert self.noise is not None
+        return {
+            "baseline_ns_per_sample": self.baseline_ns,
+            "final_ns_per_sample": final_ns,
+            "gain": gain,
+            "target": target,
+            "target_met": gain >= target,
+            "noise_floor": self.noise.floor,
+            "aa_delta": self.noise.aa_delta,
+            "kept": [self.interventions[k].lever_id for k in self.kept],
+            "measurements": self.measurements,
+        }
+
+    def _save_state(self, rel: str, state: Any) -> None:
+        atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))
+
+
+class Optimizer(LoopRun):
     """One optimize run over a simulated workload (the engine drives it)."""
+
+    state: SimState
+    current: list[Measurement]
+    analysis: Analysis | None
 
     def __init__(
         self,
@@ -118,26 +226,11 @@ class Optimizer:
         hardware: str = "h100-sxm",
     ) -> None:
         self.wl = SimWorkload(workload, machine_seed=seed)
-        self.run_dir = run_dir
         self.hw: GpuPeaks = hardware_by_id(hardware)
-        self.repeats = max(2, repeats)
         self._seed = seed * 1000
         self.model = EesmModel.build(self.wl.hw)
-        self.state: SimState = self.wl.base
-        self.kept: list[str] = []  # intervention ids in the order they were kept
-        self.interventions: dict[str, Intervention] = {}
-        self.journal = Journal(run_dir / "journal.jsonl")
-        self.noise: NoiseFloor | None = None
-        self.current: list[Measurement] = []
-        self.baseline_ns = math.nan
-        self.analysis: Analysis | None = None
-        self.baseline_invariants: list[InvariantResult] = []
-        self.baseline_hypotheses: RankedHypotheses | None = None
-        self.not_applicable: dict[str, str] = {}
-        self.measurements = 0
-        self.replay_errors: list[tuple[str, float, float]] = []  # lever, predicted, measured ns
-        self._save_state("state.json", self.state)
-        self._save_state("state_base.json", self.state)
+        self.analysis = None
+        super().__init__(run_dir, repeats, self.wl.base)
 
     # ------------------------------------------------------------------ measuring
     def _next_seed(self) -> int:
@@ -150,26 +243,9 @@ class Optimizer:
         self.measurements += len(out)
         return out
 
-    @staticmethod
-    def mean_ns(ms: list[Measurement]) -> float:
-        return float(np.mean([m.mean_ns for m in ms]))
-
     def profile(self) -> NoiseFloor:
         """Measure the unchanged workload ``repeats`` times; derive the A/A noise floor."""
-        ms = self.measure(self.state, max(4, self.repeats))
-        means = [m.mean_ns for m in ms]
-        half = len(means) // 2
-        aa = abs(float(np.mean(means[:half])) / float(np.mean(means[half:])) - 1)
-        cv = float(np.std(means, ddof=1) / np.mean(means))
-        # a gain must beat both the A/A split and a 95% interval of a difference of two means
-        floor = max(aa, 1.96 * math.sqrt(2.0 / self.repeats) * cv, 0.002)
-        self.noise = NoiseFloor(means, aa, floor)
-        self.current = ms
-        self.baseline_ns = float(np.mean(means))
-        self.journal.append(
-            {"type": "noise_floor", "means_ns": means, "aa_delta": aa, "floor": floor}
-        )
-        return self.noise
+        return self._set_noise_floor(self.measure(self.state, max(4, self.repeats)))
 
     # ------------------------------------------------------------------ attribute
     def analyse(self, m: Measurement | None = None) -> Analysis:
@@ -293,21 +369,7 @@ class Optimizer:
             out.append(iv)
         return out
 
-    def policy_allows(self, iv: Intervention, policy: str) -> bool:
-        """Whether ``policy`` may approve ``iv`` without a person."""
-        return policy == "auto" and iv.safety == Safety.SAFE.value
-
     # ------------------------------------------------------------------ apply
-    def approve(self, iid: str, by: str) -> None:
-        iv = self.interventions[iid]
-        self.journal.transition(iid, State.APPROVED, by=by)
-        iv.state, iv.approved_by = State.APPROVED, by
-
-    def reject(self, iid: str, by: str) -> None:
-        iv = self.interventions[iid]
-        self.journal.transition(iid, State.REJECTED, by=by)
-        iv.state, iv.note = State.REJECTED, f"rejected by {by}"
-
     def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
         """Apply an APPROVED intervention, measure it, and keep it or roll it back."""
         import time
@@ -342,19 +404,7 @@ class Optimizer:
             # replay error: predicted vs measured *change*, both relative to this state's time
             self.replay_errors.append((iv.lever_id, 1 - pred_ns / base_pred, gain))
         ok, why = self.wl.correctness(after)
-        assert self.noise is not None
-        if not ok:
-            verdict, note = State.ROLLED_BACK, f"correctness check failed: {why}"
-        elif gain <= self.noise.floor:
-            verdict, note = (
-                State.ROLLED_BACK,
-                (f"not better beyond noise: {gain:+.1%} vs noise floor {self.noise.floor:.1%}"),
-            )
-        else:
-            verdict, note = (
-                State.VERIFIED,
-                f"kept: {gain:+.1%} (noise floor {self.noise.floor:.1%})",
-            )
+        verdict, note = self._verdict(ok, why, gain)
         if verdict == State.ROLLED_BACK:
             self._save_state("state.json", before)
             self.state = before
@@ -368,11 +418,7 @@ class Optimizer:
 
     def rollback(self, iid: str, by: str) -> Intervention:
         """An operator rolls back a VERIFIED intervention: rebuild the state without it."""
-        iv = self.interventions[iid]
-        if iv.state != State.VERIFIED:
-            raise ValueError(
-                f"{iid} is {iv.state.value}; only a VERIFIED intervention can be rolled back"
-            )
+        iv = self._verified(iid)
         state = self.wl.base
         for k in self.kept:
             if k != iid:
@@ -393,23 +439,10 @@ class Optimizer:
     # ------------------------------------------------------------------ report
     def finish(self, target: float) -> dict[str, Any]:
         """Re-measure the kept levers together; return the result summary."""
-        final = self.measure(self.state)
-        final_ns = self.mean_ns(final)
+        final_ns = self.mean_ns(self.measure(self.state))
         gain = 1 - final_ns / self.baseline_ns
-        assert self.noise is not None
-        met = gain >= target
-        result: dict[str, Any] = {
-            "baseline_ns_per_sample": self.baseline_ns,
-            "final_ns_per_sample": final_ns,
-            "gain": gain,
-            "target": target,
-            "target_met": met,
-            "noise_floor": self.noise.floor,
-            "aa_delta": self.noise.aa_delta,
-            "kept": [self.interventions[k].lever_id for k in self.kept],
-            "measurements": self.measurements,
-        }
-        if not met:
+        result = self._result(final_ns, gain, target)
+        if not result["target_met"]:
             result["diagnostic"] = self.diagnostic(target, gain)
         return result
 
@@ -443,6 +476,3 @@ class Optimizer:
                 )
             ],
         }
-
-    def _save_state(self, rel: str, state: SimState) -> None:
-        atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))
