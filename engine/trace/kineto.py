@@ -71,7 +71,8 @@ def _gc_paused() -> Iterator[None]:
 
 @lru_cache(maxsize=1)
 def _glibc() -> Any:
-    """The C library when it is glibc (mallopt and malloc_trim), else None."""
+    """The C library when it is glibc (it has mallopt and malloc_trim), else None; the first
+    call sets its mmap and trim thresholds for the import (see _chunk_buffers_reused)."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt, libc.malloc_trim  # noqa: B018 - AttributeError where not glibc
