@@ -35,18 +35,23 @@ def _splat(b: int) -> ir.Constant:
     return ir.Constant(_V, [b] * 64)
 
 
+def _at(context, builder, sig, args):  # type: ignore[no-untyped-def]
+    """Codegen: the address of buf[i] for an intrinsic called as (buf, i, ...)."""
+    arr = context.make_array(sig.args[0])(context, builder, args[0])
+    idx = context.cast(builder, args[1], sig.args[1], types.intp)
+    return builder.gep(arr.data, [idx])
+
+
 def _masks64(typingctx, buf, i):  # type: ignore[no-untyped-def]
-    """(quote, backslash, open, close, control, space) masks of the 64 bytes at buf[i]:
-    ``"``, ``\\``, ``{`` or ``[``, ``}`` or ``]``, bytes below 0x20, JSON whitespace."""
+    """(quote, backslash, open, close, control) masks of the 64 bytes at buf[i]: ``"``,
+    ``\\``, ``{`` or ``[``, ``}`` or ``]``, bytes below 0x20."""
     if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 1):
         return None
-    sig = types.UniTuple(types.uint64, 6)(buf, i)
+    sig = types.UniTuple(types.uint64, 5)(buf, i)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        arr = context.make_array(sig.args[0])(context, builder, args[0])
-        idx = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = builder.gep(arr.data, [idx])
-        v = builder.load(builder.bitcast(ptr, _V.as_pointer()), align=1)
+        ptr = builder.bitcast(_at(context, builder, sig, args), _V.as_pointer())
+        v = builder.load(ptr, align=1)
 
         def eq(x: ir.Value, b: int) -> ir.Value:
             return builder.icmp_unsigned("==", x, _splat(b))
@@ -55,14 +60,12 @@ def _masks64(typingctx, buf, i):  # type: ignore[no-untyped-def]
             return builder.bitcast(m, _I64)
 
         low = builder.or_(v, _splat(0x20))  # '[' | 0x20 == '{', ']' | 0x20 == '}'
-        space = builder.or_(builder.or_(eq(v, 32), eq(v, 10)), builder.or_(eq(v, 13), eq(v, 9)))
         out = [
             bits(eq(v, 34)),
             bits(eq(v, 92)),
             bits(eq(low, 0x7B)),
             bits(eq(low, 0x7D)),
             bits(builder.icmp_unsigned("<", v, _splat(0x20))),
-            bits(space),
         ]
         return context.make_tuple(builder, sig.return_type, out)
 
@@ -82,10 +85,8 @@ def _eq64(typingctx, buf, i, byte):  # type: ignore[no-untyped-def]
     sig = types.uint64(buf, i, byte)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        arr = context.make_array(sig.args[0])(context, builder, args[0])
-        idx = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = builder.gep(arr.data, [idx])
-        v = builder.load(builder.bitcast(ptr, _V.as_pointer()), align=1)
+        ptr = builder.bitcast(_at(context, builder, sig, args), _V.as_pointer())
+        v = builder.load(ptr, align=1)
         return builder.bitcast(builder.icmp_unsigned("==", v, _splat(value)), _I64)
 
     return sig, codegen
@@ -101,10 +102,8 @@ def _load64(typingctx, buf, i):  # type: ignore[no-untyped-def]
     sig = types.uint64(buf, i)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        arr = context.make_array(sig.args[0])(context, builder, args[0])
-        idx = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = builder.gep(arr.data, [idx])
-        return builder.load(builder.bitcast(ptr, _I64.as_pointer()), align=1)
+        ptr = builder.bitcast(_at(context, builder, sig, args), _I64.as_pointer())
+        return builder.load(ptr, align=1)
 
     return sig, codegen
 

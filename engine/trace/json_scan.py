@@ -158,7 +158,7 @@ def _scan_blocks(
             tail[: n - b] = buf[b:n]
             blk = tail
             at = 0
-        quote, bslash, opens, closes, _, _ = masks64(blk, at)
+        quote, bslash, opens, closes, _ = masks64(blk, at)
         if bslash or esc_carry:
             esc, esc_carry = escaped(bslash, esc_carry)
             quote &= ~esc
@@ -456,7 +456,7 @@ BAD_REASONS = (
 _OBJ, _ARR = 1, 2
 _MAX_DEPTH = 4096  # deeper than the json module parses (its recursion limit)
 # parser states: what may come next
-_ST_VALUE, _ST_VALUE_OR_END, _ST_KEY, _ST_KEY_OR_END, _ST_COLON, _ST_AFTER = range(6)
+_ST_VALUE, _ST_VALUE_OR_END, _ST_KEY, _ST_KEY_OR_END, _ST_AFTER = range(5)
 
 
 @jit
@@ -468,7 +468,7 @@ def _strict_string_end(buf: np.ndarray, i: int, e: int) -> int:
     size = buf.shape[0]
     while True:
         if j + 64 <= size:
-            quote, bslash, _, _, ctrl, _ = masks64(buf, j)
+            quote, bslash, _, _, ctrl = masks64(buf, j)
             m = quote | bslash | ctrl
             if not m:
                 j += 64
@@ -644,9 +644,10 @@ def extract_fields(
     events are not JSON is rejected rather than half-read.
 
     Returns (ints (m, 13) int64 [MISSING where absent], ts, dur (m,) int64 ns [NO_TIME where
-    absent or not a number; µs read exactly, see _parse_us_to_ns], occupancy (m,) float64, flops (m,)
-    float64 [NaN if no counter or not a cuda_profiler_range], name_start, name_end (m,) int64 [-1 if no name], name_escaped
-    (m,) bool, name_hash (m,) uint64 [_name_hash of the raw name bytes], bad_row, bad_at): bad_row
+    absent or not a number; µs read exactly, see _parse_us_to_ns], occupancy (m,) float64,
+    flops (m,) float64 [NaN if no counter or not a cuda_profiler_range], name_start, name_end
+    (m,) int64 [-1 if no name], name_escaped (m,) bool, name_hash (m,) uint64 [_name_hash of
+    the raw name bytes], bad_row, bad_at): bad_row
     is the first row that is not valid JSON (-1 if none; rows from it on are not read) and
     bad_at encodes where and why: byte offset * 16 + reason code (BAD_REASONS).
     """
@@ -699,13 +700,6 @@ def extract_fields(
                     continue
                 bad = 5
                 break
-            if state == _ST_COLON:
-                if c != _COLON:
-                    bad = 4
-                    break
-                state = _ST_VALUE
-                i += 1
-                continue
             if state == _ST_KEY or state == _ST_KEY_OR_END:
                 if c != _QUOTE:
                     bad = 6
