@@ -92,10 +92,6 @@ class ReplayDag:
         self.gap_ns[h] = 0.0
         self.dur_ns[h] = 0.0
 
-    def insert_host_row(self, at: int, api: int, gap: float, dur: float) -> None:
-        """Insert a host call before row ``at`` (a graph launch, a fused launch)."""
-        self.insert_host_rows([at], [api], [gap], [dur])
-
     def insert_host_rows(
         self,
         at: Sequence[int],
