@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_import import CACHE, REAL, generate  # noqa: E402
+from bench_import import REAL, traces  # noqa: E402
 
 HTA_SCRIPT = """
 import logging, sys, warnings
@@ -76,28 +76,13 @@ def main() -> None:
     gitm = [str(Path(sys.executable).parent / "gitm-tui")]
     if not Path(gitm[0]).exists():
         gitm = [sys.executable, "-m", "gitm_tui"]
-    synth_dir = CACHE / f"synthetic_{ns.events}"
-    synth_dir.mkdir(parents=True, exist_ok=True)
-    synth = synth_dir / "synthetic_rank0.json.gz"
-    count_file = synth_dir / "count"
-    if not synth.exists() or not count_file.exists():
-        print(f"generating {ns.events:,} synthetic events …", file=sys.stderr)
-        count_file.write_text(str(generate(ns.events, synth)))
+    inputs = traces(ns.events)
     # compile / cache gitm's kernels outside the timing (a first run ever compiles them)
     subprocess.run(
         [*gitm, "analyze", str(REAL), "--json", "--no-write"], check=True, stdout=subprocess.DEVNULL
     )
-    with __import__("gzip").open(REAL) as f:
-        n_real = len(json.load(f)["traceEvents"])
     rows = []
-    for label, path, n in (
-        ("A100 training (real)", REAL, n_real),
-        (
-            f"synthetic {int(count_file.read_text()) / 1e6:.1f} M events",
-            synth,
-            int(count_file.read_text()),
-        ),
-    ):
+    for label, path, n in inputs:
         g = _timed([*gitm, "analyze", str(path), "--json", "--no-write"])
         with tempfile.TemporaryDirectory() as d:  # HTA reads a directory of rank traces
             shutil.copy(path, d)

@@ -172,6 +172,31 @@ def _best_of(tool: str, path: Path, repeat: int) -> dict[str, float]:
     return best
 
 
+def traces(n_events: int) -> list[tuple[str, Path, int]]:
+    """(label, path, event count) of the two inputs: the real A100 trace, copied alone into
+    the cache (HTA reads a directory), and the synthetic one of about ``n_events`` events,
+    generated once and cached."""
+    real_dir = CACHE / "real"
+    real_dir.mkdir(parents=True, exist_ok=True)
+    real = real_dir / REAL.name
+    if not real.exists():
+        real.write_bytes(REAL.read_bytes())
+    with gzip.open(REAL) as f:
+        n_real = len(json.load(f)["traceEvents"])
+    synth_dir = CACHE / f"synthetic_{n_events}"
+    synth_dir.mkdir(parents=True, exist_ok=True)
+    synth = synth_dir / "synthetic_rank0.json.gz"
+    count_file = synth_dir / "count"
+    if not synth.exists() or not count_file.exists():
+        print(f"generating {n_events:,} synthetic events …", file=sys.stderr)
+        count_file.write_text(str(generate(n_events, synth)))
+    n_synth = int(count_file.read_text())
+    return [
+        ("A100 training (real)", real, n_real),
+        (f"synthetic {n_synth / 1e6:.1f} M events", synth, n_synth),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=2_000_000)
@@ -192,26 +217,10 @@ def main() -> None:
         ],
         check=True,
     )
-    real_dir = CACHE / "real"
-    real_dir.mkdir(parents=True, exist_ok=True)
-    real = real_dir / REAL.name
-    if not real.exists():
-        real.write_bytes(REAL.read_bytes())
-    with gzip.open(REAL) as f:
-        n_real = len(json.load(f)["traceEvents"])
-    synth_dir = CACHE / f"synthetic_{ns.events}"
-    synth_dir.mkdir(parents=True, exist_ok=True)
-    synth = synth_dir / "synthetic_rank0.json.gz"
-    count_file = synth_dir / "count"
-    if not synth.exists() or not count_file.exists():
-        print(f"generating {ns.events:,} synthetic events …", file=sys.stderr)
-        count_file.write_text(str(generate(ns.events, synth)))
-    n_synth = int(count_file.read_text())
+    inputs = traces(ns.events)
+    _, synth, n_synth = inputs[1]
     rows = []
-    for label, path, n in (
-        ("A100 training (real)", real, n_real),
-        (f"synthetic {n_synth / 1e6:.1f} M events", synth, n_synth),
-    ):
+    for label, path, n in inputs:
         g = _best_of("gitm", path, ns.repeat)
         h = _best_of("hta", path, ns.repeat if n < 500_000 else 1)  # HTA: ~65 s per 2 M load
         rows.append((label, n, path.stat().st_size, g, h))
