@@ -13,13 +13,7 @@ from engine.trace.kineto import read_kineto
 from gitm_tui.analysis_app import RegimeTimeline, kernel_details, make_analysis_app
 from gitm_tui.timeline import bin_regimes, covered_until
 
-TRACE = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "traces"
-    / "kineto"
-    / "a100_training_3streams.json.gz"
-)
+TRACE = Path(__file__).resolve().parent / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"
 
 
 def test_covered_until_and_binning():
@@ -31,7 +25,6 @@ def test_covered_until_and_binning():
     assert dom.tolist()[:3] == [0, 1, 1] and busy.tolist() == [0.5, 0.5, 1.0, 0.0]
 
 
-@pytest.mark.skipif(not TRACE.exists(), reason="shared/traces not present")
 async def test_analysis_screen_zoom_and_details():
     res = analyze_trace(read_kineto(TRACE))
     app = make_analysis_app(res)
@@ -65,7 +58,6 @@ async def test_analysis_screen_zoom_and_details():
         await pilot.press("q")
 
 
-@pytest.mark.skipif(not TRACE.exists(), reason="shared/traces not present")
 async def test_analysis_screen_opens_at_once_and_loads_in_a_worker():
     """The screen is up (with its stage line) while the loader runs in a worker thread; the
     analysis replaces it when it comes."""

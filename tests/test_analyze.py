@@ -13,9 +13,8 @@ from engine.regimes import Regime
 from gitm_tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / "shared" / "traces"
+TRACES = ROOT / "tests" / "data" / "traces"
 ALL = sorted((TRACES / "kineto").glob("*.json.gz")) + sorted((TRACES / "nsys").glob("*.sqlite"))
-pytestmark = pytest.mark.skipif(not ALL, reason="shared/traces not present")
 
 
 def test_committed_schema_is_current():
@@ -99,8 +98,6 @@ def test_analysis_replays_the_levers_on_the_trace():
     from engine.trace.trace import ApiKind
 
     path = TRACES / "kineto" / "a100_training_3streams.json.gz"
-    if not path.exists():
-        pytest.skip("shared traces not present")
     from engine.analyze.compute import analyze_trace
     from engine.trace.kineto import read_kineto
 

@@ -17,7 +17,7 @@ from engine.eesm.audit import AuditLedger, run_audit, verify
 from engine.trace.segments import Kind
 
 ROOT = Path(__file__).parents[1]
-TRACES = ROOT.parent / "shared" / "traces"
+TRACES = ROOT / "tests" / "data" / "traces"
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +86,6 @@ def test_calibrated_ledger_verifies_and_a_tampered_one_is_rejected(tmp_path):
 
 def test_cli_audit_on_a_real_trace_and_verify(tmp_path):
     path = TRACES / "kineto" / "a100_training_3streams.json.gz"
-    if not path.exists():
-        pytest.skip("shared traces not present")
     out = tmp_path / "audit_ledger.json"
     cli = [sys.executable, "-m", "gitm_tui", "audit"]
     r = subprocess.run(
@@ -123,8 +121,7 @@ def test_paper_regenerates_byte_for_byte(tmp_path):
     from engine.eesm.paper import default_traces, write_paper
 
     traces = default_traces(ROOT)
-    if not traces:
-        pytest.skip("shared traces not present: the committed paper includes them")
+    assert traces, "tests/data/traces is missing: the committed paper includes them"
     md, tables = write_paper(tmp_path, traces)
     assert md.read_bytes() == (ROOT / "paper" / "EESM_GPU_TELEMETRY.md").read_bytes()
     assert tables.read_bytes() == (ROOT / "paper" / "reference_tables.json").read_bytes()

@@ -24,7 +24,7 @@ from engine.trace.kineto import read_kineto
 
 hta = pytest.importorskip("hta.trace_analysis")
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
+TRACES = Path(__file__).resolve().parent / "data" / "traces" / "kineto"
 KINETO = sorted(TRACES.glob("*.json.gz"))
 US = 1000  # HTA reports microseconds
 

@@ -21,10 +21,9 @@ from engine.trace.nsys import read_nsys
 from engine.trace.segments import Kind, Klass
 from engine.trace.taxonomy import classify
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
 KINETO = sorted((TRACES / "kineto").glob("*.json.gz"))
 NSYS = TRACES / "nsys" / "a100_cloverleaf.sqlite"
-pytestmark = pytest.mark.skipif(not KINETO, reason="shared/traces not present")
 
 
 def _events(path):
@@ -314,8 +313,6 @@ def test_mutated_nsys_exports_raise_only_the_importer_error(tmp_path):
     from engine.trace.errors import TraceImportError
     from engine.trace.nsys import read_nsys
 
-    if not NSYS.exists():
-        pytest.skip("shared traces not present")
     con = sqlite3.connect(NSYS)
     tables = {
         t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")]
@@ -369,8 +366,6 @@ def test_valid_json_with_odd_values_is_read_and_analysed(tmp_path, data):
     from engine.trace.errors import TraceImportError
 
     src = TRACES / "kineto" / "a100_event_sync_multistream.json.gz"
-    if not src.exists():
-        pytest.skip("shared traces not present")
     doc = json.loads(gzip.decompress(src.read_bytes()))
     events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
     for _ in range(data.draw(st.integers(1, 6))):

@@ -133,9 +133,7 @@ def test_kineto_wait_links_to_its_exact_record():
 
     from engine.trace.kineto import read_kineto
 
-    path = Path(__file__).parents[2] / "shared/traces/kineto/a100_event_sync_multistream.json.gz"
-    if not path.exists():
-        pytest.skip("shared traces not present")
+    path = Path(__file__).parent / "data/traces/kineto/a100_event_sync_multistream.json.gz"
     tr = read_kineto(path)
     h = tr.host
     rec = np.flatnonzero(h.correlation == 1385)[0]

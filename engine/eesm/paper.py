@@ -3,7 +3,7 @@ every number regenerated from code (a test checks the committed files match a fr
 nothing here may depend on the clock, the machine or the library versions).
 
 Sections: the estimator (each layer's formula), the metrics, the corpus, the audit tables
-(calibrated synthetic corpus and the real traces in ../shared/traces), κ geometry, the
+(calibrated synthetic corpus and the real traces in tests/data/traces), κ geometry, the
 HBM-saturation scenario, the seed's claims beside our measurements with intervals and a
 verdict, and the limitations (the honesty boundary).
 """
@@ -248,12 +248,12 @@ def generate(traces: list[Path], seeds: int = PAPER_SEEDS) -> tuple[str, dict[st
     model = EesmModel.build()
     cal = run_audit(["calibrated"], seeds, model)
     real = run_audit([str(p) for p in traces], seeds, model) if traces else None
-    if real is not None:  # where the checkout sits is not a result: name traces as ../shared does
+    if real is not None:  # where the checkout sits is not a result: name traces from tests/
         for item in real.corpus:
             parts = Path(item.source).parts
             item.source = (
-                "../" + "/".join(parts[parts.index("shared") :])
-                if "shared" in parts
+                "/".join(parts[parts.index("tests") :])
+                if "tests" in parts
                 else Path(item.source).name
             )
         real.corpus_spec = [c.source for c in real.corpus]
@@ -370,7 +370,7 @@ def render(t: dict[str, Any], model: EesmModel) -> str:
             f"| {e['corpus']} | {e['variant']} | {_fmt(e['identical'])} | {_fmt(e['agreement'])} |"
         )
     if t["traces"]:
-        L += ["", "## 5. Results: real traces (../shared/traces)", ""]
+        L += ["", "## 5. Results: real traces (tests/data/traces)", ""]
         L += _audit_table(t["traces"]["results"], False)
         L += ["", "| trace | variant | identical | agreement |", "|---|---|---:|---:|"]
         for e in t["traces"]["equivalence"]:
@@ -456,8 +456,9 @@ def write_paper(paper_dir: Path, traces: list[Path], seeds: int = PAPER_SEEDS) -
 
 
 def default_traces(root: Path) -> list[Path]:
-    """The shared Kineto and Nsight traces (sorted): the real-trace corpus of the paper."""
-    d = root.parent / "shared" / "traces"
+    """The real Kineto and Nsight traces the repository carries (tests/data/traces, sorted):
+    the real-trace corpus of the paper."""
+    d = root / "tests" / "data" / "traces"
     if not d.is_dir():
         return []
     return sorted((d / "kineto").glob("*.json.gz")) + sorted((d / "nsys").glob("*.sqlite"))
