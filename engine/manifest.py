@@ -137,6 +137,13 @@ class EesmParams(_Strict):
     fixed_lag: int = Field(ge=1, le=4096)
     kappa: KappaParams
     priors: Priors
+    #: emission weight per evidence tier (engine/trace/evidence.py), NONE..MEASURED: how much a
+    #: row's pressures may move its label and its confidence (calibrated: see the manifest)
+    evidence_weight: dict[str, float] = Field(
+        default_factory=lambda: {"NONE": 0.0, "PRIOR": 1.0, "DERIVED": 1.0, "MEASURED": 1.0}
+    )
+    #: softmax temperature of a prior-tier row's own emission, its confidence (pipeline.py)
+    prior_confidence_scale: float = Field(default=0.05, gt=0)
 
     @model_validator(mode="after")
     def _centroids(self) -> EesmParams:
@@ -158,6 +165,11 @@ class EesmParams(_Strict):
     def prior_matrix(self) -> np.ndarray:
         """Return the (n_classes, 3) fallback pressures indexed by ``Klass``."""
         return np.array([self.priors.by_class[k.name] for k in Klass], dtype=np.float64)
+
+    def evidence_weights(self) -> np.ndarray:
+        """Return the emission weight per Tier value (NONE, PRIOR, DERIVED, MEASURED)."""
+        w = self.evidence_weight
+        return np.array([float(w[k]) for k in ("NONE", "PRIOR", "DERIVED", "MEASURED")])
 
     def with_overrides(self, **kw: Any) -> EesmParams:
         """Return a copy with top-level fields replaced (used by ablations and tuning)."""

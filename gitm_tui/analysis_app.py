@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from engine.analyze.compute import AnalysisResult
 from engine.analyze.model import KernelRow
-from engine.regimes import Regime
+from engine.regimes import Label
 from gitm_tui.render import REGIME_STYLE, legend
 from gitm_tui.timeline import timeline_text
 
@@ -109,10 +109,14 @@ def kernel_details(k: KernelRow) -> Table:
     t.add_row("calls", f"{k.calls:,}")
     t.add_row("total", f"{k.total_ns / 1e6:,.3f} ms ({k.share_of_gpu_time:.1%} of GPU time)")
     t.add_row("mean", f"{k.mean_ns / 1e3:,.2f} µs")
-    r = Regime[k.regime]
-    t.add_row("regime", Text(f"{k.regime} in {k.regime_share:.0%} of calls", style=REGIME_STYLE[r]))
+    r = Label[k.regime]
+    t.add_row("label", Text(f"{k.regime} in {k.regime_share:.0%} of its time", style=REGIME_STYLE[r]))
+    conf = "—" if k.confidence is None else f"{k.confidence:.2f}"
+    t.add_row("evidence", f"{k.tier} (mean confidence {conf})")
+    if k.flops is not None:
+        t.add_row("FLOPs", f"{k.flops:.4g}" + (f" ({k.dtype})" if k.dtype else ""))
     if k.roofline_bound_ns is None:
-        t.add_row("roofline", "not measured (no FLOPs or bytes for this kernel)")
+        t.add_row("roofline", "unknown (no measured or shape-derived FLOPs/bytes, or hardware unknown)")
     else:
         t.add_row(
             "roofline",
@@ -219,15 +223,19 @@ class AnalysisApp(App[int]):
     def _populate(self) -> None:
         table = self.query_one("#analysis-kernels", DataTable)
         table.add_column("kernel", key="name", width=48)
-        table.add_column("regime", key="regime", width=16)
+        table.add_column("label", key="regime", width=16)
+        table.add_column("evidence", key="tier", width=9)
+        table.add_column("conf", key="conf", width=5)
         table.add_column("calls", key="calls")
         table.add_column("total ms", key="total")
         table.add_column("mean µs", key="mean")
         for key, k in self._kernels.items():
-            r = Regime[k.regime]
+            r = Label[k.regime]
             table.add_row(
                 Text(k.name, overflow="ellipsis", no_wrap=True),
                 Text(f"{k.regime} {k.regime_share:.0%}", style=REGIME_STYLE[r]),
+                k.tier,
+                "—" if k.confidence is None else f"{k.confidence:.2f}",
                 k.calls,
                 round(k.total_ns / 1e6, 3),
                 round(k.mean_ns / 1e3, 2),

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.analyze.model import Analysis
-from engine.regimes import Regime
+from engine.regimes import Label
 from gitm_tui.render import REGIME_STYLE
 
 
@@ -26,13 +26,21 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         f"{a.kernels:,} kernels, {_ms(a.gpu_time_ns)} ms GPU time over "
         f"{_ms(a.span_ns)} ms\n"
     )
-    head.append(f"pressures: {a.pressures}", style="dim")
+    links = f"host link {a.hardware.host_link}" if a.hardware.host_link else "links unknown"
+    head.append(f"{links}\n", style="dim")
+    conf = (
+        ""
+        if a.evidence is None or a.evidence.mean_confidence is None
+        else f"; mean label confidence {a.evidence.mean_confidence:.2f}"
+    )
+    head.append(f"evidence: {a.pressures}{conf}\n", style="dim")
+    head.append(f"counting: {a.counting}", style="dim")
 
-    reg = Table(title="GPU time by regime", title_justify="left", box=None, pad_edge=False)
+    reg = Table(title="GPU time by label", title_justify="left", box=None, pad_edge=False)
     tot = max(1, sum(a.time_by_regime_ns.values()))
-    for r in Regime:
+    for r in Label:
         reg.add_column(Text(r.name, style=REGIME_STYLE[r]), justify="right")
-    reg.add_row(*[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Regime])
+    reg.add_row(*[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Label])
 
     st = Table(title="streams", title_justify="left", box=None, pad_edge=False)
     for c in (
@@ -69,10 +77,11 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         expand=True,
     )
     kt.add_column("kernel", ratio=1, min_width=24, no_wrap=True, overflow="ellipsis")
-    for c in ("class", "calls", "ms", "share", "regime", "of roofline"):
-        kt.add_column(c, justify="right" if c not in ("class", "regime") else "left", no_wrap=True)
+    for c in ("class", "calls", "ms", "share", "label", "evidence", "conf", "of roofline"):
+        left = c in ("class", "label", "evidence")
+        kt.add_column(c, justify="left" if left else "right", no_wrap=True)
     for k in a.top_kernels[:top]:
-        r = Regime[k.regime]
+        r = Label[k.regime]
         kt.add_row(
             Text(k.name),
             k.klass,
@@ -80,6 +89,8 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
             _ms(k.total_ns),
             f"{k.share_of_gpu_time:.1%}",
             Text(f"{k.regime} {k.regime_share:.0%}", style=REGIME_STYLE[r]),
+            k.tier,
+            "—" if k.confidence is None else f"{k.confidence:.2f}",
             "—" if k.achieved_fraction is None else f"{k.achieved_fraction:.1%}",
         )
 
@@ -94,7 +105,17 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         f"launches: {la.shorter_than_launch} of {la.kernels_linked} kernels ran shorter "
         "than their launch call\n"
     )
-    kp = a.kappa_partition
+    for c in a.copies:
+        rate = "—" if c.achieved_Bps is None else f"{c.achieved_Bps / 1e9:.2f} GB/s"
+        frac = "" if c.fraction_of_link is None else f" = {c.fraction_of_link:.0%} of {c.link}"
+        foot.append(f"copies {c.direction} {c.memory}: {c.count} in {_ms(c.time_ns)} ms, {rate}{frac}\n")
+    for m in a.communication:
+        ov = m.overlapped_ns / m.time_ns if m.time_ns else 0.0
+        foot.append(
+            f"communication on GPU {m.device}: {_ms(m.time_ns)} ms in {m.kernels} collectives "
+            f"= {m.share_of_gpu_time:.0%} of GPU time, {ov:.0%} of it overlapped with compute\n"
+        )
+    kp = a.kappa_partition or {"M_id": 0.0, "M_deg": 0.0, "undetermined": 0.0}
     foot.append(
         f"κ gate: M_id {kp['M_id']:.0%}, M_deg {kp['M_deg']:.0%}, "
         f"undetermined {kp['undetermined']:.0%}"
@@ -109,16 +130,23 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
             box=None,
             pad_edge=False,
         )
-        for c in ("lever", "safety", "predicted", "what the replay changed"):
-            lv.add_column(c, justify="right" if c == "predicted" else "left")
-        for e in a.interventions[:6]:
+        lv.add_column("lever")
+        lv.add_column("safety")
+        lv.add_column("predicted (interval)", justify="right", no_wrap=True)
+        lv.add_column("basis")
+        shown = a.interventions[:6]
+        for e in shown:
+            basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
             lv.add_row(
                 e.lever,
                 e.safety,
-                f"{e.predicted_gain:+.1%}" + (" *" if e.prior_based else ""),
-                e.what,
+                e.gain_text() + (" *" if e.prior_based else ""),
+                Text(basis),  # Text: never read as markup (it may carry names from the trace)
             )
-        parts += [lv, Text()]
+        parts += [lv]
+        if any(e.prior_based for e in shown):
+            parts.append(Text("* scales by a named prior (its stated range gives the interval)"))
+        parts.append(Text())
     return Group(*parts, foot, Text())
 
 
@@ -129,7 +157,7 @@ def rank_table(analyses: list[Analysis]) -> RenderableType | None:
         return None  # not the ranks of one job (missing or repeated rank ids)
     slow = max(ranked, key=lambda a: a.span_ns)
     t = Table(title="ranks", title_justify="left", box=None, pad_edge=False)
-    for c in ("rank", "GPU ms", "span ms", *[r.name for r in Regime], ""):
+    for c in ("rank", "GPU ms", "span ms", *[r.name for r in Label], ""):
         t.add_column(c, justify="right")
     for a in sorted(ranked, key=lambda a: a.rank or 0):
         tot = max(1, sum(a.time_by_regime_ns.values()))
@@ -137,7 +165,7 @@ def rank_table(analyses: list[Analysis]) -> RenderableType | None:
             str(a.rank),
             _ms(a.gpu_time_ns),
             _ms(a.span_ns),
-            *[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Regime],
+            *[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Label],
             Text("straggler", style="bold red") if a is slow else "",
         )
     return t

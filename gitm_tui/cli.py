@@ -277,6 +277,16 @@ def _analyze_parser() -> _Parser:
         action="store_true",
         help="open the analysis screen (one file): timeline, kernel table, details",
     )
+    p.add_argument(
+        "--counting",
+        choices=("exact", "hta"),
+        default="exact",
+        help="what counts as GPU time. exact (default): every kernel, memcpy and memset row, no "
+        "step filter, exact ns. hta: as Holistic Trace Analysis's default load counts, to "
+        "compare with it: drops GPU rows launched at or after the last ProfilerStep's start "
+        "and rows without a launch event (only when the trace has two or more ProfilerSteps), "
+        "rounds fractional timestamps to whole µs",
+    )
     return p
 
 
@@ -300,6 +310,7 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
         out_root=None if ns.no_write else ns.out,
         top=ns.top,
         workers=ns.workers,
+        counting=ns.counting,
     )
     good = [o for o in outcomes if o.analysis is not None]
     if ns.json:
@@ -349,7 +360,9 @@ def _analyze_ui(ns: argparse.Namespace) -> ExitCode:
         progress(f"reading {files[0].name}…")
         trace = read_trace(files[0])
         progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
-        return analyze_trace(trace, hardware=ns.hardware, top=max(ns.top, 200))
+        return analyze_trace(
+            trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting
+        )
 
     app = make_analysis_app(load=load, source=str(files[0]))
     app.run()

@@ -7,14 +7,19 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from engine.regimes import Regime
+from engine.regimes import Label, Regime
 
 #: one colour per regime; the legend, strips and summaries all read it from here
-REGIME_STYLE: dict[Regime, str] = {
+#: (keyed by value: Label shares Regime's values and adds what `analyze` labels copies,
+#: collectives and unknown kernels)
+REGIME_STYLE: dict[int, str] = {
     Regime.COMPUTE: "bold #5fd75f",
     Regime.MEMORY: "bold #5fafff",
     Regime.STALL: "bold #ff8700",
     Regime.IDLE: "#8a8a8a",
+    Label.UNKNOWN: "#d7d7af",
+    Label.COMM: "bold #d787ff",
+    Label.COPY: "bold #00d7d7",
 }
 #: a confident label is a full block; a label in M_deg (κ > K_max) is shaded
 CELL_CONFIDENT = "█"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from engine.regimes import N_REGIMES, Regime
+from engine.regimes import Label
 from gitm_tui.render import REGIME_STYLE
 
 #: busy share of a bin → glyph: mostly busy, partly busy, barely busy, idle
@@ -35,8 +35,8 @@ def bin_regimes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (dominant regime per bin, busy share per bin) of one stream over [t0, t1)."""
     edges = np.linspace(t0, t1, width + 1)
-    cover = np.zeros((N_REGIMES, width))
-    for r in range(N_REGIMES):
+    cover = np.zeros((len(Label), width))
+    for r in range(len(Label)):
         m = labels == r
         if m.any():
             cover[r] = np.diff(covered_until(start[m], end[m], edges))
@@ -55,5 +55,5 @@ def timeline_text(
         if glyph == _IDLE:
             t.append(_IDLE, style="#444444")
         else:
-            t.append(glyph, style=REGIME_STYLE[Regime(r)])
+            t.append(glyph, style=REGIME_STYLE[r])
     return t

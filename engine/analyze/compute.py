@@ -9,8 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.analyze.copies import copy_stats
 from engine.analyze.model import (
     Analysis,
+    CommStats,
+    Evidence,
+    ProfilerRanges,
     Hardware,
     Idle,
     InvariantResult,
@@ -19,11 +23,13 @@ from engine.analyze.model import (
     StreamStats,
     Violation,
 )
-from engine.eesm.pipeline import Decoded, EesmModel, decode_fused
+from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence
 from engine.planner.catalogue import GpuPeaks, by_id, detect
-from engine.regimes import Regime
+from engine.planner.graph import planner_priors
+from engine.regimes import Label, Regime
 from engine.trace.errors import TraceImportError
-from engine.trace.segments import Kind, Klass, Provenance, Segments
+from engine.trace.evidence import Tier, tiers
+from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
 from engine.trace.trace import Trace
 
 #: HTA's default ``consecutive_kernel_delay`` (30 µs): shorter gaps between back-to-back GPU
@@ -32,8 +38,10 @@ CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 #: a kernel achieving less than this fraction of its roofline bound violates the kernel-time
 #: invariant (DESIGN §5 (1)); the same floor as the lowest class efficiency in the H100 manifest.
 MIN_ROOFLINE_FRACTION = 0.2
-#: the hardware assumed when a trace's device is not in the catalogue (said in the notes)
-FALLBACK_HARDWARE = "h100-sxm"
+#: the device whose launch costs the lever replay and the decoder's model are built on when the
+#: hardware is unknown: only hardware-independent evidence is used then (priors, host times);
+#: no peak of it is reported as the trace's
+REFERENCE_HARDWARE = "h100-sxm"
 
 _TIMED = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)
 
@@ -48,25 +56,39 @@ class AnalysisResult:
     trace: Trace
 
 
-def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks, Hardware, list[str]]:
-    """Return the peaks to use, how they were chosen, and a note when they are a fallback."""
+def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hardware, list[str]]:
+    """Return the catalogue entry (None: unknown), how it was chosen, and notes.
+
+    Never a silent guess: a trace without device properties, or with a device the catalogue
+    lacks, is analysed with the hardware *unknown* — every figure that needs peaks says so —
+    unless the user names it with --hardware."""
     devices = trace.device_properties.get("devices") or []
     reported = str(devices[0].get("name")) if devices and devices[0].get("name") else None
     notes: list[str] = []
     found = by_id(hardware) if hardware else detect(devices)
     source = "flag" if hardware else "trace"
     if found is None:
-        found, source = by_id(FALLBACK_HARDWARE), "none"
-        notes.append(
-            f"device {reported or '(unnamed)'} is not in the hardware catalogue: "
-            f"roofline bounds use {found.name} peaks; pass --hardware to choose"
+        source = "none"
+        why = (
+            f"device {reported!r} (as the trace reports it) is not in the hardware catalogue"
+            if reported
+            else "the trace carries no device properties"
         )
+        notes.append(
+            f"hardware unknown: {why}; roofline fractions, copy link rates and FLOP-based "
+            "pressures are not computed (regimes rest on kernel-name priors); pass --hardware "
+            "ID (gitm-tui analyze --help lists the ids) to name it"
+        )
+        return None, Hardware(id=None, name="unknown", detected_from="none", reported_name=reported), notes
+    peer = found.peer_link
     model = Hardware(
-        id=found.id if source != "none" else None,
+        id=found.id,
         name=found.name,
         detected_from=source,
         reported_name=reported,
         peak_source=found.source,
+        host_link=f"{found.host_link.label}, {found.host_link.Bps_per_direction / 1e9:.2f} GB/s per direction",
+        peer_link=f"{peer.label}, {peer.Bps_per_direction / 1e9:.0f} GB/s per direction" if peer else None,
     )
     return found, model, notes
 
@@ -108,49 +130,168 @@ def _launch_times(rows: Segments, trace: Trace) -> tuple[np.ndarray, np.ndarray]
     return start, dur
 
 
-def _bounds(rows: Segments, hw: GpuPeaks) -> np.ndarray:
-    """Roofline lower bound per row (ns) where FLOPs or bytes were measured, else NaN."""
+def _bounds(rows: Segments, hw: GpuPeaks | None) -> np.ndarray:
+    """Roofline lower bound per row (ns) where FLOPs or bytes are measured or derived from
+    shapes (at the row's dtype peak where known), else NaN; all NaN when hardware is unknown."""
+    if hw is None:
+        return np.full(len(rows), np.nan)
     peak = hw.class_peak_flops()[rows.klass]
-    measured_f = (rows.provenance & Provenance.FLOPS) != 0
-    measured_b = (rows.provenance & Provenance.DRAM_BYTES) != 0
+    by_dtype = np.array([hw.peak_flops.get(d, np.nan) if d else np.nan for d in DTYPES])[rows.dtype]
+    peak = np.where(np.isfinite(by_dtype), by_dtype, peak)
+    derived = (rows.provenance & Provenance.DERIVED) != 0
+    measured_f = ((rows.provenance & Provenance.FLOPS) != 0) | derived
+    measured_b = ((rows.provenance & Provenance.DRAM_BYTES) != 0) | derived
     t_f = np.where(measured_f, rows.flops / peak * 1e9, np.nan)
     t_b = np.where(measured_b, rows.dram_bytes / hw.hbm_bandwidth_Bps * 1e9, np.nan)
     return np.fmax(t_f, t_b)  # fmax ignores a NaN side
 
 
-def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> AnalysisResult:
+def _expected() -> np.ndarray:
+    """The planner's expected library efficiency per class (compute, memory shares of peak)."""
+    ex = planner_priors()["expected"]
+    return np.array([[ex[k.name]["compute"], ex[k.name]["memory"]] for k in Klass])
+
+
+def _without_hardware_evidence(rows: Segments) -> Segments:
+    """Rows as the decoder may use them when the hardware is unknown: FLOPs and bytes mean
+    nothing without peaks, so shape-derived values are dropped (those kernels fall to PRIOR)."""
+    derived = (rows.provenance & Provenance.DERIVED) != 0
+    if not derived.any():
+        return rows
+    cols = rows.columns()
+    cols["flops"] = np.where(derived, np.nan, rows.flops)
+    cols["dram_bytes"] = np.where(derived, np.nan, rows.dram_bytes)
+    cols["provenance"] = (rows.provenance & ~np.uint8(Provenance.DERIVED)).astype(np.uint8)
+    return Segments(**cols)
+
+
+def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, Decoded]:
+    """Label every timed row (Label values), its confidence (NaN where not decoded) and tier.
+
+    Only compute kernels are decoded into regimes: copies are COPY, collectives COMM, and a
+    kernel of unknown class with nothing measured UNKNOWN (its place in the stream's chain is
+    kept, with no evidence of its own)."""
+    n = len(rows)
+    labels = np.full(n, Label.COPY, np.uint8)
+    conf = np.full(n, np.nan, np.float32)
+    comm = (rows.kind == Kind.COMM) | ((rows.kind == Kind.KERNEL) & (rows.klass == Klass.COMM))
+    labels[comm] = Label.COMM
+    kern = (rows.kind == Kind.KERNEL) & ~comm
+    src = rows if hw is not None else _without_hardware_evidence(rows)
+    tier = tiers(src)
+    sub = src.take(kern)
+    dec = decode_evidence(sub, tier[kern], model, _expected())
+    lab = dec.labels.astype(np.uint8)
+    lab[tier[kern] == Tier.NONE] = Label.UNKNOWN
+    labels[kern] = lab
+    conf[kern] = dec.confidence
+    full = Decoded(
+        labels=labels,
+        kappa=np.full(n, np.nan, np.float32),
+        degenerate=np.zeros(n, bool),
+        estimated=np.zeros(n, np.uint8),
+        confidence=conf,
+    )
+    full.kappa[kern] = dec.kappa
+    full.degenerate[kern] = dec.degenerate
+    full.estimated[kern] = dec.estimated
+    return labels, conf, tier, full
+
+
+def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[CommStats]:
+    """Collective time per device, its share of GPU time, and how much of it ran while a
+    compute kernel ran on another stream of the same device (overlap hides communication)."""
+    out = []
+    for dev in np.unique(rows.device[labels == Label.COMM]).tolist():
+        on = rows.device == dev
+        c = np.flatnonzero(on & (labels == Label.COMM))
+        k = np.flatnonzero(on & (rows.kind == Kind.KERNEL) & (labels != Label.COMM))
+        ks, ke = _union(rows.start_ns[k], rows.end_ns[k])
+        over = 0
+        for a, b in zip(rows.start_ns[c].tolist(), rows.end_ns[c].tolist(), strict=True):
+            i = int(np.searchsorted(ke, a, side="right"))
+            while i < len(ks) and ks[i] < b:
+                over += min(b, int(ke[i])) - max(a, int(ks[i]))
+                i += 1
+        t = int(rows.duration_ns[c].sum())
+        out.append(
+            CommStats(
+                device=int(dev),
+                kernels=len(c),
+                time_ns=t,
+                share_of_gpu_time=t / gpu_time if gpu_time else 0.0,
+                overlapped_ns=int(over),
+                streams=sorted({int(x) for x in rows.stream[c]}),
+            )
+        )
+    return out
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into disjoint sorted ones."""
+    if not len(start):
+        return start, end
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], end[o]
+    run_end = np.maximum.accumulate(e)
+    new = np.concatenate([[True], s[1:] > run_end[:-1]])
+    idx = np.flatnonzero(new)
+    return s[idx], np.maximum.reduceat(e, idx) if len(idx) else e
+
+
+def analyze_trace(
+    trace: Trace, hardware: str | None = None, top: int = 20, counting: str = "exact"
+) -> AnalysisResult:
     """Return the analysis of ``trace``; TraceImportError if it has no GPU activity."""
+    trace, counting_note = _counting(trace, counting)
     seg = trace.segments
     rows = seg.take(np.isin(seg.kind, np.array(_TIMED, np.uint8)))
-    if not len(rows):
+    ranges = seg.take(seg.kind == Kind.RANGE)
+    props = trace.device_properties
+    if not len(rows) and not len(ranges):
+        if props.get("mtia_events"):
+            raise TraceImportError(
+                trace.source,
+                f"MTIA activity ({props['mtia_events']:,} mtia_ccp_events on "
+                f"{props.get('mtia_streams', 0)} device streams): not supported — gitm-tui "
+                "reads CUDA and ROCm device activity",
+            )
         raise TraceImportError(trace.source, "no GPU activity in this trace (a CPU-only profile?)")
     hw, hw_model, notes = _hardware(trace, hardware)
-    model = EesmModel.build(hw)  # type: ignore[arg-type]  # GpuPeaks has the peaks EESM needs
-    dec = decode_fused(rows, model)
+    model = EesmModel.build(hw or by_id(REFERENCE_HARDWARE))  # type: ignore[arg-type]
+    labels, conf, tier, dec = _label(rows, hw, model)
     dur = rows.duration_ns
-    labels = dec.labels
     names = trace.names
-
-    n_kern = int((rows.kind == Kind.KERNEL).sum())
-    counted = (
-        rows.provenance & (Provenance.FLOPS | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC)
-    ) != 0
     kern_mask = rows.kind == Kind.KERNEL
-    if counted[kern_mask].any():
-        share = counted[kern_mask].mean()
-        pressures = (
-            f"measured counters on {share:.0%} of kernels (FLOPs from SASS counters); the "
-            "rest estimated from kernel-class priors and durations"
-        )
-    else:
-        pressures = (
-            "estimated from kernel-class priors and durations: this trace has no "
-            "hardware counters, so regimes follow kernel classes and launch shapes"
-        )
+    decoded = kern_mask & (labels != Label.COMM)
+    n_kern = int(kern_mask.sum())
+    gpu_time = int(dur.sum())
+
+    ktime = float(dur[decoded].sum())
+    tier_share = {
+        t.name: (float(dur[decoded & (tier == t)].sum()) / ktime if ktime else 0.0) for t in Tier
+    }
+    finite = decoded & np.isfinite(conf)
+    evidence = Evidence(
+        share_of_kernel_time=tier_share,
+        mean_confidence=float(np.average(conf[finite], weights=np.maximum(dur[finite], 1)))
+        if finite.any()
+        else None,
+        note=(
+            "MEASURED: hardware counters; DERIVED: FLOPs and bytes from the launching op's "
+            "recorded shapes and dtypes; PRIOR: kernel-name class only (confidence is what the "
+            "class alone supports); NONE: class unknown, nothing measured → UNKNOWN"
+        ),
+    )
+    pressures = (
+        f"{tier_share['MEASURED']:.0%} of kernel time measured (counters), "
+        f"{tier_share['DERIVED']:.0%} derived from recorded shapes, "
+        f"{tier_share['PRIOR']:.0%} from kernel-name priors, {tier_share['NONE']:.0%} unknown"
+    )
     time_by_class = {
         k.name: int(dur[rows.klass == k].sum()) for k in Klass if (rows.klass == k).any()
     }
-    time_by_regime = {r.name: int(dur[labels == r].sum()) for r in Regime}
+    time_by_regime = {r.name: int(dur[labels == r].sum()) for r in Label}
 
     launch_start, launch_dur = _launch_times(rows, trace)
     streams: list[StreamStats] = []
@@ -160,9 +301,10 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
         sel = sel[np.argsort(rows.start_ns[sel], kind="stable")]
         s_start, s_end = rows.start_ns[sel], rows.end_ns[sel]
         k_mask = rows.kind[sel] == Kind.KERNEL
-        und = np.isnan(dec.kappa[sel])
-        deg = dec.degenerate[sel]
-        n = max(1, len(sel))
+        dsel = decoded[sel]
+        und = np.isnan(dec.kappa[sel]) & dsel
+        deg = dec.degenerate[sel] & dsel
+        n = max(1, int(dsel.sum()))
         streams.append(
             StreamStats(
                 device=dev,
@@ -172,18 +314,17 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
                 span_ns=int(s_end.max() - s_start.min()),
                 idle=_idle(s_start, s_end, launch_start[sel]),
                 regime_time_ns={
-                    r.name: int((s_end - s_start)[labels[sel] == r].sum()) for r in Regime
+                    r.name: int((s_end - s_start)[labels[sel] == r].sum()) for r in Label
                 },
                 kappa_partition={
-                    "M_id": float((~und & ~deg).sum() / n),
+                    "M_id": float((dsel & ~und & ~deg).sum() / n),
                     "M_deg": float(deg.sum() / n),
                     "undetermined": float(und.sum() / n),
                 },
             )
         )
 
-    bounds = _bounds(rows, hw)
-    gpu_time = int(dur.sum())
+    bounds = np.where(decoded, _bounds(rows, hw), np.nan)  # copies: their link, not HBM
     groups: dict[int, list[int]] = defaultdict(list)
     for i, nm in enumerate(rows.name.tolist()):
         groups[nm].append(i)
@@ -191,7 +332,7 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
     for nm, idx_list in groups.items():
         idx = np.asarray(idx_list)
         tot = int(dur[idx].sum())
-        counts = np.bincount(labels[idx], minlength=len(Regime))
+        counts = np.bincount(labels[idx], weights=np.maximum(dur[idx], 1), minlength=len(Label))
         maj = int(counts.argmax())
         b = bounds[idx]
         has_b = ~np.isnan(b)
@@ -201,6 +342,15 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
             if bound is not None and dur[idx][has_b].sum() > 0
             else None
         )
+        is_dec = decoded[idx]
+        if is_dec.any():
+            tcount = np.bincount(tier[idx][is_dec], weights=np.maximum(dur[idx][is_dec], 1), minlength=len(Tier))
+            tier_name = Tier(int(tcount.argmax())).name
+        else:
+            tier_name = "-"
+        c = conf[idx]
+        fl = rows.flops[idx]
+        dcode = int(np.bincount(rows.dtype[idx], minlength=len(DTYPES)).argmax())
         table.append(
             KernelRow(
                 name=names[nm],
@@ -210,18 +360,20 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
                 total_ns=tot,
                 mean_ns=tot / len(idx),
                 share_of_gpu_time=tot / gpu_time if gpu_time else 0.0,
-                regime=Regime(maj).name,
-                regime_share=float(counts[maj] / len(idx)),
+                regime=Label(maj).name,
+                regime_share=float(counts[maj] / counts.sum()),
+                tier=tier_name,
+                confidence=float(np.nanmean(c)) if np.isfinite(c).any() else None,
+                flops=float(np.nansum(fl)) if np.isfinite(fl).any() and is_dec.any() else None,
+                dtype=DTYPES[dcode] or None,
                 roofline_bound_ns=bound,
                 achieved_fraction=achieved,
             )
         )
     table.sort(key=lambda r: r.total_ns, reverse=True)
 
-    # kernels only: a host↔device copy is bounded by PCIe/NVLink, not by HBM; and in CUPTI
-    # profiler mode a "kernel" duration is its replay range, not its execution time
-    replay = bool(trace.device_properties.get("profiler_ranges"))
-    checkable = ~np.isnan(bounds) & (bounds > 0) & (dur > 0) & kern_mask & (not replay)
+    # kernels only: a host↔device copy is bounded by its link, not by HBM
+    checkable = ~np.isnan(bounds) & (bounds > 0) & (dur > 0) & decoded
     ratio = np.where(checkable, dur / np.where(checkable, bounds, 1.0), np.nan)
     viol = checkable & (ratio > 1.0 / MIN_ROOFLINE_FRACTION)
     worst_idx = np.flatnonzero(viol)
@@ -244,15 +396,15 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
         ],
         note=(
             f"a kernel violates when it achieves < {MIN_ROOFLINE_FRACTION:.0%} of its roofline "
-            "bound max(FLOPs/peak, bytes/HBM bandwidth)"
+            "bound max(FLOPs/peak, bytes/HBM bandwidth), FLOPs and bytes measured or derived "
+            "from shapes (derived bytes are a lower bound on DRAM traffic)"
         )
         if checkable.any()
         else (
-            "not checkable: in CUPTI-profiler mode kernel durations are replay ranges, not "
-            "execution times"
-            if replay
-            else "not checkable: no kernel has measured FLOPs or DRAM bytes (record hardware "
-            "counters, e.g. the PyTorch profiler's CUPTI-profiler mode)"
+            "not checkable: the hardware is unknown (no peaks to bound against)"
+            if hw is None
+            else "not checkable: no kernel has measured or shape-derived FLOPs or bytes (record "
+            "shapes, e.g. torch.profiler(record_shapes=True), or hardware counters)"
         ),
     )
 
@@ -263,39 +415,63 @@ def analyze_trace(trace: Trace, hardware: str | None = None, top: int = 20) -> A
         median_launch_ns=float(np.median(launch_dur[linked])) if linked.any() else None,
         median_kernel_ns=float(np.median(dur[kern_mask])) if kern_mask.any() else None,
     )
-    if replay:
-        notes.append(
-            "CUPTI-profiler mode: each kernel is replayed once per counter pass, so its "
-            "'duration' is a profiling range: FLOPs are measured, times and regimes are not "
-            "meaningful"
+    prof = None
+    if len(ranges):
+        prof = ProfilerRanges(
+            ranges=len(ranges),
+            measured_flops=float(np.nansum(ranges.flops)),
+            note="CUPTI-profiler mode: each range is one kernel replayed once per counter pass; "
+            "its duration is the profiling range, not the kernel's execution time, so ranges are "
+            "not counted as GPU time and carry no regime (their FLOPs are measured)",
         )
-    if not rows.grid.any():
+        notes.append(prof.note)
+    if len(rows) and not rows.grid.any():
         notes.append("no launch geometry in this trace (grid/block): occupancy-based estimates off")
-    malformed = trace.device_properties.get("malformed_events") or 0
+    malformed = props.get("malformed_events") or 0
     if malformed:
         notes.append(f"{malformed} malformed events were skipped")
+    if tier_share["PRIOR"] + tier_share["NONE"] > 0.5 and props.get("framework_ops", 0) == 0:
+        notes.append(
+            "most kernel time rests on kernel-name priors: record shapes "
+            "(torch.profiler(record_shapes=True)) for FLOPs and bytes per kernel, or hardware "
+            "counters, and the labels will rest on evidence"
+        )
 
     analysis = Analysis(
         source=str(Path(trace.source)),
-        format=str(trace.device_properties.get("format", "")),
-        rank=trace.device_properties.get("rank"),
+        format=str(props.get("format", "")),
+        rank=props.get("rank"),
         hardware=hw_model,
         segments=len(rows),
         kernels=n_kern,
         gpu_time_ns=gpu_time,
-        span_ns=int(rows.end_ns.max() - rows.start_ns.min()),
+        span_ns=int(rows.end_ns.max() - rows.start_ns.min()) if len(rows) else 0,
         pressures=pressures,
+        counting=counting_note,
+        evidence=evidence,
+        copies=copy_stats(rows, names, hw),
+        communication=_communication(rows, labels, gpu_time),
+        profiler_ranges=prof,
         time_by_class_ns=time_by_class,
         time_by_regime_ns=time_by_regime,
-        kappa_partition=dec.kappa_partition(),
+        kappa_partition=dec.kappa_partition() if decoded.any() else {},
         streams=streams,
         top_kernels=table[:top],
         kernel_time_invariant=invariant,
         launch=launch,
-        interventions=_levers(trace, hw, seg, dec, notes),
+        interventions=_levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes)
+        if len(rows)
+        else [],
         notes=notes,
     )
     return AnalysisResult(analysis=analysis, rows=rows, decoded=dec, trace=trace)
+
+
+def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:
+    """The counting semantics (engine/analyze/semantics.py) applied to the trace."""
+    from engine.analyze.semantics import apply_counting
+
+    return apply_counting(trace, mode)
 
 
 def _levers(trace: Trace, hw: GpuPeaks, seg: Segments, dec: Decoded, notes: list[str]) -> list:
@@ -303,7 +479,9 @@ def _levers(trace: Trace, hw: GpuPeaks, seg: Segments, dec: Decoded, notes: list
     from engine.analyze.levers import estimate_levers
 
     regimes = np.full(len(seg), 255, np.uint8)
-    regimes[np.isin(seg.kind, np.array(_TIMED, np.uint8))] = dec.labels
+    lab = dec.labels.copy()
+    lab[lab >= len(Regime)] = 255  # UNKNOWN, COMM, COPY: no regime for the replay to read
+    regimes[np.isin(seg.kind, np.array(_TIMED, np.uint8))] = lab
     out = estimate_levers(trace, hw, regimes)
     if not len(trace.host):
         notes.append(

@@ -9,8 +9,9 @@ import numpy as np
 
 from engine.analyze.compute import AnalysisResult
 from engine.analyze.model import Analysis
-from engine.regimes import Regime
+from engine.regimes import Label, Regime
 from engine.runtime.store import atomic_write_text
+from engine.trace.evidence import Tier, tiers
 
 #: Chrome-trace reserved colour names per regime (ui.perfetto.dev and chrome://tracing honour them)
 _CNAME = {
@@ -18,6 +19,9 @@ _CNAME = {
     Regime.MEMORY: "rail_load",
     Regime.STALL: "terrible",
     Regime.IDLE: "grey",
+    Label.UNKNOWN: "white",
+    Label.COMM: "rail_animation",
+    Label.COPY: "rail_idle",
 }
 #: tid offset of a stream's regime track, so it sorts right below the stream's own track
 _REGIME_TID = 1_000_000
@@ -90,12 +94,18 @@ def perfetto_json(res: AnalysisResult) -> str:
             )
         )
     order = np.lexsort((rows.start_ns, rows.stream, rows.device))
+    conf = dec.confidence if dec.confidence is not None else np.full(len(rows), np.nan)
+    copy_or_comm = dec.labels >= Label.COMM
+    tier_names = [
+        "-" if x else Tier(int(t)).name for t, x in zip(tiers(rows), copy_or_comm, strict=True)
+    ]
     for i in order.tolist():
-        lab = Regime(int(dec.labels[i]))
+        lab = Label(int(dec.labels[i]))
         k = float(dec.kappa[i])
+        c = float(conf[i])
         out.append(
             '{"ph":"X","cat":"gpu","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,'
-            '"args":{"regime":"%s","kappa":%s,"low_confidence":%s}}'
+            '"args":{"regime":"%s","tier":"%s","confidence":%s,"kappa":%s,"low_confidence":%s}}'
             % (
                 json.dumps(names[int(rows.name[i])]),
                 rows.device[i],
@@ -103,6 +113,8 @@ def perfetto_json(res: AnalysisResult) -> str:
                 _us(rows.start_ns[i]),
                 _us(rows.end_ns[i] - rows.start_ns[i]),
                 lab.name,
+                tier_names[i],
+                "null" if c != c else f"{c:.3f}",
                 "null" if k != k else f"{k:.4g}",
                 "true" if dec.degenerate[i] else "false",
             )
@@ -116,7 +128,7 @@ def perfetto_json(res: AnalysisResult) -> str:
             if not len(run):
                 continue
             first, last = sel[run[0]], sel[run[-1]]
-            r = Regime(int(lab[run[0]]))
+            r = Label(int(lab[run[0]]))
             s, e = int(rows.start_ns[first]), int(rows.end_ns[sel[run]].max())
             out.append(
                 '{"ph":"X","cat":"regime","name":"%s","cname":"%s","pid":%d,"tid":%d,'
@@ -153,10 +165,29 @@ def report_markdown(a: Analysis) -> str:
         f"{'' if not a.hardware.reported_name else ', trace says ' + a.hardware.reported_name})",
         f"* {a.segments:,} GPU segments ({a.kernels:,} kernels), {_ms(a.gpu_time_ns)} ms GPU "
         f"time over {_ms(a.span_ns)} ms",
-        f"* pressures: {a.pressures}",
+        f"* hardware links: host {a.hardware.host_link or 'unknown'}; peer "
+        f"{a.hardware.peer_link or ('none assumed' if a.hardware.id else 'unknown')}",
+        f"* evidence behind the labels: {a.pressures}"
+        + (
+            ""
+            if a.evidence is None or a.evidence.mean_confidence is None
+            else f"; mean confidence {a.evidence.mean_confidence:.2f} (time-weighted)"
+        ),
+        f"* counting: {a.counting}",
         "",
     ]
-    lines += ["## GPU time by regime", "", "| regime | ms | share |", "|---|---:|---:|"]
+    if a.evidence is not None:
+        lines += [f"Tiers: {a.evidence.note}.", ""]
+    lines += [
+        "## GPU time by label",
+        "",
+        "Kernels are decoded into COMPUTE / MEMORY / STALL / IDLE; copies and memsets are COPY "
+        "(measured against their link below), collectives COMM, kernels of unknown class with "
+        "nothing measured UNKNOWN.",
+        "",
+        "| label | ms | share |",
+        "|---|---:|---:|",
+    ]
     tot = max(1, sum(a.time_by_regime_ns.values()))
     lines += [f"| {k} | {_ms(v)} | {v / tot:.1%} |" for k, v in a.time_by_regime_ns.items()]
     lines += ["", "## GPU time by kernel class", "", "| class | ms | share |", "|---|---:|---:|"]
@@ -165,6 +196,43 @@ def report_markdown(a: Analysis) -> str:
         f"| {k} | {_ms(v)} | {v / tot:.1%} |"
         for k, v in sorted(a.time_by_class_ns.items(), key=lambda kv: -kv[1])
     ]
+    if a.copies:
+        lines += [
+            "",
+            "## Copies against their link",
+            "",
+            "| direction | memory | count | MB | ms | GB/s | link | of link | note |",
+            "|---|---|---:|---:|---:|---:|---|---:|---|",
+        ]
+        for c in a.copies:
+            rate = "—" if c.achieved_Bps is None else f"{c.achieved_Bps / 1e9:.2f}"
+            frac = "—" if c.fraction_of_link is None else f"{c.fraction_of_link:.0%}"
+            lines.append(
+                f"| {c.direction} | {c.memory or '—'} | {c.count} | {c.bytes / 1e6:,.1f} | "
+                f"{_ms(c.time_ns)} | {rate} | {c.link or 'unknown'} | {frac} | {c.note} |"
+            )
+    if a.communication:
+        lines += [
+            "",
+            "## Communication (collectives)",
+            "",
+            "| device | kernels | ms | share of GPU time | overlapped with compute | streams |",
+            "|---:|---:|---:|---:|---:|---|",
+        ]
+        for m in a.communication:
+            ov = m.overlapped_ns / m.time_ns if m.time_ns else 0.0
+            lines.append(
+                f"| {m.device} | {m.kernels} | {_ms(m.time_ns)} | {m.share_of_gpu_time:.1%} | "
+                f"{ov:.0%} | {', '.join(map(str, m.streams))} |"
+            )
+    if a.profiler_ranges is not None:
+        pr = a.profiler_ranges
+        lines += [
+            "",
+            "## CUPTI-profiler ranges",
+            "",
+            f"{pr.ranges:,} ranges, {pr.measured_flops:.4g} FLOPs measured. {pr.note}.",
+        ]
     lines += [
         "",
         "## Streams",
@@ -184,16 +252,19 @@ def report_markdown(a: Analysis) -> str:
         "",
         "## Top kernels",
         "",
-        "| kernel | class | calls | total ms | share | regime | achieved of roofline |",
-        "|---|---|---:|---:|---:|---|---:|",
+        "| kernel | class | calls | total ms | share | label | evidence | confidence | "
+        "achieved of roofline |",
+        "|---|---|---:|---:|---:|---|---|---:|---:|",
     ]
     for k in a.top_kernels:
         name = k.name if len(k.name) <= 80 else k.name[:77] + "…"
         name = name.replace("|", "\\|")
         ach = "—" if k.achieved_fraction is None else f"{k.achieved_fraction:.1%}"
+        conf = "—" if k.confidence is None else f"{k.confidence:.2f}"
         lines.append(
             f"| `{name}` | {k.klass} | {k.calls} | {_ms(k.total_ns)} | "
-            f"{k.share_of_gpu_time:.1%} | {k.regime} ({k.regime_share:.0%}) | {ach} |"
+            f"{k.share_of_gpu_time:.1%} | {k.regime} ({k.regime_share:.0%}) | {k.tier} | "
+            f"{conf} | {ach} |"
         )
     if a.interventions:
         lines += [
@@ -202,14 +273,19 @@ def report_markdown(a: Analysis) -> str:
             "",
             "Each lever's transform edits this trace's dependency graph and re-schedules it. The "
             "predictions assume the change keeps the program's semantics; in the optimize loop a "
-            "lever is kept only after it is measured and passes the workload's correctness check.",
+            "lever is kept only after it is measured and passes the workload's correctness check. "
+            "Host time between calls (framework, Python) is kept in every replay. Predicted gains "
+            "carry an interval from the stated ranges of their priors and are ranked by its low "
+            "end; a ceiling (≤) is an upper bound only; a lever not judged is not predicted.",
             "",
-            "| lever | safety | predicted | what the replay changed |",
+            "| lever | safety | predicted (interval) | basis |",
             "|---|---|---:|---|",
         ]
         for e in a.interventions[:10]:
-            prior = " (prior-based)" if e.prior_based else ""
-            lines.append(f"| {e.lever} | {e.safety} | {e.predicted_gain:+.1%}{prior} | {e.what} |")
+            gain = e.gain_text() + (" (prior-based)" if e.prior_based else "")
+            basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
+            basis = basis.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {e.lever} | {e.safety} | {gain} | {basis} |")
     inv = a.kernel_time_invariant
     lines += [
         "",

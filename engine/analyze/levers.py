@@ -1,46 +1,380 @@
 """What would help, for a trace people already have: each lever's replay transform applied to
 the trace's own dependency graph (engine.optimizer.dag) → predicted change of its span. Nothing
-is applied: these are the counterfactuals `gitm-tui analyze` reports."""
+is applied: these are the counterfactuals `gitm-tui analyze` reports.
+
+Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how sure it is:
+
+* **predicted** — the replay's point estimate with an interval (gain_low, gain_high). The
+  interval comes from the stated ranges of the named priors the transform scales by
+  (engine/levers/library.py puts each range next to its prior, with its source): the transform
+  is replayed at every corner of those ranges. A lever without a prior gets a zero-width
+  interval: the replay of its own model, which is not a claim that the model is right.
+  Predicted levers are ranked by gain_low, the conservative end.
+* The host time *between* calls (the replay's gaps: framework dispatch, Python, autograd, the
+  optimizer) is kept in every replay here: a trace cannot show which part of it a change would
+  remove. Transforms that drop a launch call drop its gap with it (right for the simulated
+  workloads, where that gap is the simulator's per-op framework cost); that gap is restored.
+  ``cuda_graphs`` uses its imported-trace transform (launch-API time only, capturable regions
+  only: ``CudaGraphs.transform_launch_api``).
+* **ceiling** — batch size: only an upper bound is known (memory use is not in a trace), so
+  the interval is 0 to the formula's value and it ranks after every predicted lever.
+* **not_judged** — the trace has the lever's target rows but cannot show whether the lever
+  applies (allocator levers need a PyTorch caching-allocator program and allocator calls after
+  warm-up); ``basis`` says why, and nothing is predicted.
+
+Levers whose transform finds no target rows are left out.
+"""
 
 from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Literal
 
 import numpy as np
 
 from engine.analyze.model import LeverEstimate
-from engine.levers.library import LEVERS
-from engine.levers.model import Observation
-from engine.optimizer.dag import build_dag, schedule
+from engine.levers.library import (
+    GRAPH_LAUNCH,
+    GRAPH_NODE,
+    LAUNCH_OUTLIER,
+    LEVERS,
+    MIN_GRAPH_KERNELS,
+    CudaGraphs,
+    GraphCapture,
+    Lever,
+    capture_cuts,
+)
+from engine.levers.model import Edit, Observation, Prior
+from engine.optimizer.dag import NOP, ReplayDag, build_dag, schedule
 from engine.planner.catalogue import GpuPeaks
-from engine.trace.trace import Trace
+from engine.trace.segments import Kind
+from engine.trace.trace import ApiKind, Trace
+
+#: Allocator calls in the first share of the span are warm-up (see ``_allocator_warmup``)
+WARMUP_SHARE = 0.10
+#: kernels from ATen (PyTorch's op library): evidence the program runs PyTorch and therefore
+#: its caching allocator (demangled as Kineto writes them, or mangled as Nsight may)
+_ATEN = re.compile(r"\bat::|\bc10::|at_cuda_detail|_ZN2at6native")
+_ORDER = {"predicted": 0, "ceiling": 1, "not_judged": 2}
+_TIMED = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)  # the rows build_dag replays
 
 
 def estimate_levers(trace: Trace, hw: GpuPeaks, regimes: np.ndarray) -> list[LeverEstimate]:
-    """Replayed gain of every lever whose transform finds a target in ``trace`` (best first).
+    """Every lever whose transform finds a target in ``trace``, estimated as the module
+    docstring says, ranked by ``rank_estimates``.
 
     ``regimes``: the decoded regime of every row of ``trace.segments`` (255 where none)."""
     if not len(trace.host):
         return []  # no host rows: launch, sync and copy structure unknown; nothing to replay
+    if not np.isin(trace.segments.kind, _TIMED).any():
+        return []  # no timed device rows (kernels, copies): nothing a replay could move
     dag = build_dag(trace, hw, iterations=1, regimes=regimes)
     base = schedule(dag)
     if base.makespan_ns <= 0:
         return []
     obs = Observation(dag, base, [], hw, 1)
-    out = []
+    out: list[LeverEstimate] = []
     for lv in LEVERS:
-        edit = lv.transform(obs)
-        if edit.rows == 0:
-            continue
-        pred = schedule(edit.dag).makespan_ns / edit.sample_factor
-        out.append(
-            LeverEstimate(
-                lever=lv.id,
-                title=lv.spec.title,
-                safety=lv.spec.safety.value,
-                causes=list(lv.spec.causes),
-                predicted_gain=round(1 - pred / base.makespan_ns, 6),
-                rows=edit.rows,
-                what=edit.what,
-                prior_based=edit.prior_based,
+        if isinstance(lv, CudaGraphs):
+            est = _cuda_graphs(lv, obs)
+        elif lv.id == "batch_size":
+            est = _ceiling(lv, obs, trace)
+        elif "ALLOCATOR_CHURN" in lv.spec.causes:
+            est = _allocator(lv, obs, trace)
+        else:
+            est = _predicted(lv, obs, lv.transform)
+        if est is not None:
+            out.append(est)
+    return rank_estimates(out)
+
+
+def rank_estimates(estimates: list[LeverEstimate]) -> list[LeverEstimate]:
+    """Predicted levers by the conservative end of their interval (then the point estimate),
+    best first; then ceilings (largest first); then those not judged (library order)."""
+
+    def key(e: LeverEstimate) -> tuple[int, float, float]:
+        if e.status == "predicted":
+            return (0, -(e.gain_low or 0.0), -(e.predicted_gain or 0.0))
+        if e.status == "ceiling":
+            return (1, -(e.gain_high or 0.0), 0.0)
+        return (_ORDER[e.status], 0.0, 0.0)
+
+    return sorted(estimates, key=key)
+
+
+# ------------------------------------------------------------------ replay helpers
+def _gain(
+    obs: Observation, make_edit: Callable[[Observation], Edit], priors: dict[str, float]
+) -> tuple[float, Edit]:
+    """(replayed gain, edit) of one transform run with ``priors`` overriding named priors."""
+    edit = make_edit(replace(obs, priors=priors))
+    _keep_host_gaps(edit.dag, obs.dag)
+    pred = schedule(edit.dag).makespan_ns / edit.sample_factor
+    return 1.0 - pred / obs.baseline.makespan_ns, edit
+
+
+def _keep_host_gaps(edit: ReplayDag, base: ReplayDag) -> None:
+    """Give back every host gap a transform removed (module docstring). Transforms that insert
+    host rows (copy overlap) add rows with no gap and remove none, so only same-length graphs
+    need the row-by-row restore."""
+    if len(edit.gap_ns) == len(base.gap_ns):
+        np.maximum(edit.gap_ns, base.gap_ns, out=edit.gap_ns)
+
+
+def _interval(
+    obs: Observation, make_edit: Callable[[Observation], Edit], priors: tuple[Prior, ...]
+) -> tuple[float, float, float, Edit]:
+    """(point, low, high, point edit): the replay at the priors' values and at every corner of
+    their stated ranges (2 ** len(priors) more replays; no lever has more than two)."""
+    point, edit = _gain(obs, make_edit, {})
+    gains = [point]
+    if edit.rows:
+        for corner in itertools.product(*((p.low, p.high) for p in priors)):
+            gains.append(
+                _gain(obs, make_edit, {p.name: v for p, v in zip(priors, corner, strict=True)})[0]
             )
+    return point, min(gains), max(gains), edit
+
+
+def _touched_ns(obs: Observation, edit: ReplayDag) -> tuple[float, float]:
+    """(host ns, device ns) a transform acted on: the host time it took out of each call it
+    changed (in the baseline replay, so a removed sync or blocking copy counts the wait it
+    had; row by row where no row was inserted, net otherwise) and the observed duration of
+    every device row it shortened, removed or moved. A replay cannot gain more than their sum:
+    shortening or dropping work moves every later row by at most the time taken out."""
+    base, sched = obs.dag, obs.baseline
+    if len(edit.api) == len(base.api):
+        busy = sched.h_end - sched.h_start  # a call's time in the baseline, waits included
+        dur = np.where(edit.api == NOP, 0.0, edit.dur_ns)  # its own time after the edit
+        changed = (edit.api != base.api) | (edit.dur_ns != base.dur_ns)
+        host = float(np.maximum(0.0, base.gap_ns - edit.gap_ns).sum())
+        host += float(np.where(changed, np.maximum(0.0, busy - dur), 0.0).sum())
+    else:
+        net = (base.gap_ns + base.dur_ns).sum() - (edit.gap_ns + edit.dur_ns).sum()
+        host = max(0.0, float(net))
+    moved = (
+        (edit.d_dur != base.d_dur) | (edit.d_live != base.d_live) | (edit.d_stream != base.d_stream)
+    )
+    return host, float(base.d_dur[moved].sum())
+
+
+def _ms(ns: float) -> str:
+    ms = ns / 1e6
+    if ms == 0:
+        return "0 ms"
+    return f"{ms:,.1f} ms" if ms >= 10 else f"{ms:.2f} ms" if ms >= 0.1 else f"{ms:.3f} ms"
+
+
+def _num(x: float, unit: str) -> str:
+    if unit == "ns":
+        return f"{x / 1e3:g} µs"
+    return f"{x:g}{unit}"
+
+
+def _prior_text(priors: tuple[Prior, ...]) -> str:
+    return "; ".join(
+        f"prior: {p.name} {_num(p.value, p.unit)} (stated range {_num(p.low, p.unit)}–"
+        f"{_num(p.high, p.unit)})"
+        for p in priors
+    )
+
+
+def _estimate(
+    lv: Lever,
+    status: Literal["predicted", "ceiling", "not_judged"],
+    basis: str,
+    edit: Edit | None,
+    point: float | None = None,
+    low: float | None = None,
+    high: float | None = None,
+    prior_based: bool = False,
+) -> LeverEstimate:
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, 6)
+
+    return LeverEstimate(
+        lever=lv.id,
+        title=lv.spec.title,
+        safety=lv.spec.safety.value,
+        causes=list(lv.spec.causes),
+        status=status,
+        predicted_gain=r(point),
+        gain_low=r(low),
+        gain_high=r(high),
+        basis=basis,
+        rows=edit.rows if edit is not None else 0,
+        what=edit.what if edit is not None else "",
+        prior_based=prior_based,
+    )
+
+
+# ------------------------------------------------------------------ the estimates
+def _predicted(
+    lv: Lever, obs: Observation, make_edit: Callable[[Observation], Edit], evidence: str = ""
+) -> LeverEstimate | None:
+    """The general case: replay at the priors' values and range ends; basis = the time the
+    transform acted on, its share of the replayed span, and the priors."""
+    point, low, high, edit = _interval(obs, make_edit, lv.priors)
+    if edit.rows == 0:
+        return None  # no target in this trace
+    host, dev = _touched_ns(obs, edit.dag)
+    span = obs.baseline.makespan_ns
+    parts = [
+        f"{evidence}{edit.what}: acts on {_ms(host)} of host calls and {_ms(dev)} of device "
+        f"rows ({(host + dev) / span:.2%} of the {_ms(span)} replayed span); host time between "
+        "calls kept",
+        _prior_text(lv.priors)
+        if lv.priors
+        else "no named prior, so a zero-width interval (the replay of its model alone)",
+    ]
+    return _estimate(
+        lv,
+        "predicted",
+        "; ".join(parts),
+        edit,
+        point,
+        low,
+        high,
+        prior_based=bool(lv.priors) or edit.prior_based,
+    )
+
+
+def _cuda_graphs(lv: CudaGraphs, obs: Observation) -> LeverEstimate | None:
+    """Launch-API time only, in capturable regions only (``CudaGraphs.transform_launch_api``);
+    the interval spans the graph launch's and each captured launch's stated host costs."""
+    caps: list[GraphCapture] = []
+
+    def make(o: Observation) -> Edit:
+        edit, cap = lv.transform_launch_api(o)
+        caps.append(cap)
+        return edit
+
+    graph_priors = (GRAPH_LAUNCH, GRAPH_NODE)
+    point, low, high, edit = _interval(obs, make, graph_priors)
+    if edit.rows == 0:
+        return None
+    cap = caps[0]  # the point replay's
+    cut, _ = capture_cuts(obs.dag)
+    api = obs.dag.api
+    n_sync = int((cut & (api == ApiKind.SYNC)).sum())
+    n_alloc = int((cut & (api == ApiKind.MALLOC)).sum())
+    n_copy = int((cut & np.isin(api, (ApiKind.MEMCPY_SYNC, ApiKind.MEMCPY_ASYNC))).sum())
+    span = obs.baseline.makespan_ns
+    basis = (
+        f"{cap.regions} capturable regions, {cap.launches} launches (at least "
+        f"{MIN_GRAPH_KERNELS} kernels each; cut at {n_sync} syncs, {n_alloc} allocator calls, "
+        f"{n_copy} host-visible copies): removes {_ms(cap.removed_ns)} of launch-API time "
+        f"beyond a graph node's cost ({cap.removed_ns / span:.2%} of the {_ms(span)} replayed "
+        f"span; a call counts up to {cap.clip_ns / 1e3:.1f} µs, {LAUNCH_OUTLIER:g}x the median "
+        f"launch); the {_ms(cap.between_ns)} of host time between those launches is kept; "
+        + _prior_text(graph_priors)
+    )
+    return _estimate(lv, "predicted", basis, edit, point, low, high)
+
+
+def _ceiling(lv: Lever, obs: Observation, trace: Trace) -> LeverEstimate | None:
+    """Batch size: the formula's gain is an upper bound. Whether twice the batch fits needs the
+    program's memory use, which no trace we read carries (Kineto gives the device's memory,
+    not its use), so it stays a ceiling: 0 to the formula's value, never ranked by it."""
+    gain, edit = _gain(obs, lv.transform, {})
+    if edit.rows == 0:
+        return None
+    mems = [
+        d.get("totalGlobalMem")
+        for d in trace.device_properties.get("devices", [])
+        if isinstance(d, dict)
+    ]
+    mem = next((m for m in mems if isinstance(m, int) and m > 0), None)
+    known = f"the device's {mem / 2**30:.1f} GiB are known, " if mem else ""
+    basis = (
+        f"twice the batch per step (kernels and copies doing twice the work as far as their "
+        f"grids allow, per-step host cost unchanged) gives {gain:+.1%} per sample at most; "
+        f"{known}the program's memory use is not in the trace, so whether twice the batch "
+        "fits cannot be checked and the gain lies between 0 and that"
+    )
+    return _estimate(lv, "ceiling", basis, edit, None, 0.0, max(0.0, gain))
+
+
+def _allocator(lv: Lever, obs: Observation, trace: Trace) -> LeverEstimate | None:
+    """Allocator levers (expandable segments) configure PyTorch's caching allocator: judged only
+    on a PyTorch profiler trace (Kineto format with ATen kernels), and only on the allocator
+    calls of the steady state (``_allocator_warmup``); otherwise not judged, with the reason."""
+    first = lv.transform(obs)
+    if first.rows == 0:
+        return None
+    fmt = str(trace.device_properties.get("format", ""))
+    if fmt != "kineto":
+        what = "an Nsight export" if fmt == "nsys" else f"a '{fmt or 'unknown'}' trace"
+        return _estimate(
+            lv,
+            "not_judged",
+            f"{what} does not show that the PyTorch caching allocator (which this "
+            f"lever configures) is in use; its {first.rows} allocator calls may be the "
+            "program's own cudaMalloc/cudaFree or CUDA context creation",
+            first,
         )
-    return sorted(out, key=lambda e: -e.predicted_gain)
+    if not _is_pytorch(trace):
+        return _estimate(
+            lv,
+            "not_judged",
+            "no PyTorch (ATen) kernels in this profiler trace, so nothing shows the "
+            f"PyTorch caching allocator (which this lever configures) behind its {first.rows} "
+            "allocator calls",
+            first,
+        )
+    malloc = obs.dag.api == ApiKind.MALLOC
+    start = np.sort(trace.host.api_start_ns).astype(np.float64)  # the graph's host order
+    begin, end = _allocator_warmup(trace, obs.dag)
+    outside = malloc & ((start < begin) | (start > end))
+    steady = malloc & ~outside
+    t0 = obs.dag.t0_ns
+    window = (
+        f"steady state = from {_ms(begin - t0)} (the later of the first kernel's end and "
+        f"{WARMUP_SHARE:.0%} of the span) to {_ms(end - t0)} (the last kernel's end)"
+    )
+    if not steady.any():
+        return _estimate(
+            lv,
+            "not_judged",
+            f"all {int(malloc.sum())} allocator calls "
+            f"({_ms(float(obs.dag.dur_ns[malloc].sum()))}) are set-up or teardown, none in the "
+            f"{window}: first allocations (or CUDA context creation) are not allocator churn",
+            first,
+        )
+    # the set-up / teardown calls are relabelled OTHER, which the replay times the same way
+    # (host time only), so the transform edits the steady-state calls alone
+    dag = obs.dag.copy()
+    dag.api[outside] = ApiKind.OTHER
+    evidence = (
+        f"{int(steady.sum())} of {int(malloc.sum())} allocator calls "
+        f"({_ms(float(obs.dag.dur_ns[steady].sum()))}) lie in the {window}; "
+    )
+    return _predicted(lv, replace(obs, dag=dag), lv.transform, evidence)
+
+
+def _allocator_warmup(trace: Trace, dag: ReplayDag) -> tuple[float, float]:
+    """(begin, end) of the steady state, absolute ns. Allocator calls before ``begin`` are
+    warm-up: CUDA context creation shows as one long first cudaMalloc, and the caching
+    allocator fills its cache in the first step; before the first kernel has even finished
+    nothing ran yet, and ``WARMUP_SHARE`` of the span is a heuristic for the first step (the
+    importers keep no step markers; a profiler schedule's recorded window usually starts at a
+    step). Calls after the last kernel's end are teardown (freeing the cache at exit)."""
+    seg = trace.segments
+    k = seg.kind == Kind.KERNEL
+    if not k.any():
+        return np.inf, -np.inf  # no kernels: no steady state to judge
+    begin = max(float(seg.end_ns[k].min()), dag.t0_ns + WARMUP_SHARE * dag.observed_ns)
+    return begin, float(seg.end_ns[k].max())
+
+
+def _is_pytorch(trace: Trace) -> bool:
+    """Any kernel named from ATen: the program runs PyTorch (see ``_ATEN``)."""
+    seg = trace.segments
+    ids = np.unique(seg.name[seg.kind == Kind.KERNEL]).tolist()
+    return any(_ATEN.search(trace.names[int(i)]) for i in ids)
+
+
+__all__ = ["WARMUP_SHARE", "estimate_levers", "rank_estimates"]

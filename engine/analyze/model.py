@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
@@ -19,6 +21,10 @@ class Hardware(_M):
     )
     reported_name: str | None = None
     peak_source: str | None = None
+    host_link: str | None = Field(
+        default=None, description="the PCIe link host copies cross, with its per-direction rate"
+    )
+    peer_link: str | None = Field(default=None, description="GPU-to-GPU link, None if none assumed")
 
 
 class Idle(_M):
@@ -53,12 +59,69 @@ class KernelRow(_M):
     total_ns: int
     mean_ns: float
     share_of_gpu_time: float
-    regime: str = Field(description="majority decoded regime of its calls")
+    regime: str = Field(
+        description="majority label of its calls: a decoded regime, UNKNOWN (class unknown, "
+        "nothing measured), COMM (collective) or COPY (memcpy/memset)"
+    )
     regime_share: float
+    tier: str = Field(
+        description="evidence behind the label (most of its time): MEASURED (counters), DERIVED "
+        "(FLOPs/bytes from the launching op's shapes), PRIOR (name class only), NONE; '-' for "
+        "copies and collectives"
+    )
+    confidence: float | None = Field(
+        description="mean posterior probability of its calls' labels (None: not decoded)"
+    )
+    flops: float | None = Field(default=None, description="FLOPs, measured or derived (see tier)")
+    dtype: str | None = Field(default=None, description="arithmetic type, where known")
     roofline_bound_ns: float | None = Field(
         description="sum over calls of max(FLOPs/peak, bytes/HBM BW); None where neither was measured"
     )
     achieved_fraction: float | None = Field(description="roofline_bound_ns / total_ns")
+
+
+class Evidence(_M):
+    """What the labels rest on, as shares of kernel time (collectives and copies excluded)."""
+
+    share_of_kernel_time: dict[str, float] = Field(
+        description="tier → share of decoded kernel time"
+    )
+    mean_confidence: float | None
+    note: str
+
+
+class CopyStats(_M):
+    """Copies of one direction, against the link they cross."""
+
+    direction: str = Field(description="HtoD, DtoH, DtoD, PtoP, HtoH, memset, …")
+    memory: str = Field(description="source -> destination memory kinds (Pageable, Pinned, Device)")
+    count: int
+    bytes: int
+    time_ns: int
+    achieved_Bps: float | None
+    link: str | None = Field(description="the link it crosses; None when the hardware is unknown")
+    link_Bps: float | None
+    fraction_of_link: float | None
+    note: str
+
+
+class CommStats(_M):
+    """Collectives (NCCL/RCCL kernels) on one device: communication, not a compute regime."""
+
+    device: int
+    kernels: int
+    time_ns: int
+    share_of_gpu_time: float
+    overlapped_ns: int = Field(description="collective time during which a compute kernel ran")
+    streams: list[int]
+
+
+class ProfilerRanges(_M):
+    """CUPTI-profiler mode: one range per replayed kernel, with measured counters."""
+
+    ranges: int
+    measured_flops: float
+    note: str
 
 
 class Violation(_M):
@@ -97,12 +160,35 @@ class LeverEstimate(_M):
     title: str
     safety: str = Field(description="SAFE | NUMERICS | PRIVILEGED")
     causes: list[str]
-    predicted_gain: float = Field(
-        description="1 - replayed span / observed span (per sample for batch size)"
+    status: Literal["predicted", "ceiling", "not_judged"] = Field(
+        description="predicted: the replay's estimate with an interval; ceiling: only an "
+        "upper bound is known (gain_low 0, gain_high the bound); not_judged: whether the lever "
+        "applies cannot be judged from this trace (basis says why)"
+    )
+    predicted_gain: float | None = Field(
+        description="point estimate of 1 - replayed span / observed span (per sample for batch "
+        "size); None for a ceiling or when not judged"
+    )
+    gain_low: float | None = Field(description="conservative end of the interval; ranks levers")
+    gain_high: float | None = Field(description="optimistic end of the interval")
+    basis: str = Field(
+        description="the evidence in one line: which rows, how much time, which priors"
     )
     rows: int = Field(description="rows of the trace the transform edits")
     what: str
     prior_based: bool = Field(description="the transform scales by a named prior, not by the trace")
+
+    def gain_text(self) -> str:
+        """The estimate as printed: '+5.7% (+5.3% … +5.9%)', a ceiling as '≤ +26.7%', else
+        'not judged'."""
+        if self.status == "ceiling":
+            return f"≤ {self.gain_high or 0.0:+.1%}"
+        if self.status != "predicted" or self.predicted_gain is None:
+            return "not judged"
+        lo, hi = self.gain_low, self.gain_high
+        if lo is None or hi is None or f"{lo:+.1%}" == f"{hi:+.1%}":
+            return f"{self.predicted_gain:+.1%}"
+        return f"{self.predicted_gain:+.1%} ({lo:+.1%} … {hi:+.1%})"
 
 
 class Analysis(_M):
@@ -116,6 +202,11 @@ class Analysis(_M):
     gpu_time_ns: int = Field(description="sum of kernel + copy + memset durations")
     span_ns: int
     pressures: str = Field(description="how O_θ got its inputs: measured counters or class priors")
+    counting: str = Field(default="", description="what is counted: rows, filters, time units")
+    evidence: Evidence | None = None
+    copies: list[CopyStats] = Field(default_factory=list)
+    communication: list[CommStats] = Field(default_factory=list)
+    profiler_ranges: ProfilerRanges | None = None
     time_by_class_ns: dict[str, int]
     time_by_regime_ns: dict[str, int]
     kappa_partition: dict[str, float]
@@ -125,6 +216,7 @@ class Analysis(_M):
     launch: LaunchStats
     interventions: list[LeverEstimate] = Field(
         default_factory=list,
-        description="levers replayed on this trace's dependency graph, best predicted gain first",
+        description="levers replayed on this trace's dependency graph: predicted ones by the "
+        "conservative end of their interval (best first), then ceilings, then those not judged",
     )
     notes: list[str]

@@ -10,6 +10,7 @@ from pathlib import Path
 from engine.analyze.compute import analyze_trace
 from engine.analyze.export import write_outputs
 from engine.analyze.model import Analysis
+from engine.analyze.semantics import COUNTING_MODES
 from engine.trace.errors import TraceImportError
 from engine.trace.kineto import read_kineto
 from engine.trace.nsys import read_nsys
@@ -64,11 +65,13 @@ def read_trace(path: Path) -> Trace:
     return read_kineto(path)
 
 
-def analyze_file(path: str, hardware: str | None, out_root: str | None, top: int) -> FileOutcome:
+def analyze_file(
+    path: str, hardware: str | None, out_root: str | None, top: int, counting: str = "exact"
+) -> FileOutcome:
     """Import, analyse and write one file; never raises for bad input (returns the error line)."""
     p = Path(path)
     try:
-        res = analyze_trace(read_trace(p), hardware=hardware, top=top)
+        res = analyze_trace(read_trace(p), hardware=hardware, top=top, counting=counting)
     except TraceImportError as e:
         return FileOutcome(path, error=str(e))
     outputs: tuple[str, ...] = ()
@@ -91,14 +94,19 @@ def analyze_paths(
     out_root: str | None = None,
     top: int = 20,
     workers: int | None = None,
+    counting: str = "exact",
 ) -> list[FileOutcome]:
-    """Analyse every file (in parallel processes when there are several); keep input order."""
+    """Analyse every file (in parallel processes when there are several); keep input order.
+    ``counting``: "exact" (every GPU row, exact ns) or "hta" (as Holistic Trace Analysis's
+    default load counts), see engine.analyze.semantics."""
+    if counting not in COUNTING_MODES:  # a bad mode is the caller's error, not a file's
+        raise ValueError(f"unknown counting mode {counting!r}: expected one of {COUNTING_MODES}")
     files, outcomes = expand(paths)
     if len(files) <= 1 or workers == 1:
-        outcomes += [analyze_file(str(f), hardware, out_root, top) for f in files]
+        outcomes += [analyze_file(str(f), hardware, out_root, top, counting) for f in files]
         return outcomes
     n = min(len(files), workers or os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futs = [pool.submit(analyze_file, str(f), hardware, out_root, top) for f in files]
+        futs = [pool.submit(analyze_file, str(f), hardware, out_root, top, counting) for f in files]
         outcomes += [f.result() for f in futs]
     return outcomes

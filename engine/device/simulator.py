@@ -46,7 +46,7 @@ from engine.manifest import (
 )
 from engine.regimes import Regime
 from engine.telemetry.sample import TelemetrySample
-from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
+from engine.trace.segments import DTYPE_CODE, Kind, Klass, NameTable, Provenance, Segments
 from engine.trace.trace import ApiKind, HostEvents
 
 _MEASURED = int(
@@ -135,6 +135,7 @@ class _Acc:
                 "issue_active",
                 "stall_frac",
                 "provenance",
+                "dtype",
             )
         }
     )
@@ -509,6 +510,7 @@ class SimulatedGPU:
             cols["issue_active"].append(0.0)
             cols["stall_frac"].append(_clip(_STALL_BASE + r[3]))
             cols["provenance"].append(_COPY_MEASURED)
+            cols["dtype"].append(0)
             self._acc.truth.append(int(Regime.IDLE))  # SMs idle while the copy engine works
             return
         c, op = d.cost, d.op
@@ -536,6 +538,8 @@ class SimulatedGPU:
             _clip(_STALL_LATENCY * min(1.0, t_stall / dur) + _STALL_BASE + r[3])
         )
         cols["provenance"].append(_MEASURED)
+        # the arithmetic the op's cost was computed in (kernel_cost's peak key)
+        cols["dtype"].append(DTYPE_CODE[op.dtype or self.hw.class_efficiency[op.klass].peak])
         self._acc.truth.append(int(truth))
 
     def _flush(self, t0: float, iterations: int) -> SimBatch:

@@ -12,10 +12,10 @@ from enum import Enum
 
 import numpy as np
 
-from engine.eesm import embed, emission, fused, kappa, stream_order, viterbi
+from engine.eesm import embed, emission, fused, kappa, posterior, stream_order, viterbi
 from engine.manifest import EesmParams, HardwareSpec, load_eesm, load_hardware
 from engine.regimes import Regime
-from engine.trace.segments import Segments
+from engine.trace.segments import DTYPES, Segments
 
 
 class Variant(str, Enum):
@@ -41,6 +41,8 @@ class EesmModel:
     c: np.ndarray  # (S,) affine emission offsets
     logA: np.ndarray  # (S, S)
     logpi: np.ndarray  # (S,)
+    #: peak FLOP/s per DTYPES code (NaN where the hardware lists none); None: not known
+    dtype_peak: np.ndarray | None = None
 
     @classmethod
     def build(cls, hw: HardwareSpec | None = None, params: EesmParams | None = None) -> EesmModel:
@@ -64,6 +66,7 @@ class EesmModel:
             c=c,
             logA=viterbi.sticky_log_transitions(S, params.p_stay),
             logpi=np.full(S, -np.log(S)),
+            dtype_peak=np.array([float(hw.peak_flops.get(d, np.nan)) if d else np.nan for d in DTYPES]),
         )
 
 
@@ -75,6 +78,9 @@ class Decoded:
     kappa: np.ndarray  # float32, NaN = undetermined
     degenerate: np.ndarray  # bool, κ > K_max (M_deg)
     estimated: np.ndarray  # uint8 0/1, some pressure came from priors
+    #: posterior probability of each label (forward–backward, posterior.py); NaN where the
+    #: decode did not compute it (the fused throughput path)
+    confidence: np.ndarray | None = None
 
     def regime_shares(self) -> dict[str, float]:
         """Return the share of rows in each regime."""
@@ -171,6 +177,98 @@ def decode(
 def decode_raw(seg: Segments, m: EesmModel | None = None) -> Decoded:
     """The raw baseline: per-segment argmax of the emissions, global order, no smoothing."""
     return decode(seg, m, Variant.RAW)
+
+
+def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
+    """Rows whose arithmetic type is known are read against that type's peak, not the class's.
+
+    O_θ divides FLOP/s by the class peak (``class_peak[klass]``); an FP32 SIMT GEMM measured
+    against the BF16 tensor peak would look 15x idle. Rows with a known ``dtype`` (and a peak
+    for it in the catalogue) get their FLOPs rescaled by class peak ÷ dtype peak *for the
+    embedding only*, so flops ÷ class peak = flops ÷ dtype peak; the trace is not changed."""
+    if m.dtype_peak is None or not seg.dtype.any():
+        return seg
+    row_peak = m.dtype_peak[seg.dtype]
+    ok = np.isfinite(row_peak) & (row_peak > 0)
+    if not ok.any():
+        return seg
+    cols = seg.columns()
+    cols["flops"] = np.where(ok, seg.flops * m.class_peak[seg.klass] / np.where(ok, row_peak, 1), seg.flops)
+    return Segments(**cols)
+
+
+def _roofline_stall(P: np.ndarray, seg: Segments, m: EesmModel, expected: np.ndarray) -> None:
+    """Stall pressure of rows without a stall counter whose FLOPs *and* bytes are known
+    (measured or derived from shapes), in place: the share of the duration that neither pipe
+    explains at the efficiency a good library reaches (``expected`` (n_classes, 2): compute and
+    memory shares of peak, manifests/planner.json) is latency / dependency stall — scaled down
+    for kernels too short to be more than launch cost (``short_kernel_ns``). Without this, such
+    rows fall back to the class prior for stall, which cannot tell a sub-wave GEMM from a full
+    one."""
+    rows = np.isnan(seg.stall_frac) & ~np.isnan(seg.flops) & ~np.isnan(seg.dram_bytes)
+    if not rows.any():
+        return
+    k = seg.klass[rows].astype(np.intp)
+    busy = np.fmax(P[rows, 0] / expected[k, 0], P[rows, 1] / expected[k, 1])
+    dur = np.maximum(seg.duration_ns[rows].astype(np.float64), 1.0)
+    short = np.minimum(1.0, dur / float(m.params.priors.short_kernel_ns))
+    P[rows, 2] = (1.0 - np.minimum(1.0, busy)) * short
+
+
+def decode_evidence(
+    seg: Segments,
+    tier: np.ndarray,
+    m: EesmModel | None = None,
+    expected: np.ndarray | None = None,
+) -> Decoded:
+    """Full pipeline with each row's emissions weighted by its evidence tier, plus the posterior
+    confidence of every label (the analysis of imported traces).
+
+    A row's emission scores are multiplied by ``evidence_weight[tier]`` (manifests/eesm.json):
+    weight 1 is the measured-counter model, a smaller weight flattens the row's likelihood
+    toward uniform — its pressures are estimates, so they move its label (and its neighbours')
+    less, and the posterior says how little is known. Weight 0 (tier NONE) leaves the label to
+    the chain alone; callers report those rows as unknown.
+
+    ``expected``: the planner's expected library efficiency per class (compute, memory), which
+    lets rows with FLOPs and bytes but no stall counter estimate their stall (_roofline_stall);
+    None keeps the class prior for them."""
+    m = m or EesmModel.build()
+    kp = m.params.kappa
+    at_peak = _at_dtype_peaks(seg, m)
+    P, est = embed.observe(*_observe_args(at_peak, m))
+    if expected is not None:
+        _roofline_stall(P, at_peak, m, expected)
+    P = embed.bound(P, m.params.pressure_floor)
+    E = emission.emissions_affine(P, m.W, m.c)
+    E *= m.params.evidence_weights()[np.asarray(tier, np.intp)][:, None]
+    perm, offsets, _ = stream_order.stream_order(seg.stream, seg.start_ns)
+    labels = viterbi.viterbi_groups(E, perm, offsets, m.logA, m.logpi)
+    conf, _ = posterior.posterior_groups(E, perm, offsets, m.logA, m.logpi, labels)
+    _prior_confidence(conf, E, labels, tier, m)
+    k = kappa.kappa_groups(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
+    return Decoded(labels=labels, kappa=k, degenerate=_gate(k, m), estimated=est, confidence=conf)
+
+
+def _prior_confidence(
+    conf: np.ndarray, E: np.ndarray, labels: np.ndarray, tier: np.ndarray, m: EesmModel
+) -> None:
+    """Confidence of labels that rest on a name prior (tier PRIOR) or on nothing (NONE), in place.
+
+    The chain's posterior would count every kernel of a class as independent evidence for the
+    class's usual regime — but a prior's errors are shared by the whole class, so 48 identical
+    guesses are one guess: on the simulator corpus that posterior put ≥ 0.9 on prior labels of
+    which 48 % were right. A prior row's confidence is instead its own emission's softmax at
+    the temperature ``prior_confidence_scale`` (manifests/eesm.json, fitted so that the mean
+    confidence equals the accuracy on that corpus), independent of its neighbours; NONE → NaN."""
+    scale = m.params.prior_confidence_scale
+    rows = np.flatnonzero(tier == 1)  # Tier.PRIOR (engine.trace.evidence; eesm sits below it)
+    if rows.size:
+        z = E[rows] * scale
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        conf[rows] = p[np.arange(rows.size), labels[rows]] / p.sum(axis=1)
+    conf[tier == 0] = np.nan
 
 
 def decode_fused(seg: Segments, m: EesmModel | None = None) -> Decoded:

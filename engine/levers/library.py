@@ -17,12 +17,13 @@ import functools
 import itertools
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from engine.device.kernel_model import blocks_per_sm
-from engine.levers.model import Applicability, Edit, LeverSpec, Observation, lever_specs
+from engine.levers.model import Applicability, Edit, LeverSpec, Observation, Prior, lever_specs
 from engine.manifest import CopyOp, HostOp, KernelOp, RecordOp, SyncOp, WaitOp
 from engine.optimizer.dag import NOP, ReplayDag
 from engine.planner.catalogue import GpuPeaks
@@ -33,13 +34,55 @@ from engine.trace.trace import ApiKind
 from engine.workloads.sim import SimState
 
 # ------------------------------------------------------------------ effect-model priors
+# Each prior a transform scales by carries the range its source states (a Prior): the loop
+# replays at the value; `gitm-tui analyze` also replays at the range's ends for an interval.
 FUSED_SIDE_INPUT_SHARE = 0.25  # fused traffic = largest member + this share of the rest
+# range 0-0.5: engineering prior, not measured by us. 0 = a pure chain (each op reads only the
+# previous op's output: fused traffic is the first input plus the last output); 0.5 = half of
+# every member's traffic is side inputs (bias, residual, mask) that the fused kernel still reads
+SIDE_INPUT = Prior("fused side-input share", FUSED_SIDE_INPUT_SHARE, 0.0, 0.5)
 MEM_EFFICIENCY = 0.8  # achieved share of HBM bandwidth assumed for new memory-bound kernels
+# range 0.6-0.9: engineering prior, not measured by us (streaming kernels commonly reach 80-90 %
+# of HBM peak; multi-tensor kernels with many small tensors less)
+MEM_EFF = Prior("achieved share of HBM bandwidth", MEM_EFFICIENCY, 0.6, 0.9)
 AUTOTUNE_SPEEDUP = 1.25  # cuDNN benchmark mode vs heuristic pick, compute-bound convs
+# range 1.1-1.4: levers.json's own statement ("cuDNN benchmark mode commonly gains 10-40 % on
+# convs"), an engineering prior, not measured by us
+AUTOTUNE = Prior("cuDNN autotune speedup", AUTOTUNE_SPEEDUP, 1.1, 1.4, "x")
+# share of the catalogue's peak ratio (peak_target / peak_source) a converted matmul/conv
+# realises: 1 = it reaches the same fraction of its new peak as it did of the old one (the
+# transform's model); 0.5 = half of that. Engineering prior, not measured by us: tensor-core
+# kernels usually reach a smaller share of their much higher peak than SIMT FP32 kernels do
+# (tile quantisation, epilogues and memory weigh more), so the ratio is an upper end
+PEAK_RATIO = Prior("share of the peak-ratio speedup realised", 1.0, 0.5, 1.0)
 MAX_SPLIT = 8  # split-K / grid multiplier ceiling
 FLASH_EFFICIENCY = 0.55  # FlashAttention-2/3 share of dense BF16 peak on Hopper
+# range 0.5-0.75: FlashAttention-2 (Dao, 2023) reaches 50-73 % of A100's peak FLOP/s in the
+# forward pass; FlashAttention-3 (Shah et al., 2024) up to 75 % of H100's FP16 peak
+FLASH = Prior("flash attention share of BF16 peak", FLASH_EFFICIENCY, 0.5, 0.75)
 ALLOC_FACTOR = 0.1  # allocator host time left with expandable segments
+# range 0-1: engineering prior, not measured by us. Expandable segments remove the cudaFree /
+# cudaMalloc pairs of segment resizing but not allocations of new memory; which of the two an
+# allocator call was is not in a trace, so anything from all (0) to none (1) of it may remain
+ALLOC = Prior("allocator time left", ALLOC_FACTOR, 0.0, 1.0)
 FOREACH_MIN_RUN = 16  # launches of one kernel in a row that look like a per-parameter loop
+# CUDA graphs on an imported trace (CudaGraphs.transform_launch_api). Host cost of one
+# cudaGraphLaunch and what each captured launch still costs on the host: the catalogue's
+# defaults (graph_launch_api_ns 8 us, graph_node_ns 1 us) with the ranges its sources state
+# ("a few to ~10 us regardless of node count", "~1 us or less": NVIDIA blog 'Getting Started
+# with CUDA Graphs', 2019, as cited in manifests/h100_telemetry.json); not measured by us
+GRAPH_LAUNCH = Prior("cudaGraphLaunch host cost", 8000.0, 3000.0, 10000.0, "ns")
+GRAPH_NODE = Prior("host cost per captured launch", 1000.0, 0.0, 1000.0, "ns")
+# A region needs at least this many kernel launches to count: below it the launch-API time a
+# graph saves (a few us per launch) is of the order of the graph launch's own cost plus the
+# static-buffer copies a capture needs, and nobody captures it; 5 is "a handful"
+MIN_GRAPH_KERNELS = 5
+# A launch call longer than this multiple of the trace's median launch is waiting, not
+# launching: for room in the launch queue while the device is behind, or for lazy module
+# loading on a kernel's first launch (milliseconds); a graph launch waits for those as well,
+# so only this much of such a call counts as launch-API time. In the real A100 training trace
+# launches take 5-17 us (p10-p99, median 6 us): 4x the median keeps that spread and clips 0.1 %
+LAUNCH_OUTLIER = 4.0
 FP32_GEMM = re.compile(r"sgemm|simt", re.IGNORECASE)
 TF32_GEMM = re.compile(r"tf32|s1688|s16816", re.IGNORECASE)
 LAYOUT = re.compile(r"nchwtonhwc|nhwctonchw|transpose.*(nchw|nhwc)", re.IGNORECASE)
@@ -146,6 +189,8 @@ class Lever:
     """Base: subclasses set ``id`` and implement sites / transform / apply."""
 
     id: ClassVar[str]
+    #: the named priors its transform scales by (their ranges give `analyze` its interval)
+    priors: ClassVar[tuple[Prior, ...]] = ()
 
     @property
     def spec(self) -> LeverSpec:
@@ -209,12 +254,105 @@ class CudaGraphs(Lever):
             dag, rows, f"{rows} launches in {len(regions)} capturable regions → graph launches"
         )
 
+    def transform_launch_api(self, obs: Observation) -> tuple[Edit, GraphCapture]:
+        """The counterfactual for an *imported* trace (`gitm-tui analyze`): what such a trace
+        measures of a graph's saving is the launch calls' own host time. In each capturable
+        region (``capturable_regions``) every launch keeps ``GRAPH_NODE`` of its API time and
+        the region's first launch pays one ``GRAPH_LAUNCH``; the rest of the launch-API time
+        goes (a call counts up to ``LAUNCH_OUTLIER`` x the trace's median launch). The host
+        time *between* launches (framework dispatch, Python, autograd, the optimizer) stays:
+        the trace cannot show how much of it a capture would skip, and the launches stay where
+        the host issued them. (``transform``, for the simulated workloads,
+        also removes that time: there it is the simulator's per-op framework cost, which its
+        graph replay skips.) A region whose saving would not pay for its graph launch stays
+        eager."""
+        dag = obs.dag.copy()
+        node, launch = obs.prior(GRAPH_NODE), obs.prior(GRAPH_LAUNCH)
+        launches = dag.dur_ns[dag.api == ApiKind.LAUNCH]
+        cap = GraphCapture(LAUNCH_OUTLIER * float(np.median(launches)) if len(launches) else 0.0)
+        for rows in capturable_regions(dag):
+            call = dag.dur_ns[rows]
+            kept = call - np.maximum(0.0, np.minimum(call, cap.clip_ns) - node)
+            saved = float((call - kept).sum()) - launch
+            if saved <= 0:
+                continue
+            inside = slice(int(rows[0]) + 1, int(rows[-1]) + 1)  # host rows after the first
+            cap.between_ns += float(
+                dag.gap_ns[inside].sum() + dag.dur_ns[inside].sum() - dag.dur_ns[rows[1:]].sum()
+            )
+            dag.dur_ns[rows] = kept
+            dag.dur_ns[rows[0]] += launch
+            cap.regions += 1
+            cap.launches += len(rows)
+            cap.removed_ns += saved
+        edit = Edit(
+            dag,
+            cap.launches,
+            f"{cap.launches} launches in {cap.regions} capturable regions: launch-API time "
+            "beyond a graph node's cost removed, host time between launches kept",
+        )
+        return edit, cap
+
     def apply(self, state: SimState) -> SimState:
         return state.with_config(cuda_graphs=True)
 
 
+@dataclass
+class GraphCapture:
+    """What ``CudaGraphs.transform_launch_api`` captured: the most of one call that counts as
+    launch-API time, regions, launches (and async copies) in them, the launch-API host time
+    removed (net of the graph launches) and the host time between those launches it kept."""
+
+    clip_ns: float = 0.0
+    regions: int = 0
+    launches: int = 0
+    removed_ns: float = 0.0
+    between_ns: float = 0.0
+
+
+#: host rows a stream capture cannot span (see ``capturable_regions``)
+_CAPTURE_CUTS = (
+    ApiKind.SYNC,  # cudaStream/Device/EventSynchronize: illegal while capturing
+    ApiKind.MEMCPY_SYNC,  # a blocking (pageable) copy: host-visible data, illegal too
+    ApiKind.MALLOC,  # cudaMalloc/cudaFree: illegal while capturing
+    ApiKind.HOST_WORK,  # annotated host work: launches after it may take its results
+    ApiKind.DATA_LOADING,  # new input every step
+    ApiKind.GRAPH_LAUNCH,  # already a graph
+    ApiKind.GRAPH_NODE,
+)
+
+
+def capture_cuts(dag: ReplayDag) -> tuple[np.ndarray, np.ndarray]:
+    """(cut, node) masks over host rows. ``node``: a kernel launch or async copy a capture would
+    turn into a graph node. ``cut``: a row no stream capture can span — a synchronisation, an
+    allocation, a blocking copy, a copy from/to pageable memory (named so by its device row:
+    host-visible data, which capture forbids), annotated host work or data loading, a graph."""
+    api = dag.api
+    off, _ = dag.launch_lists()
+    node = (np.diff(off) > 0) & np.isin(api, (ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC))
+    pageable = np.zeros(len(api), np.bool_)
+    for r in np.flatnonzero(node & (api == ApiKind.MEMCPY_ASYNC)).tolist():
+        pageable[r] = any("pageable" in dag.d_name[d].lower() for d in dag.h_dev[r])
+    return np.isin(api, _CAPTURE_CUTS) | pageable, node & ~pageable
+
+
+def capturable_regions(dag: ReplayDag) -> list[np.ndarray]:
+    """Host rows (graph nodes, in host order) of each region one stream capture could cover:
+    the launch sequence cut at every ``capture_cuts`` row. Other calls (attribute queries,
+    event record/wait, …) neither cut a region nor count in it. Only regions with at least
+    ``MIN_GRAPH_KERNELS`` kernel launches are returned."""
+    cut, node = capture_cuts(dag)
+    rows = np.flatnonzero(node)
+    if not len(rows):
+        return []
+    region = np.cumsum(cut)[rows]  # region id of each node: cuts seen before it
+    parts = np.split(rows, np.flatnonzero(np.diff(region)) + 1)
+    return [p for p in parts if int((dag.api[p] == ApiKind.LAUNCH).sum()) >= MIN_GRAPH_KERNELS]
+
+
 class ElementwiseFusion(Lever):
     id = "elementwise_fusion"
+    priors = (SIDE_INPUT,)
 
     @staticmethod
     def _op_ok(o: KernelOp) -> bool:
@@ -237,12 +375,15 @@ class ElementwiseFusion(Lever):
             if not _same_name_run(dag, run)  # a per-parameter loop: the fused optimizer's job
         ]
         host_of = dag.host_of()
+        side = obs.prior(SIDE_INPUT)
         for run in runs:
             b = np.nan_to_num(dag.d_bytes[run])
             work = float(np.sum(np.maximum(0.0, dag.d_dur[run] - fl)))
             total = float(b.sum())
-            fused = float(b.max() + FUSED_SIDE_INPUT_SHARE * (total - b.max())) if total else 0.0
-            ratio = fused / total if total > 0 else 1.0 / len(run)
+            fused = float(b.max() + side * (total - b.max())) if total else 0.0
+            # bytes not measured (a profiler trace without counters): members of equal
+            # traffic, so the same side-input share applies to the k - 1 others
+            ratio = fused / total if total > 0 else (1.0 + side * (len(run) - 1)) / len(run)
             merged_flops = float(np.nansum(dag.d_flops[run]))
             _merge(dag, run, fl + work * ratio, merged_flops, fused, host_of)
         n = sum(len(r) for r in runs)
@@ -305,6 +446,7 @@ class _Precision(Lever):
     sources: ClassVar[tuple[str, ...]]
     bytes_factor: ClassVar[float]
     new_prefix: ClassVar[str]
+    priors = (PEAK_RATIO,)
 
     @staticmethod
     def _row_source(name: str) -> str | None:
@@ -325,6 +467,7 @@ class _Precision(Lever):
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         fl, peaks = _floor(obs), obs.hw.peak_flops
+        realised, mem_eff = obs.prior(PEAK_RATIO), obs.prior(MEM_EFF)
         n = 0
         for d in np.flatnonzero(dag.d_live).tolist():
             if int(dag.d_klass[d]) not in (Klass.GEMM, Klass.CONV):
@@ -335,8 +478,8 @@ class _Precision(Lever):
             work = max(0.0, dag.d_dur[d] - fl)
             b = float(dag.d_bytes[d])
             nbytes = (0.0 if b != b else b) * self.bytes_factor  # unknown bytes: none
-            mem = nbytes / (obs.hw.hbm_bandwidth_Bps * MEM_EFFICIENCY) * 1e9
-            comp = work * peaks[src] / peaks[self.target]
+            mem = nbytes / (obs.hw.hbm_bandwidth_Bps * mem_eff) * 1e9
+            comp = work * peaks[src] / peaks[self.target] / realised
             if int(dag.d_regime[d]) in (Regime.MEMORY, Regime.IDLE):
                 comp = work * self.bytes_factor  # memory- or launch-bound: traffic decides
             dag.d_dur[d] = fl + max(comp, mem)
@@ -419,6 +562,7 @@ class ChannelsLast(Lever):
 
 class CudnnAutotune(Lever):
     id = "cudnn_autotune"
+    priors = (AUTOTUNE,)
 
     def sites(self, state: SimState) -> Applicability:
         n = sum(isinstance(o, KernelOp) and o.algo == "heuristic" for o in state.program())
@@ -432,11 +576,12 @@ class CudnnAutotune(Lever):
         sel = np.flatnonzero(
             dag.d_live & (dag.d_klass == Klass.CONV) & (dag.d_regime == Regime.COMPUTE)
         )
-        dag.d_dur[sel] = fl + (dag.d_dur[sel] - fl) / AUTOTUNE_SPEEDUP
+        speedup = obs.prior(AUTOTUNE)
+        dag.d_dur[sel] = fl + (dag.d_dur[sel] - fl) / speedup
         return Edit(
             dag,
             len(sel),
-            f"{len(sel)} compute-bound conv rows at {AUTOTUNE_SPEEDUP}x (prior)",
+            f"{len(sel)} compute-bound conv rows at {speedup:g}x (prior)",
             prior_based=True,
         )
 
@@ -663,6 +808,7 @@ class BatchSize(Lever):
 
 class ExpandableSegments(Lever):
     id = "expandable_segments"
+    priors = (ALLOC,)
 
     def sites(self, state: SimState) -> Applicability:
         if state.config.allocator == "expandable_segments":
@@ -674,11 +820,12 @@ class ExpandableSegments(Lever):
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         rows = dag.api == ApiKind.MALLOC
-        dag.dur_ns[rows] *= ALLOC_FACTOR
+        left = obs.prior(ALLOC)
+        dag.dur_ns[rows] *= left
         return Edit(
             dag,
             int(rows.sum()),
-            f"{int(rows.sum())} allocator calls at {ALLOC_FACTOR:.0%} of their time (prior)",
+            f"{int(rows.sum())} allocator calls at {left:.0%} of their time (prior)",
             prior_based=True,
         )
 
@@ -717,6 +864,7 @@ class SyncRemoval(Lever):
 
 class FusedOptimizer(Lever):
     id = "fused_optimizer"
+    priors = (MEM_EFF,)
 
     def sites(self, state: SimState) -> Applicability:
         n = sum(isinstance(o, KernelOp) and o.role == "optimizer_foreach" for o in state.program())
@@ -731,9 +879,10 @@ class FusedOptimizer(Lever):
         ok = dag.d_klass == Klass.ELEMENTWISE
         runs = [r for r in launch_runs(dag, ok, FOREACH_MIN_RUN) if _same_name_run(dag, r)]
         host_of = dag.host_of()
+        mem_eff = obs.prior(MEM_EFF)
         for run in runs:
             total = float(np.nansum(dag.d_bytes[run]))
-            mem = total / (obs.hw.hbm_bandwidth_Bps * MEM_EFFICIENCY) * 1e9
+            mem = total / (obs.hw.hbm_bandwidth_Bps * mem_eff) * 1e9
             work = mem if total > 0 else float(np.sum(dag.d_dur[run] - fl))
             _merge(dag, run, fl + work, float(np.nansum(dag.d_flops[run])), total, host_of)
         n = sum(len(r) for r in runs)
@@ -767,6 +916,7 @@ class FusedOptimizer(Lever):
 
 class SdpaFlash(Lever):
     id = "sdpa_flash"
+    priors = (FLASH,)
 
     def sites(self, state: SimState) -> Applicability:
         groups = {
@@ -784,6 +934,7 @@ class SdpaFlash(Lever):
         dag = obs.dag.copy()
         fl = _floor(obs)
         peak = obs.hw.peak_flops["bf16"]
+        flash, mem_eff = obs.prior(FLASH), obs.prior(MEM_EFF)
 
         ok = (dag.d_kind == Kind.KERNEL) & np.isin(
             dag.d_klass, (Klass.GEMM, Klass.REDUCTION, Klass.ATTENTION)
@@ -804,8 +955,8 @@ class SdpaFlash(Lever):
                 nbytes = max(0.0, float(np.nansum(dag.d_bytes[[a, b]])) - 2 * score)
                 t = (
                     max(
-                        flops / (peak * FLASH_EFFICIENCY),
-                        nbytes / (obs.hw.hbm_bandwidth_Bps * MEM_EFFICIENCY),
+                        flops / (peak * flash),
+                        nbytes / (obs.hw.hbm_bandwidth_Bps * mem_eff),
                     )
                     * 1e9
                 )

@@ -51,16 +51,37 @@ def lever_specs() -> dict[str, LeverSpec]:
     return specs
 
 
+@dataclass(frozen=True)
+class Prior:
+    """A named effect-model constant a transform scales by, with the range its source states.
+
+    ``value`` is what every transform uses unless an Observation overrides it; ``low``/``high``
+    are the ends of the stated range (parameter values, not gains): `gitm-tui analyze` replays
+    the transform at them to give its prediction an interval."""
+
+    name: str
+    value: float
+    low: float
+    high: float
+    unit: str = ""
+
+
 @dataclass
 class Observation:
     """What profiling the current state showed: the replay graph, its baseline schedule, the
-    telemetry and the hardware entry the replay may read."""
+    telemetry and the hardware entry the replay may read. ``priors`` overrides named priors by
+    ``Prior.name`` (the analysis replays at the ends of their ranges; the loop never sets it)."""
 
     dag: ReplayDag
     baseline: Schedule
     telemetry: list[TelemetrySample]
     hw: GpuPeaks
     samples_per_iteration: int = 1
+    priors: dict[str, float] = field(default_factory=dict)
+
+    def prior(self, p: Prior) -> float:
+        """The value of prior ``p`` for this replay (its stated value unless overridden)."""
+        return self.priors.get(p.name, p.value)
 
     def per_sample_ns(self, schedule: Schedule, sample_factor: float = 1.0) -> float:
         """Replayed time per sample."""

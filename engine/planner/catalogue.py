@@ -19,6 +19,24 @@ from engine.trace.segments import Klass
 CLASS_PEAK = {Klass.GEMM: "bf16", Klass.CONV: "bf16", Klass.ATTENTION: "bf16"}
 
 
+class Link(BaseModel):
+    """A link a copy crosses: the host's PCIe link or the GPU-to-GPU fabric, with its source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["pcie", "nvlink", "infinity_fabric"]
+    Bps_per_direction: float = Field(gt=0)
+    source: str
+    gen: int | None = None
+    lanes: int | None = None
+
+    @property
+    def label(self) -> str:
+        """Return e.g. 'PCIe 4.0 x16' or 'NVLink'."""
+        if self.kind == "pcie":
+            return f"PCIe {self.gen}.0 x{self.lanes}"
+        return {"nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}[self.kind]
+
+
 class GpuPeaks(BaseModel):
     """Public peak rates of one GPU model, with the datasheet they come from."""
 
@@ -28,11 +46,16 @@ class GpuPeaks(BaseModel):
     vendor: Literal["nvidia", "amd"]
     match: str
     sm_count: int = Field(gt=0)
-    memory_gb_max: float = Field(gt=0)
+    #: nominal memory size (GB as marketed); a trace's totalGlobalMem must agree (see detect)
+    memory_gb: float = Field(gt=0)
     peak_flops: dict[str, float]
     hbm_bandwidth_Bps: float = Field(gt=0)
     launch_latency_ns: int = Field(gt=0)
     source: str
+    #: the PCIe link host<->device copies cross, and the GPU-to-GPU link (None: no fabric
+    #: assumed, e.g. PCIe cards whose NVLink bridge is optional)
+    host_link: Link
+    peer_link: Link | None = None
     # engineering priors shared by every entry unless it says otherwise (see the manifest's _doc)
     launch_api_ns: int = Field(default=2500, gt=0)
     graph_launch_api_ns: int = Field(default=8000, gt=0)
@@ -79,8 +102,19 @@ def _number(v: Any) -> float | None:
     return float(v) if 0 < v < 1e30 else None
 
 
+#: a reported memory size (GiB, as totalGlobalMem counts it) matches a nominal size within this
+#: tolerance: a "40GB" A100 reports 39.4 GiB, an "80GB" 79.2 GiB, a "16GB" V100 15.8 GiB — the
+#: nearest other variant of any entry is at least 2x away, so 10 % never picks a neighbour
+MEMORY_TOLERANCE = 0.10
+
+
 def detect(devices: list[dict[str, Any]]) -> GpuPeaks | None:
-    """Return the catalogue entry matching a trace's first device description, or None."""
+    """Return the catalogue entry of a trace's first device, or None when it is not known.
+
+    The name must match an entry's pattern, and where the trace reports them the SM (CU) count
+    must be the entry's and the memory size its nominal size: a device the catalogue lacks
+    (a V100 16GB when only the 32GB were listed, an unknown AMD part) is unknown, never the
+    nearest neighbour. Two entries that still both fit are ambiguous: unknown too."""
     if not devices:
         return None
     dev = devices[0]
@@ -89,10 +123,11 @@ def detect(devices: list[dict[str, Any]]) -> GpuPeaks | None:
     mem = _number(dev.get("totalGlobalMem"))
     cands = [g for g in catalogue() if re.search(g.match, name, re.IGNORECASE)]
     if sms:
-        exact = [g for g in cands if g.sm_count == int(sms)]
-        cands = exact or cands
-    if mem and len(cands) > 1:
-        gb = mem / 1e9
-        fitting = sorted((g for g in cands if gb <= g.memory_gb_max), key=lambda g: g.memory_gb_max)
-        cands = fitting[:1] or cands
-    return cands[0] if cands else None
+        cands = [g for g in cands if g.sm_count == int(sms)]
+    if mem:
+        gib = mem / 2**30
+        cands = [g for g in cands if abs(gib - g.memory_gb) <= MEMORY_TOLERANCE * g.memory_gb]
+    if len(cands) > 1:  # the name's own size ("16GB", "80GB") decides between variants
+        sized = [g for g in cands if re.search(rf"\b{g.memory_gb:g}\s*GB", name, re.IGNORECASE)]
+        cands = sized or cands
+    return cands[0] if len(cands) == 1 else None

@@ -29,8 +29,12 @@ CATEGORIES = (
     b"cuda_driver",
     b"cuda_sync",
     b"cuda_profiler_range",
+    b"cpu_op",  # framework ops: their recorded shapes give the DERIVED tier (trace/shapes.py)
+    b"user_annotation",  # ProfilerStep#N ranges: the step boundaries
+    b"mtia_ccp_events",  # MTIA device activity: counted, to say what the trace is
 )
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_RUNTIME, CAT_DRIVER, CAT_SYNC, CAT_PROFILER = range(7)
+CAT_CPU_OP, CAT_ANNOTATION, CAT_MTIA = 7, 8, 9
 NO_TIME = np.iinfo(np.int64).min
 MALFORMED = -2  # scan_events' closed_at when the array is not valid JSON
 

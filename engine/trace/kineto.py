@@ -41,7 +41,8 @@ except ImportError:  # pragma: no cover - isal is a core dependency; this keeps 
 
 from engine.trace import json_scan as js
 from engine.trace.errors import TraceImportError
-from engine.trace.segments import Kind, NameTable, Provenance, Segments
+from engine.trace.segments import DTYPE_CODE, Kind, NameTable, Provenance, Segments
+from engine.trace.shapes import OpWork, innermost_known, kernel_dtype, may_derive, op_work
 from engine.trace.taxonomy import classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
@@ -197,6 +198,13 @@ class _Columns:
         # cuda_sync rows that name the event they wait for (Kineto ≥ 2023: "Stream Wait Event",
         # "Event Sync"): they give the record/wait runtime calls their stream and event id
         self.waits: list[dict[str, np.ndarray]] = []
+        # framework ops (thread, interval, index into ``work`` or -1) for the DERIVED tier
+        self.ops: list[dict[str, np.ndarray]] = []
+        self.work: list[OpWork] = []
+        self.op_names: dict[int, str] = {}  # name hash → op name
+        self.steps: list[tuple[int, int]] = []  # ProfilerStep#N (start, end) ns
+        self.mtia = 0
+        self.mtia_streams: set[int] = set()
 
 
 _KIND = np.full(len(js.CATEGORIES), 255, np.uint8)
@@ -204,7 +212,7 @@ _KIND[js.CAT_KERNEL] = Kind.KERNEL
 _KIND[js.CAT_MEMCPY] = Kind.MEMCPY
 _KIND[js.CAT_MEMSET] = Kind.MEMSET
 _KIND[js.CAT_SYNC] = Kind.SYNC
-_KIND[js.CAT_PROFILER] = Kind.KERNEL
+_KIND[js.CAT_PROFILER] = Kind.RANGE
 
 
 def _name_ids(
@@ -297,11 +305,13 @@ def _add(
     dur = np.where((dur == js.NO_TIME) | (dur < 0), 0, dur)
     corr = ints[:, js.F_CORR]
     host = np.isin(codes, (js.CAT_RUNTIME, js.CAT_DRIVER)) & ~bad & (corr != miss) & (corr >= 0)
+    _framework(cols, buf, starts, ends, codes, ints, ts, dur, ns, ne, esc, h, bad)
     if host.any():
         st = ints[host, js.F_STREAM]
         api_names = _name_ids(cols, buf, ns[host], ne[host], esc[host], h[host])
         cols.host.append(
             {
+                "tid": ints[host, js.F_TID],
                 "correlation": corr[host],
                 "stream": np.where(st == miss, -1, st),
                 "api_start_ns": ts[host],
@@ -363,6 +373,114 @@ def _add(
             "provenance": prov,
         }
     )
+
+
+def _op_name(cols: _Columns, buf: np.ndarray, s: int, e: int, esc: bool, hv: int) -> str:
+    name = cols.op_names.get(hv)
+    if name is None:
+        raw = buf[s:e].tobytes() if s >= 0 else b""
+        try:
+            name = json.loads(b'"' + raw + b'"') if esc else raw.decode("utf-8")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            name = raw.decode("utf-8", "replace")
+        cols.op_names[hv] = name
+    return name
+
+
+def _framework(
+    cols: _Columns,
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    codes: np.ndarray,
+    ints: np.ndarray,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    ns: np.ndarray,
+    ne: np.ndarray,
+    esc: np.ndarray,
+    h: np.ndarray,
+    bad: np.ndarray,
+) -> None:
+    """Keep what the CPU-side rows tell: framework ops with their work where their recorded
+    shapes give it (only ops of a known family are parsed again for their args), the
+    ProfilerStep ranges, and how much MTIA device activity the trace holds."""
+    op = np.flatnonzero((codes == js.CAT_CPU_OP) & ~bad)
+    if op.size:
+        idx = np.full(op.size, -1, np.int64)
+        for n, r in enumerate(op.tolist()):
+            name = _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r]))
+            if not may_derive(name):
+                continue
+            try:  # the event is valid JSON: extract_fields checked it
+                args = json.loads(buf[starts[r] : ends[r]].tobytes()).get("args") or {}
+            except (ValueError, AttributeError, RecursionError):
+                continue
+            if not isinstance(args, dict):
+                continue
+            w = op_work(
+                name,
+                args.get("Input Dims") or [],
+                args.get("Input type") or [],
+                args.get("Concrete Inputs"),
+            )
+            if w is not None:
+                idx[n] = len(cols.work)
+                cols.work.append(w)
+        cols.ops.append(
+            {"tid": ints[op, js.F_TID], "start": ts[op], "end": ts[op] + dur[op], "work": idx}
+        )
+    ann = np.flatnonzero((codes == js.CAT_ANNOTATION) & ~bad)
+    for r in ann.tolist():
+        if _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r])).startswith(
+            "ProfilerStep#"
+        ):
+            cols.steps.append((int(ts[r]), int(ts[r] + dur[r])))
+    mt = (codes == js.CAT_MTIA) & ~bad
+    if mt.any():
+        cols.mtia += int(mt.sum())
+        cols.mtia_streams.update(ints[mt, js.F_TID].tolist())
+
+
+def _derive(seg: Segments, names: NameTable, host_tid: np.ndarray, host: HostEvents, cols: _Columns) -> Segments:
+    """Give each kernel the work of the innermost framework op around its launch call (the
+    DERIVED tier): the op's FLOPs and bytes split over its kernels in proportion to their
+    durations, and the arithmetic type of its inputs. Kernels with measured counters keep
+    theirs."""
+    if not cols.ops or not cols.work or not len(host) or not len(seg):
+        return seg
+    ops = {k: np.concatenate([o[k] for o in cols.ops]) for k in cols.ops[0]}
+    kern = np.flatnonzero((seg.kind == Kind.KERNEL) & (seg.correlation >= 0))
+    order = np.argsort(host.correlation, kind="stable")
+    hc = host.correlation[order]
+    pos = np.minimum(np.searchsorted(hc, seg.correlation[kern]), len(hc) - 1)
+    hit = hc[pos] == seg.correlation[kern]
+    kern, hrow = kern[hit], order[pos[hit]]
+    if not kern.size:
+        return seg
+    which = np.asarray(
+        innermost_known(ops["tid"], ops["start"], ops["end"], ops["work"], host_tid[hrow], host.api_start_ns[hrow]),
+        np.int64,
+    )
+    ok = which >= 0
+    kern, which = kern[ok], which[ok]
+    if not kern.size:
+        return seg
+    dur = np.maximum(seg.duration_ns[kern].astype(np.float64), 1.0)
+    share = dur / np.bincount(which, weights=dur, minlength=len(ops["work"]))[which]
+    widx = ops["work"][which]
+    cols_out = seg.columns()
+    flops, dram, dtype, prov = (cols_out[c].copy() for c in ("flops", "dram_bytes", "dtype", "provenance"))
+    counted = (prov[kern] & int(Provenance.FLOPS | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC)) != 0
+    kern, widx, share = kern[~counted], widx[~counted], share[~counted]
+    for k, wi, sh in zip(kern.tolist(), widx.tolist(), share.tolist(), strict=True):
+        w = cols.work[wi]
+        flops[k] = w.flops * sh
+        dram[k] = w.bytes * sh
+        dtype[k] = DTYPE_CODE.get(kernel_dtype(w.dtype, w.family, names[int(seg.name[k])]), 0)
+    prov[kern] |= int(Provenance.DERIVED)
+    cols_out.update(flops=flops, dram_bytes=dram, dtype=dtype, provenance=prov)
+    return Segments(**cols_out)
 
 
 def read_kineto(path: str | Path) -> Trace:
@@ -610,6 +728,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     )
     if cols.waits:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in cols.waits[0]})
+    seg = _derive(seg, cols.names, _cat(h, "tid", np.int64), host, cols)
     # top-level metadata is free-form JSON: keep only values of the shape we read
     devices = meta.get("deviceProperties")
     dist = meta.get("distributedInfo")
@@ -624,6 +743,10 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         "malformed_events": cols.malformed,
         "profiler_ranges": cols.ranges,
         "schema_version": schema if isinstance(schema, (int, str)) else None,
+        "profiler_steps": sorted(cols.steps),
+        "framework_ops": int(sum(len(o["tid"]) for o in cols.ops)),
+        "mtia_events": cols.mtia,
+        "mtia_streams": len(cols.mtia_streams),
     }
     return Trace(
         segments=seg, names=cols.names, host=host, device_properties=props, source=str(path)

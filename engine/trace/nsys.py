@@ -3,10 +3,24 @@
 Schemas differ between Nsight releases: tables are created only when the capture had such
 activity, and columns come and go. Every query is built from ``PRAGMA table_info``; a missing
 table is simply no rows, a missing optional column is NaN/0 with its provenance bit unset.
+
+Copies are named as Kineto names them, ``Memcpy HtoD (Pageable -> Device)``, so a lever or a
+report reads one form from either importer; an export without ``srcKind``/``dstKind`` gives
+``Memcpy HtoD``. The memory kinds come from the export's own ``ENUM_CUDA_MEM_KIND`` table:
+Nsight numbers them 0 Pageable, 1 Pinned, 2 Device, 3 Array, 4 Managed, 5 Device Static,
+6 Managed Static, 7 Unknown — *not* CUPTI's ``CUpti_ActivityMemoryKind`` (0 Unknown,
+1 Pageable, 2 Pinned, 3 Device, …). The shipped A100 export proves it: its HtoD copies have
+srcKind 0, dstKind 2, which CUPTI's numbering would read as "Unknown -> Pinned".
+
+Old Nsight releases store some CUDA runtime calls twice in ``CUPTI_ACTIVITY_KIND_RUNTIME``: the
+call and its versioned entry point (``cudaMemcpy`` and ``cudaMemcpy_v3020``), one correlation
+id. Counting both would double every host-side figure (host-blocking copies, launches, syncs),
+so only one row per call is kept (see :func:`_one_row_per_call`).
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -35,7 +49,32 @@ _COPY_KIND = {
     8: "DtoD",
     9: "HtoH",
     10: "PtoP",
-}  # CUpti_ActivityMemcpyKind
+    # Nsight's ENUM_CUDA_MEMCPY_OPER adds unified-memory migrations after CUPTI's ten kinds;
+    # letters only, so the name still parses as "Memcpy <kind>" (Kineto has no such kind)
+    11: "UvmHtoD",
+    12: "UvmDtoH",
+    13: "UvmDtoD",
+}  # CUpti_ActivityMemcpyKind 0-10 (Kineto's spelling), which Nsight's ENUM_CUDA_MEMCPY_OPER repeats
+#: Nsight's ENUM_CUDA_MEM_KIND ids (what srcKind/dstKind hold), in Kineto's spelling
+_MEM_KIND = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
+#: the enum tables' ``name`` column → our spelling, so the export's own ids are used when it
+#: carries the tables (ids could move between releases; the names have not)
+_COPY_KIND_BY_ENUM = {
+    "CUDA_MEMCPY_KIND_" + v.upper().replace("UVM", "UVM_"): v for v in _COPY_KIND.values()
+}
+_MEM_KIND_BY_ENUM = {
+    "CUDA_MEMOPR_MEMORY_KIND_" + v.upper().replace(" ", "_"): v for v in _MEM_KIND.values()
+}
+_VERSIONED = re.compile(r"_v\d+$")  # cudaMemcpy_v3020: CUPTI's versioned entry-point name
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -127,12 +166,12 @@ def read_nsys(path: str | Path) -> Trace:
         if _KERNEL in tables:
             parts.append(_kernels(con, strings, names))
         if _MEMCPY in tables:
-            parts.append(_copies(con, names, _MEMCPY, Kind.MEMCPY))
+            parts.append(_copies(con, names, _MEMCPY, Kind.MEMCPY, tables))
         if _MEMSET in tables:
-            parts.append(_copies(con, names, _MEMSET, Kind.MEMSET))
+            parts.append(_copies(con, names, _MEMSET, Kind.MEMSET, tables))
         if _SYNC in tables:
             parts.append(_syncs(con, names, tables))
-        host = _runtime(con, strings) if _RUNTIME in tables else HostEvents.empty()
+        host, twins = _runtime(con, strings) if _RUNTIME in tables else (HostEvents.empty(), 0)
         if _SYNC in tables:
             _link_syncs(con, host)
         gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
@@ -165,6 +204,8 @@ def read_nsys(path: str | Path) -> Trace:
         "devices": gpus,
         "rank": None,
         "malformed_events": malformed,
+        # runtime rows dropped as the versioned twin of a call already kept (old exports)
+        "duplicate_runtime_rows": twins,
     }
     return Trace(segments=seg, names=names, host=host, device_properties=props, source=str(path))
 
@@ -228,17 +269,48 @@ def _kernels(
 
 
 def _copies(
-    con: sqlite3.Connection, names: NameTable, table: str, kind: Kind
+    con: sqlite3.Connection, names: NameTable, table: str, kind: Kind, tables: set[str]
 ) -> dict[str, np.ndarray]:
     d = _fetch(
-        con, table, ["start", "end", "deviceId", "streamId", "correlationId", "bytes", "copyKind"]
+        con,
+        table,
+        [
+            "start",
+            "end",
+            "deviceId",
+            "streamId",
+            "correlationId",
+            "bytes",
+            "copyKind",
+            "srcKind",
+            "dstKind",
+        ],
     )
     n = len(d.get("start", ()))
     if kind == Kind.MEMCPY:
+        copy_kind = _enum(con, tables, "ENUM_CUDA_MEMCPY_OPER", _COPY_KIND, _COPY_KIND_BY_ENUM)
         ck = _ints(d, "copyKind", n)
-        name_idx = np.array(
-            [names.intern(f"Memcpy {_COPY_KIND.get(int(k), 'Unknown')}") for k in ck], np.int32
-        )
+        if "srcKind" in d and "dstKind" in d:
+            mem_kind = _enum(con, tables, "ENUM_CUDA_MEM_KIND", _MEM_KIND, _MEM_KIND_BY_ENUM)
+            # -1: a NULL kind, which no enum names, so it reads "Unknown" like any unknown id
+            src, dst = _ints(d, "srcKind", n, -1), _ints(d, "dstKind", n, -1)
+            triples = np.stack([ck, src, dst], axis=1)
+            uniq, inv = np.unique(triples, axis=0, return_inverse=True)
+            ids = np.array(
+                [
+                    names.intern(
+                        f"Memcpy {copy_kind.get(int(c), 'Unknown')} "
+                        f"({mem_kind.get(int(a), 'Unknown')} -> {mem_kind.get(int(b), 'Unknown')})"
+                    )
+                    for c, a, b in uniq
+                ],
+                np.int32,
+            )
+            name_idx = ids[inv.reshape(-1)] if n else np.zeros(0, np.int32)
+        else:  # an export without memory kinds: the direction is all we know
+            name_idx = np.array(
+                [names.intern(f"Memcpy {copy_kind.get(int(k), 'Unknown')}") for k in ck], np.int32
+            )
     else:
         name_idx = np.full(n, names.intern("Memset"), np.int32)
     has_bytes = "bytes" in d
@@ -250,6 +322,25 @@ def _copies(
         dram_bytes=_ints(d, "bytes", n).astype(np.float64) if has_bytes else np.full(n, np.nan),
         provenance=np.full(n, int(Provenance.DRAM_BYTES) if has_bytes else 0, np.uint8),
     )
+
+
+def _enum(
+    con: sqlite3.Connection,
+    tables: set[str],
+    table: str,
+    default: dict[int, str],
+    by_name: dict[str, str],
+) -> dict[int, str]:
+    """id → our spelling for one of Nsight's ENUM_* tables: the export's own ids where it has
+    the table (matched by the enum's ``name``; a name we do not know reads "Unknown"), else
+    ``default`` (the ids every export we know of uses)."""
+    if table not in tables or not {"id", "name"} <= _columns(con, table):
+        return default
+    return {
+        int(i): by_name.get(str(nm), "Unknown")
+        for i, nm in con.execute(f"SELECT id, name FROM {table}").fetchall()
+        if isinstance(i, int)
+    }
 
 
 def _syncs(con: sqlite3.Connection, names: NameTable, tables: set[str]) -> dict[str, np.ndarray]:
@@ -297,15 +388,24 @@ def _link_syncs(con: sqlite3.Connection, host: HostEvents) -> None:
     host.event[r[known]] = event[known]
 
 
-def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> HostEvents:
+def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEvents, int]:
+    """Host rows of the runtime/driver calls that have a correlation id, one per call, and how
+    many versioned twins were dropped."""
     d = _fetch(con, _RUNTIME, ["start", "end", "correlationId", "nameId"])
     n = len(d.get("start", ()))
     corr = _ints(d, "correlationId", n)
     keep = corr > 0
+    corr = corr[keep]
+    start = _ints(d, "start", n)[keep]
+    end = _ints(d, "end", n)[keep]
     cache: dict[int, int] = {}
-    api = np.zeros(int(keep.sum()), np.uint8)  # LAUNCH when the export has no nameId column
+    api = np.zeros(len(corr), np.uint8)  # LAUNCH when the export has no nameId column
+    twins = 0
     if "nameId" in d:
         ids = _ints(d, "nameId", n)[keep]
+        rows = _one_row_per_call(corr, start, end, ids, strings)
+        twins = len(corr) - len(rows)
+        corr, start, end, ids = corr[rows], start[rows], end[rows], ids[rows]
         api = np.array(
             [
                 cache.setdefault(int(i), api_kind_from_name(str(strings.get(int(i), ""))))
@@ -313,13 +413,52 @@ def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> HostEvents:
             ],
             np.uint8,
         )
-    return HostEvents(
-        correlation=corr[keep],
-        stream=np.full(int(keep.sum()), -1, np.int32),
-        api_start_ns=_ints(d, "start", n)[keep],
-        api_end_ns=_ints(d, "end", n)[keep],
+    host = HostEvents(
+        correlation=corr,
+        stream=np.full(len(corr), -1, np.int32),
+        api_start_ns=start,
+        api_end_ns=end,
         api=api,
     )
+    return host, twins
+
+
+def _one_row_per_call(
+    corr: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    name_ids: np.ndarray,
+    strings: dict[int, str],
+) -> np.ndarray:
+    """Indices (ascending) of the runtime rows to keep: of rows sharing a correlation id *and*
+    the same call name once a ``_v<digits>`` suffix is stripped (``cudaMemcpy`` /
+    ``cudaMemcpy_v3020``), only one — the outer span: the earliest start, then the latest
+    end, then the un-suffixed name.
+
+    Why the outer one: the versioned row is the entry point the call forwards to, nested
+    inside it, and what the application waited for is the whole call, entry to return — that
+    is the host-blocking time and the moment the host can go on, which the replay's host
+    edges use. The name alone would not do: which spelling is outer is not documented and
+    differs between releases, the span is what the rows measure. Rows with the same id but a
+    different call (a runtime call and a driver call it made) stay: they are two calls.
+    Without names nothing can be told apart, so the caller only asks with a nameId column.
+    """
+    if len(np.unique(corr)) == len(corr):  # the usual export: nothing to do
+        return np.arange(len(corr))
+    base_of: dict[str, int] = {}
+    per_id: dict[int, tuple[int, int]] = {}
+    for i in np.unique(name_ids):
+        name = str(strings.get(int(i), f"<string {i}>"))
+        call = _VERSIONED.sub("", name)
+        per_id[int(i)] = (base_of.setdefault(call, len(base_of)), int(call != name))
+    calls = np.array([per_id[int(i)][0] for i in name_ids], np.int64)
+    suffixed = np.array([per_id[int(i)][1] for i in name_ids], np.int64)
+    # np.lexsort's last key is the primary one: group by (correlation, call), then best first
+    order = np.lexsort((suffixed, -end, start, calls, corr))
+    c, b = corr[order], calls[order]
+    first = np.ones(len(order), bool)
+    first[1:] = (c[1:] != c[:-1]) | (b[1:] != b[:-1])
+    return np.sort(order[first])
 
 
 def _gpus(con: sqlite3.Connection) -> list[dict[str, Any]]:

@@ -19,6 +19,9 @@ class Kind(IntEnum):
     MEMSET = 2
     SYNC = 3
     COMM = 4
+    #: a CUPTI-profiler range: one kernel replayed once per counter pass; it carries measured
+    #: counters, but its duration is the profiling range, not the kernel's execution time
+    RANGE = 5
 
 
 class Klass(IntEnum):
@@ -45,9 +48,17 @@ class Provenance(IntFlag):
     STALL_FRAC = 8
     OCCUPANCY = 16
     GEOMETRY = 32
+    #: FLOPs / DRAM bytes were *derived* from the launching op's recorded shapes and dtypes
+    #: (engine/trace/shapes.py), not measured by hardware counters
+    DERIVED = 64
     #: set by O_θ on its output when any pressure had to be estimated from priors
     ESTIMATED = 128
 
+
+#: numeric type a kernel computes in (the ``dtype`` column): index = code, 0 = unknown. Names are
+#: the hardware catalogue's ``peak_flops`` keys, so a code picks the peak its FLOPs run against.
+DTYPES = ("", "fp32", "tf32", "bf16", "fp16", "fp64", "fp8", "int8")
+DTYPE_CODE = {name: code for code, name in enumerate(DTYPES) if name}
 
 #: column name -> dtype, in DESIGN §3 order. The single source of truth for the schema.
 COLUMNS: dict[str, np.dtype[Any]] = {
@@ -69,6 +80,7 @@ COLUMNS: dict[str, np.dtype[Any]] = {
     "issue_active": np.dtype(np.float32),
     "stall_frac": np.dtype(np.float32),
     "provenance": np.dtype(np.uint8),
+    "dtype": np.dtype(np.uint8),
 }
 
 #: value a column takes when a producer does not know it (NaN for floats, 0 for ints).
@@ -145,6 +157,9 @@ class Segments:
     issue_active: npt.NDArray[np.float32]
     stall_frac: npt.NDArray[np.float32]
     provenance: npt.NDArray[np.uint8]
+    #: DTYPES code of the kernel's arithmetic (0 = unknown): from the launching op's input
+    #: types (imported traces) or the op spec (simulator)
+    dtype: npt.NDArray[np.uint8]
 
     # -- construction -------------------------------------------------------------------
     @classmethod
