@@ -110,13 +110,17 @@ def kernel_details(k: KernelRow) -> Table:
     t.add_row("total", f"{k.total_ns / 1e6:,.3f} ms ({k.share_of_gpu_time:.1%} of GPU time)")
     t.add_row("mean", f"{k.mean_ns / 1e3:,.2f} µs")
     r = Label[k.regime]
-    t.add_row("label", Text(f"{k.regime} in {k.regime_share:.0%} of its time", style=REGIME_STYLE[r]))
+    t.add_row(
+        "label", Text(f"{k.regime} in {k.regime_share:.0%} of its time", style=REGIME_STYLE[r])
+    )
     conf = "—" if k.confidence is None else f"{k.confidence:.2f}"
     t.add_row("evidence", f"{k.tier} (mean confidence {conf})")
     if k.flops is not None:
         t.add_row("FLOPs", f"{k.flops:.4g}" + (f" ({k.dtype})" if k.dtype else ""))
     if k.roofline_bound_ns is None:
-        t.add_row("roofline", "unknown (no measured or shape-derived FLOPs/bytes, or hardware unknown)")
+        t.add_row(
+            "roofline", "unknown (no measured or shape-derived FLOPs/bytes, or hardware unknown)"
+        )
     else:
         t.add_row(
             "roofline",

@@ -108,7 +108,9 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
     for c in a.copies:
         rate = "—" if c.achieved_Bps is None else f"{c.achieved_Bps / 1e9:.2f} GB/s"
         frac = "" if c.fraction_of_link is None else f" = {c.fraction_of_link:.0%} of {c.link}"
-        foot.append(f"copies {c.direction} {c.memory}: {c.count} in {_ms(c.time_ns)} ms, {rate}{frac}\n")
+        foot.append(
+            f"copies {c.direction} {c.memory}: {c.count} in {_ms(c.time_ns)} ms, {rate}{frac}\n"
+        )
     for m in a.communication:
         ov = m.overlapped_ns / m.time_ns if m.time_ns else 0.0
         foot.append(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 from rich.console import Console
 
 from engine.analyze.compute import analyze_trace
@@ -13,7 +12,13 @@ from engine.trace.kineto import read_kineto
 from gitm_tui.analysis_app import RegimeTimeline, kernel_details, make_analysis_app
 from gitm_tui.timeline import bin_regimes, covered_until
 
-TRACE = Path(__file__).resolve().parent / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"
+TRACE = (
+    Path(__file__).resolve().parent
+    / "data"
+    / "traces"
+    / "kineto"
+    / "a100_training_3streams.json.gz"
+)
 
 
 def test_covered_until_and_binning():

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from engine.analyze.export import schema_json
 from engine.analyze.model import Analysis
 from engine.regimes import Label

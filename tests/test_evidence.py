@@ -112,7 +112,9 @@ def test_op_work_formulas():
     w = op_work("aten::mm", [[64, 128], [128, 32]], ["float", "float"])
     assert w is not None and w.flops == 2 * 64 * 32 * 128 and w.dtype == "fp32"
     assert w.bytes == 4 * (64 * 128 + 128 * 32 + 64 * 32)
-    w = op_work("aten::addmm", [[32], [64, 128], [128, 32], [], []], ["c10::Half"] * 3 + ["Scalar"] * 2)
+    w = op_work(
+        "aten::addmm", [[32], [64, 128], [128, 32], [], []], ["c10::Half"] * 3 + ["Scalar"] * 2
+    )
     assert w is not None and w.flops == 2 * 64 * 32 * 128 and w.dtype == "fp16"
     w = op_work("aten::bmm", [[8, 16, 32], [8, 32, 4]], ["c10::BFloat16"] * 2)
     assert w is not None and w.flops == 2 * 8 * 16 * 4 * 32
@@ -135,7 +137,9 @@ def test_innermost_known_op_on_the_launching_thread():
     start = np.array([0, 10, 12, 0])
     end = np.array([100, 50, 14, 100])
     work = np.array([-1, 0, -1, 1])
-    q = innermost_known(tid, start, end, work, np.array([1, 1, 1, 2, 3]), np.array([13, 30, 70, 5, 5]))
+    q = innermost_known(
+        tid, start, end, work, np.array([1, 1, 1, 2, 3]), np.array([13, 30, 70, 5, 5])
+    )
     assert q == [1, 1, -1, 3, -1]
 
 
@@ -207,7 +211,10 @@ def test_copies_are_measured_against_their_link_not_hbm(training):
     h2d = next(c for c in a.copies if c.direction == "HtoD")
     assert h2d.memory == "Pinned -> Device" and h2d.link == "PCIe 4.0 x16"
     assert h2d.fraction_of_link == pytest.approx(h2d.achieved_Bps / 31.5e9)
-    assert not any(k.regime == "IDLE" and k.klass == "COPY" and k.name.startswith("Memcpy") for k in a.top_kernels)
+    assert not any(
+        k.regime == "IDLE" and k.klass == "COPY" and k.name.startswith("Memcpy")
+        for k in a.top_kernels
+    )
     assert a.time_by_regime_ns["COPY"] > 0
 
 
@@ -269,7 +276,10 @@ def test_copy_names_and_fbgemm_classes():
     assert parse_copy("Memcpy DtoD (Device -> Device)") == ("DtoD", "Device -> Device")
     assert parse_copy("Memcpy HtoD") == ("HtoD", "")
     assert classify("void fbgemm_gpu::permute_indices_weights_kernel<false, int>") == Klass.COPY
-    assert classify("void split_embedding_codegen_forward_unweighted_kernel<float>") == Klass.ELEMENTWISE
+    assert (
+        classify("void split_embedding_codegen_forward_unweighted_kernel<float>")
+        == Klass.ELEMENTWISE
+    )
     assert classify("fbgemm_gpu::_float_to_FP8rowwise_cuda_kernel") == Klass.ELEMENTWISE
     assert classify("ampere_sgemm_128x64_nn") == Klass.GEMM
     assert classify("my_custom_stencil_kernel") == Klass.OTHER

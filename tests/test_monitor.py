@@ -126,7 +126,6 @@ def test_catalogue_has_the_required_gpus_with_sources_and_clocks():
 
 
 def test_predicted_graph_of_an_imported_trace():
-    import pytest
 
     from engine.planner import predict_trace_graph
     from engine.trace.kineto import read_kineto

@@ -14,12 +14,12 @@ from engine.analyze.model import (
     Analysis,
     CommStats,
     Evidence,
-    ProfilerRanges,
     Hardware,
     Idle,
     InvariantResult,
     KernelRow,
     LaunchStats,
+    ProfilerRanges,
     StreamStats,
     Violation,
 )
@@ -79,7 +79,11 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
             "pressures are not computed (regimes rest on kernel-name priors); pass --hardware "
             "ID (gitm-tui analyze --help lists the ids) to name it"
         )
-        return None, Hardware(id=None, name="unknown", detected_from="none", reported_name=reported), notes
+        return (
+            None,
+            Hardware(id=None, name="unknown", detected_from="none", reported_name=reported),
+            notes,
+        )
     peer = found.peer_link
     model = Hardware(
         id=found.id,
@@ -88,7 +92,9 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
         reported_name=reported,
         peak_source=found.source,
         host_link=f"{found.host_link.label}, {found.host_link.Bps_per_direction / 1e9:.2f} GB/s per direction",
-        peer_link=f"{peer.label}, {peer.Bps_per_direction / 1e9:.0f} GB/s per direction" if peer else None,
+        peer_link=f"{peer.label}, {peer.Bps_per_direction / 1e9:.0f} GB/s per direction"
+        if peer
+        else None,
     )
     return found, model, notes
 
@@ -165,7 +171,9 @@ def _without_hardware_evidence(rows: Segments) -> Segments:
     return Segments(**cols)
 
 
-def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, Decoded]:
+def _label(
+    rows: Segments, hw: GpuPeaks | None, model: EesmModel
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Decoded]:
     """Label every timed row (Label values), its confidence (NaN where not decoded) and tier.
 
     Only compute kernels are decoded into regimes: copies are COPY, collectives COMM, and a
@@ -344,7 +352,9 @@ def analyze_trace(
         )
         is_dec = decoded[idx]
         if is_dec.any():
-            tcount = np.bincount(tier[idx][is_dec], weights=np.maximum(dur[idx][is_dec], 1), minlength=len(Tier))
+            tcount = np.bincount(
+                tier[idx][is_dec], weights=np.maximum(dur[idx][is_dec], 1), minlength=len(Tier)
+            )
             tier_name = Tier(int(tcount.argmax())).name
         else:
             tier_name = "-"

@@ -66,7 +66,9 @@ class EesmModel:
             c=c,
             logA=viterbi.sticky_log_transitions(S, params.p_stay),
             logpi=np.full(S, -np.log(S)),
-            dtype_peak=np.array([float(hw.peak_flops.get(d, np.nan)) if d else np.nan for d in DTYPES]),
+            dtype_peak=np.array(
+                [float(hw.peak_flops.get(d, np.nan)) if d else np.nan for d in DTYPES]
+            ),
         )
 
 
@@ -193,7 +195,9 @@ def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
     if not ok.any():
         return seg
     cols = seg.columns()
-    cols["flops"] = np.where(ok, seg.flops * m.class_peak[seg.klass] / np.where(ok, row_peak, 1), seg.flops)
+    cols["flops"] = np.where(
+        ok, seg.flops * m.class_peak[seg.klass] / np.where(ok, row_peak, 1), seg.flops
+    )
     return Segments(**cols)
 
 

@@ -442,7 +442,9 @@ def _framework(
         cols.mtia_streams.update(ints[mt, js.F_TID].tolist())
 
 
-def _derive(seg: Segments, names: NameTable, host_tid: np.ndarray, host: HostEvents, cols: _Columns) -> Segments:
+def _derive(
+    seg: Segments, names: NameTable, host_tid: np.ndarray, host: HostEvents, cols: _Columns
+) -> Segments:
     """Give each kernel the work of the innermost framework op around its launch call (the
     DERIVED tier): the op's FLOPs and bytes split over its kernels in proportion to their
     durations, and the arithmetic type of its inputs. Kernels with measured counters keep
@@ -459,7 +461,14 @@ def _derive(seg: Segments, names: NameTable, host_tid: np.ndarray, host: HostEve
     if not kern.size:
         return seg
     which = np.asarray(
-        innermost_known(ops["tid"], ops["start"], ops["end"], ops["work"], host_tid[hrow], host.api_start_ns[hrow]),
+        innermost_known(
+            ops["tid"],
+            ops["start"],
+            ops["end"],
+            ops["work"],
+            host_tid[hrow],
+            host.api_start_ns[hrow],
+        ),
         np.int64,
     )
     ok = which >= 0
@@ -470,8 +479,12 @@ def _derive(seg: Segments, names: NameTable, host_tid: np.ndarray, host: HostEve
     share = dur / np.bincount(which, weights=dur, minlength=len(ops["work"]))[which]
     widx = ops["work"][which]
     cols_out = seg.columns()
-    flops, dram, dtype, prov = (cols_out[c].copy() for c in ("flops", "dram_bytes", "dtype", "provenance"))
-    counted = (prov[kern] & int(Provenance.FLOPS | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC)) != 0
+    flops, dram, dtype, prov = (
+        cols_out[c].copy() for c in ("flops", "dram_bytes", "dtype", "provenance")
+    )
+    counted = (
+        prov[kern] & int(Provenance.FLOPS | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC)
+    ) != 0
     kern, widx, share = kern[~counted], widx[~counted], share[~counted]
     for k, wi, sh in zip(kern.tolist(), widx.tolist(), share.tolist(), strict=True):
         w = cols.work[wi]

@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 #: C++ type names in ``Input type`` → (DTYPES name or "" for non-float, bytes per element)
 _TYPES: dict[str, tuple[str, int]] = {
@@ -73,38 +73,37 @@ class OpWork:
     family: str
 
 
+class _Tensor(NamedTuple):
+    shape: list[int]
+    dtype: str  # DTYPES name, "" for a non-float type
+    size: int  # bytes per element
+    numel: int
+
+
 def _numel(dims: Any) -> int | None:
     if not isinstance(dims, list) or not all(isinstance(d, int) and d >= 0 for d in dims):
         return None
     return math.prod(dims) if dims else 1
 
 
-def _tensors(dims: Sequence[Any], types: Sequence[Any]) -> list[tuple[list[int], str, int]]:
-    """The tensor inputs: (shape, dtype name, element size) of every non-empty shape."""
+def _tensors(dims: Sequence[Any], types: Sequence[Any]) -> list[_Tensor]:
+    """The tensor inputs: every non-empty, well-formed shape of a known type."""
     out = []
     for d, t in zip(dims, types, strict=False):
-        if isinstance(d, list) and d and _numel(d) is not None and isinstance(t, str):
+        n = _numel(d) if isinstance(d, list) and d else None
+        if n is not None and isinstance(t, str):
             name, size = _TYPES.get(t, ("", 0))
             if size:
-                out.append((d, name, size))
+                out.append(_Tensor(d, name, size, n))
     return out
 
 
-def _float_dtype(ts: list[tuple[list[int], str, int]]) -> str:
-    for _, name, _ in ts:
-        if name and name != "int8":
-            return name
-    return ""
-
-
-def _conv_out(
-    x: list[int], w: list[int], concrete: Sequence[Any] | None
-) -> list[int] | None:
+def _conv_out(x: list[int], w: list[int], concrete: Sequence[Any] | None) -> list[int] | None:
     """Output shape of a forward convolution from Concrete Inputs (stride, padding, dilation)."""
     if not concrete or len(x) < 3 or len(w) != len(x):
         return None
     nsp = len(x) - 2
-    vals = []
+    vals: list[list[int]] = []
     for c in concrete[3:6]:  # input, weight, bias, stride, padding, dilation, …
         if not isinstance(c, str) or not c.startswith("["):
             return None
@@ -112,9 +111,11 @@ def _conv_out(
             nums = [int(v) for v in c.strip("[]").split(",") if v.strip()]
         except ValueError:
             return None
-        vals.append(nums if len(nums) == nsp else nums * nsp if len(nums) == 1 else None)
-    if any(v is None for v in vals):
-        return None
+        if len(nums) == 1:
+            nums = nums * nsp
+        if len(nums) != nsp:
+            return None
+        vals.append(nums)
     stride, pad, dil = vals
     spatial = [
         (x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(nsp)
@@ -122,6 +123,17 @@ def _conv_out(
     if any(s <= 0 for s in spatial):
         return None
     return [x[0], w[0], *spatial]
+
+
+def _conv_flops(out: list[int], x: list[int], w: list[int]) -> float:
+    """2 · output elements · input channels per group · kernel window."""
+    groups = max(1, x[1] // max(1, w[1]))
+    return 2.0 * math.prod(out) * (x[1] // groups) * math.prod(w[2:])
+
+
+_ATTENTION = re.compile(
+    r"^aten::_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?$"
+)
 
 
 def op_work(
@@ -132,68 +144,57 @@ def op_work(
     ts = _tensors(dims, types)
     if not ts:
         return None
-    dt = _float_dtype(ts)
-    moved = float(sum(_numel(d) * s for d, _, s in ts))  # type: ignore[operator]
-    if name in ("aten::mm", "aten::addmm"):
-        mats = [d for d, _, _ in ts if len(d) == 2]
+    dt = next((t.dtype for t in ts if t.dtype and t.dtype != "int8"), "")
+    moved = float(sum(t.numel * t.size for t in ts))  # every input read once
+    out_size = ts[-1].size
+    if name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"):
+        rank = 2 if name.endswith("mm") and "bmm" not in name else 3
+        mats = [t.shape for t in ts if len(t.shape) == rank]
         if len(mats) < 2:
             return None
         a, b = mats[-2], mats[-1]
-        if a[1] != b[0]:
+        if a[-1] != b[-2] or (rank == 3 and a[0] != b[0]):
             return None
-        m, k, n = a[0], a[1], b[1]
-        size = ts[-1][2]
-        return OpWork(2.0 * m * n * k, moved + m * n * size, dt, "matmul")
-    if name in ("aten::bmm", "aten::baddbmm"):
-        mats = [d for d, _, _ in ts if len(d) == 3]
-        if len(mats) < 2:
-            return None
-        a, b = mats[-2], mats[-1]
-        if a[0] != b[0] or a[2] != b[1]:
-            return None
-        bt, m, k, n = a[0], a[1], a[2], b[2]
-        return OpWork(2.0 * bt * m * n * k, moved + bt * m * n * ts[-1][2], dt, "matmul")
+        nb = a[0] if rank == 3 else 1
+        m, k, n = a[-2], a[-1], b[-1]
+        return OpWork(2.0 * nb * m * n * k, moved + nb * m * n * out_size, dt, "matmul")
     if name == "aten::convolution_backward":
         if len(ts) < 3:
             return None
-        go, x, w = ts[0][0], ts[1][0], ts[2][0]
+        go, x, w = ts[0].shape, ts[1].shape, ts[2].shape
         if len(go) != len(x) or len(w) != len(x) or go[1] != w[0]:
             return None
-        groups = max(1, x[1] // max(1, w[1]))
-        per = 2.0 * _numel(go) * (x[1] // groups) * math.prod(w[2:])  # type: ignore[operator]
         # grad input and grad weight: each a convolution of the forward's size
-        return OpWork(2 * per, moved + (_numel(x) + _numel(w)) * ts[1][2], dt, "conv")  # type: ignore[operator]
+        written = (ts[1].numel + ts[2].numel) * ts[1].size
+        return OpWork(2 * _conv_flops(go, x, w), moved + written, dt, "conv")
     # forward: aten::convolution / aten::_convolution (input, weight, bias, stride, padding,
     # dilation, …), whose Concrete Inputs give the output size; the cudnn_/miopen_ ops inside
-    # them order their arguments differently and are covered by their parent (derive_ops walks
-    # out to the nearest op whose work is known)
+    # them order their arguments differently and are covered by their parent (innermost_known
+    # walks out to the nearest op whose work is known)
     if name in ("aten::convolution", "aten::_convolution"):
         if len(ts) < 2:
             return None
-        x, w = ts[0][0], ts[1][0]
+        x, w = ts[0].shape, ts[1].shape
         out = _conv_out(x, w, concrete)
         if out is None:
             return None
-        groups = max(1, x[1] // max(1, w[1]))
-        flops = 2.0 * _numel(out) * (x[1] // groups) * math.prod(w[2:])  # type: ignore[operator]
-        return OpWork(flops, moved + _numel(out) * ts[0][2], dt, "conv")  # type: ignore[operator]
-    m_att = re.match(r"^aten::_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?$", name)
-    if m_att:
-        q, k = ts[0][0], ts[1][0] if len(ts) > 1 else None
-        if k is None or len(q) != 4 or len(k) != 4:
+        return OpWork(_conv_flops(out, x, w), moved + math.prod(out) * ts[0].size, dt, "conv")
+    att = _ATTENTION.match(name)
+    if att:
+        if len(ts) < 2 or len(ts[0].shape) != 4 or len(ts[1].shape) != 4:
             return None
-        b, h, lq, e = q
-        s = k[2]
-        fwd = 4.0 * b * h * lq * s * e
-        return OpWork(fwd * (2.5 if m_att.group(2) else 1.0), moved + _numel(q) * ts[0][2], dt, "attention")  # type: ignore[operator]
+        batch, heads, lq, e = ts[0].shape
+        fwd = 4.0 * batch * heads * lq * ts[1].shape[2] * e
+        scale = 2.5 if att.group(2) else 1.0
+        return OpWork(fwd * scale, moved + ts[0].numel * ts[0].size, dt, "attention")
+    largest = max(t.numel for t in ts)
     if _NORM.match(name):
-        n = max(_numel(d) for d, _, _ in ts)  # type: ignore[type-var]
-        return OpWork(float(_NORM_FLOPS_PER_ELEMENT * n), moved + n * ts[0][2], dt, "norm")  # type: ignore[operator]
+        flops = float(_NORM_FLOPS_PER_ELEMENT * largest)
+        return OpWork(flops, moved + largest * ts[0].size, dt, "norm")
     if _ELEMENTWISE.match(name):
-        n = max(_numel(d) for d, _, _ in ts)  # type: ignore[type-var]
         # in-place ops (a trailing _) write into their first input: nothing extra written
-        written = 0 if name.endswith("_") else n * ts[0][2]  # type: ignore[operator]
-        return OpWork(float(n), moved + written, dt, "elementwise")
+        written = 0 if name.endswith("_") else largest * ts[0].size
+        return OpWork(float(largest), moved + written, dt, "elementwise")
     return None
 
 
