@@ -29,7 +29,7 @@ from engine.planner.graph import planner_priors
 from engine.regimes import Label, Regime
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
-from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
+from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments, dtype_peaks
 from engine.trace.trace import Trace
 
 #: HTA's default ``consecutive_kernel_delay`` (30 µs): shorter gaps between back-to-back GPU
@@ -142,7 +142,7 @@ def _bounds(rows: Segments, hw: GpuPeaks | None) -> np.ndarray:
     if hw is None:
         return np.full(len(rows), np.nan)
     peak = hw.class_peak_flops()[rows.klass]
-    by_dtype = np.array([hw.peak_flops.get(d, np.nan) if d else np.nan for d in DTYPES])[rows.dtype]
+    by_dtype = dtype_peaks(hw.peak_flops)[rows.dtype]
     peak = np.where(np.isfinite(by_dtype), by_dtype, peak)
     derived = (rows.provenance & Provenance.DERIVED) != 0
     measured_f = ((rows.provenance & Provenance.FLOPS) != 0) | derived
@@ -171,39 +171,35 @@ def _without_hardware_evidence(rows: Segments) -> Segments:
     return Segments(**cols)
 
 
-def _label(
-    rows: Segments, hw: GpuPeaks | None, model: EesmModel
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, Decoded]:
-    """Label every timed row (Label values), its confidence (NaN where not decoded) and tier.
+def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.ndarray, Decoded]:
+    """Return every timed row's evidence tier and its decode: labels are Label values,
+    confidence NaN where nothing was decoded.
 
     Only compute kernels are decoded into regimes: copies are COPY, collectives COMM, and a
     kernel of unknown class with nothing measured UNKNOWN (its place in the stream's chain is
     kept, with no evidence of its own)."""
     n = len(rows)
-    labels = np.full(n, Label.COPY, np.uint8)
-    conf = np.full(n, np.nan, np.float32)
     comm = (rows.kind == Kind.COMM) | ((rows.kind == Kind.KERNEL) & (rows.klass == Klass.COMM))
-    labels[comm] = Label.COMM
     kern = (rows.kind == Kind.KERNEL) & ~comm
     src = rows if hw is not None else _without_hardware_evidence(rows)
     tier = tiers(src)
-    sub = src.take(kern)
-    dec = decode_evidence(sub, tier[kern], model, _expected())
-    lab = dec.labels.astype(np.uint8)
-    lab[tier[kern] == Tier.NONE] = Label.UNKNOWN
-    labels[kern] = lab
-    conf[kern] = dec.confidence
+    sub = decode_evidence(src.take(kern), tier[kern], model, _expected())
+
+    def widen(fill: float, dtype: type, part: np.ndarray | float) -> np.ndarray:
+        out: np.ndarray = np.full(n, fill, dtype)
+        out[kern] = part
+        return out
+
+    labels = np.where(comm, Label.COMM, Label.COPY).astype(np.uint8)
+    labels[kern] = np.where(tier[kern] == Tier.NONE, Label.UNKNOWN, sub.labels)
     full = Decoded(
         labels=labels,
-        kappa=np.full(n, np.nan, np.float32),
-        degenerate=np.zeros(n, bool),
-        estimated=np.zeros(n, np.uint8),
-        confidence=conf,
+        kappa=widen(np.nan, np.float32, sub.kappa),
+        degenerate=widen(False, np.bool_, sub.degenerate),
+        estimated=widen(0, np.uint8, sub.estimated),
+        confidence=widen(np.nan, np.float32, np.nan if sub.confidence is None else sub.confidence),
     )
-    full.kappa[kern] = dec.kappa
-    full.degenerate[kern] = dec.degenerate
-    full.estimated[kern] = dec.estimated
-    return labels, conf, tier, full
+    return tier, full
 
 
 def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[CommStats]:
@@ -267,7 +263,9 @@ def analyze_trace(
         raise TraceImportError(trace.source, "no GPU activity in this trace (a CPU-only profile?)")
     hw, hw_model, notes = _hardware(trace, hardware)
     model = EesmModel.build(hw or by_id(REFERENCE_HARDWARE))  # type: ignore[arg-type]
-    labels, conf, tier, dec = _label(rows, hw, model)
+    tier, dec = _label(rows, hw, model)
+    labels = dec.labels
+    conf = dec.confidence if dec.confidence is not None else np.full(len(rows), np.nan)
     dur = rows.duration_ns
     names = trace.names
     kern_mask = rows.kind == Kind.KERNEL
@@ -309,10 +307,6 @@ def analyze_trace(
         sel = sel[np.argsort(rows.start_ns[sel], kind="stable")]
         s_start, s_end = rows.start_ns[sel], rows.end_ns[sel]
         k_mask = rows.kind[sel] == Kind.KERNEL
-        dsel = decoded[sel]
-        und = np.isnan(dec.kappa[sel]) & dsel
-        deg = dec.degenerate[sel] & dsel
-        n = max(1, int(dsel.sum()))
         streams.append(
             StreamStats(
                 device=dev,
@@ -324,11 +318,7 @@ def analyze_trace(
                 regime_time_ns={
                     r.name: int((s_end - s_start)[labels[sel] == r].sum()) for r in Label
                 },
-                kappa_partition={
-                    "M_id": float((dsel & ~und & ~deg).sum() / n),
-                    "M_deg": float(deg.sum() / n),
-                    "undetermined": float(und.sum() / n),
-                },
+                kappa_partition=dec.take(sel[decoded[sel]]).kappa_partition(),
             )
         )
 
@@ -464,7 +454,7 @@ def analyze_trace(
         profiler_ranges=prof,
         time_by_class_ns=time_by_class,
         time_by_regime_ns=time_by_regime,
-        kappa_partition=dec.kappa_partition() if decoded.any() else {},
+        kappa_partition=dec.take(decoded).kappa_partition() if decoded.any() else {},
         streams=streams,
         top_kernels=table[:top],
         kernel_time_invariant=invariant,

@@ -15,7 +15,7 @@ import numpy as np
 from engine.eesm import embed, emission, fused, kappa, posterior, stream_order, viterbi
 from engine.manifest import EesmParams, HardwareSpec, load_eesm, load_hardware
 from engine.regimes import Regime
-from engine.trace.segments import DTYPES, Segments
+from engine.trace.segments import Segments, dtype_peaks
 
 
 class Variant(str, Enum):
@@ -41,8 +41,7 @@ class EesmModel:
     c: np.ndarray  # (S,) affine emission offsets
     logA: np.ndarray  # (S, S)
     logpi: np.ndarray  # (S,)
-    #: peak FLOP/s per DTYPES code (NaN where the hardware lists none); None: not known
-    dtype_peak: np.ndarray | None = None
+    dtype_peak: np.ndarray  # (len(DTYPES),) FLOP/s per dtype code, NaN where none is listed
 
     @classmethod
     def build(cls, hw: HardwareSpec | None = None, params: EesmParams | None = None) -> EesmModel:
@@ -66,9 +65,7 @@ class EesmModel:
             c=c,
             logA=viterbi.sticky_log_transitions(S, params.p_stay),
             logpi=np.full(S, -np.log(S)),
-            dtype_peak=np.array(
-                [float(hw.peak_flops.get(d, np.nan)) if d else np.nan for d in DTYPES]
-            ),
+            dtype_peak=dtype_peaks(hw.peak_flops),
         )
 
 
@@ -83,6 +80,16 @@ class Decoded:
     #: posterior probability of each label (forward–backward, posterior.py); NaN where the
     #: decode did not compute it (the fused throughput path)
     confidence: np.ndarray | None = None
+
+    def take(self, index: np.ndarray) -> Decoded:
+        """Return the rows selected by a boolean mask or an index array."""
+        return Decoded(
+            labels=self.labels[index],
+            kappa=self.kappa[index],
+            degenerate=self.degenerate[index],
+            estimated=self.estimated[index],
+            confidence=None if self.confidence is None else self.confidence[index],
+        )
 
     def regime_shares(self) -> dict[str, float]:
         """Return the share of rows in each regime."""
@@ -188,7 +195,7 @@ def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
     against the BF16 tensor peak would look 15x idle. Rows with a known ``dtype`` (and a peak
     for it in the catalogue) get their FLOPs rescaled by class peak ÷ dtype peak *for the
     embedding only*, so flops ÷ class peak = flops ÷ dtype peak; the trace is not changed."""
-    if m.dtype_peak is None or not seg.dtype.any():
+    if not seg.dtype.any():
         return seg
     row_peak = m.dtype_peak[seg.dtype]
     ok = np.isfinite(row_peak) & (row_peak > 0)

@@ -60,6 +60,13 @@ class Provenance(IntFlag):
 DTYPES = ("", "fp32", "tf32", "bf16", "fp16", "fp64", "fp8", "int8")
 DTYPE_CODE = {name: code for code, name in enumerate(DTYPES) if name}
 
+
+def dtype_peaks(peak_flops: dict[str, float]) -> npt.NDArray[np.float64]:
+    """Return a device's peak FLOP/s per DTYPES code (NaN where it lists none), for indexing by
+    the ``dtype`` column."""
+    return np.array([float(peak_flops.get(d, np.nan)) if d else np.nan for d in DTYPES])
+
+
 #: column name -> dtype, in DESIGN §3 order. The single source of truth for the schema.
 COLUMNS: dict[str, np.dtype[Any]] = {
     "start_ns": np.dtype(np.int64),
