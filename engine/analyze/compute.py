@@ -123,14 +123,9 @@ def _launch_times(rows: Segments, trace: Trace) -> tuple[np.ndarray, np.ndarray]
     start = np.full(len(rows), missing, np.int64)
     dur = np.full(len(rows), -1, np.int64)
     h = trace.host
-    if not len(h) or not len(rows):
-        return start, dur
-    order = np.argsort(h.correlation, kind="stable")
-    corr = h.correlation[order]
-    pos = np.searchsorted(corr, rows.correlation)
-    pos = np.clip(pos, 0, len(corr) - 1)
-    hit = (corr[pos] == rows.correlation) & (rows.correlation >= 0)
-    idx = order[pos[hit]]
+    row = h.rows_of(rows.correlation)
+    hit = row >= 0
+    idx = row[hit]
     start[hit] = h.api_start_ns[idx]
     dur[hit] = h.api_end_ns[idx] - h.api_start_ns[idx]
     return start, dur

@@ -15,6 +15,7 @@ import numpy as np
 from engine.eesm import embed, emission, fused, kappa, posterior, stream_order, viterbi
 from engine.manifest import EesmParams, HardwareSpec, load_eesm, load_hardware
 from engine.regimes import Regime
+from engine.trace.evidence import Tier
 from engine.trace.segments import Segments, dtype_peaks
 
 
@@ -273,13 +274,13 @@ def _prior_confidence(
     the temperature ``prior_confidence_scale`` (manifests/eesm.json, fitted so that the mean
     confidence equals the accuracy on that corpus), independent of its neighbours; NONE → NaN."""
     scale = m.params.prior_confidence_scale
-    rows = np.flatnonzero(tier == 1)  # Tier.PRIOR (engine.trace.evidence; eesm sits below it)
+    rows = np.flatnonzero(tier == Tier.PRIOR)
     if rows.size:
         z = E[rows] * scale
         z -= z.max(axis=1, keepdims=True)
         p = np.exp(z)
         conf[rows] = p[np.arange(rows.size), labels[rows]] / p.sum(axis=1)
-    conf[tier == 0] = np.nan
+    conf[tier == Tier.NONE] = np.nan
 
 
 def decode_fused(seg: Segments, m: EesmModel | None = None) -> Decoded:

@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - isal is a core dependency; this keeps 
 
 from engine.trace import json_scan as js
 from engine.trace.errors import TraceImportError
+from engine.trace.evidence import Tier, tiers
 from engine.trace.segments import DTYPE_CODE, Kind, NameTable, Provenance, Segments
 from engine.trace.shapes import OpWork, innermost_known, kernel_dtype, may_derive, op_work
 from engine.trace.taxonomy import classify_table
@@ -215,6 +216,16 @@ _KIND[js.CAT_SYNC] = Kind.SYNC
 _KIND[js.CAT_PROFILER] = Kind.RANGE
 
 
+def _decode_name(buf: np.ndarray, s: int, e: int, escaped: bool) -> str:
+    """The JSON string buf[s:e] (its content, quotes excluded) as text; invalid UTF-8 or
+    escapes are replaced, not fatal (names are labels, the event itself was validated)."""
+    raw = buf[s:e].tobytes() if s >= 0 else b""
+    try:
+        return json.loads(b'"' + raw + b'"') if escaped else raw.decode("utf-8")
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return raw.decode("utf-8", "replace")
+
+
 def _name_ids(
     cols: _Columns, buf: np.ndarray, ns: np.ndarray, ne: np.ndarray, esc: np.ndarray, h: np.ndarray
 ) -> np.ndarray:
@@ -224,12 +235,7 @@ def _name_ids(
     for u, (hv, i) in enumerate(zip(uniq.tolist(), first.tolist(), strict=True)):
         nid = cols.name_of_hash.get(hv)
         if nid is None:
-            raw = buf[ns[i] : ne[i]].tobytes() if ns[i] >= 0 else b""
-            try:
-                name = json.loads(b'"' + raw + b'"') if esc[i] else raw.decode("utf-8")
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                name = raw.decode("utf-8", "replace")
-            nid = cols.names.intern(name)
+            nid = cols.names.intern(_decode_name(buf, int(ns[i]), int(ne[i]), bool(esc[i])))
             cols.name_of_hash[hv] = nid
         ids[u] = nid
     return ids[inv.reshape(-1)]
@@ -376,14 +382,10 @@ def _add(
 
 
 def _op_name(cols: _Columns, buf: np.ndarray, s: int, e: int, esc: bool, hv: int) -> str:
+    """A framework op's name, decoded once per distinct name (kept apart from the kernel names)."""
     name = cols.op_names.get(hv)
     if name is None:
-        raw = buf[s:e].tobytes() if s >= 0 else b""
-        try:
-            name = json.loads(b'"' + raw + b'"') if esc else raw.decode("utf-8")
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            name = raw.decode("utf-8", "replace")
-        cols.op_names[hv] = name
+        name = cols.op_names[hv] = _decode_name(buf, s, e, esc)
     return name
 
 
@@ -452,14 +454,10 @@ def _derive(
     if not cols.ops or not cols.work or not len(host) or not len(seg):
         return seg
     ops = {k: np.concatenate([o[k] for o in cols.ops]) for k in cols.ops[0]}
-    kern = np.flatnonzero((seg.kind == Kind.KERNEL) & (seg.correlation >= 0))
-    order = np.argsort(host.correlation, kind="stable")
-    hc = host.correlation[order]
-    pos = np.minimum(np.searchsorted(hc, seg.correlation[kern]), len(hc) - 1)
-    hit = hc[pos] == seg.correlation[kern]
-    kern, hrow = kern[hit], order[pos[hit]]
-    if not kern.size:
-        return seg
+    row = host.rows_of(seg.correlation)
+    # kernels with measured counters keep theirs
+    kern = np.flatnonzero((seg.kind == Kind.KERNEL) & (row >= 0) & (tiers(seg) != Tier.MEASURED))
+    hrow = row[kern]
     which = np.asarray(
         innermost_known(
             ops["tid"],
@@ -478,22 +476,25 @@ def _derive(
     dur = np.maximum(seg.duration_ns[kern].astype(np.float64), 1.0)
     share = dur / np.bincount(which, weights=dur, minlength=len(ops["work"]))[which]
     widx = ops["work"][which]
-    cols_out = seg.columns()
-    flops, dram, dtype, prov = (
-        cols_out[c].copy() for c in ("flops", "dram_bytes", "dtype", "provenance")
-    )
-    counted = (
-        prov[kern] & int(Provenance.FLOPS | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC)
-    ) != 0
-    kern, widx, share = kern[~counted], widx[~counted], share[~counted]
-    for k, wi, sh in zip(kern.tolist(), widx.tolist(), share.tolist(), strict=True):
+    work_flops = np.array([w.flops for w in cols.work])
+    work_bytes = np.array([w.bytes for w in cols.work])
+    # the arithmetic type depends on the op's inputs and (TF32 or not) the kernel's name
+    code_of: dict[tuple[int, int], int] = {}
+    for wi, nm in set(zip(widx.tolist(), seg.name[kern].tolist(), strict=True)):
         w = cols.work[wi]
-        flops[k] = w.flops * sh
-        dram[k] = w.bytes * sh
-        dtype[k] = DTYPE_CODE.get(kernel_dtype(w.dtype, w.family, names[int(seg.name[k])]), 0)
-    prov[kern] |= int(Provenance.DERIVED)
-    cols_out.update(flops=flops, dram_bytes=dram, dtype=dtype, provenance=prov)
-    return Segments(**cols_out)
+        code_of[(wi, nm)] = DTYPE_CODE.get(kernel_dtype(w.dtype, w.family, names[nm]), 0)
+    out = seg.columns()
+    out["flops"] = out["flops"].copy()
+    out["dram_bytes"] = out["dram_bytes"].copy()
+    out["dtype"] = out["dtype"].copy()
+    out["provenance"] = out["provenance"].copy()
+    out["flops"][kern] = work_flops[widx] * share
+    out["dram_bytes"][kern] = work_bytes[widx] * share
+    out["dtype"][kern] = [
+        code_of[k] for k in zip(widx.tolist(), seg.name[kern].tolist(), strict=True)
+    ]
+    out["provenance"][kern] |= np.uint8(Provenance.DERIVED)
+    return Segments(**out)
 
 
 def read_kineto(path: str | Path) -> Trace:
@@ -677,16 +678,9 @@ def _link_events(host: HostEvents, w: dict[str, np.ndarray]) -> None:
     recorded on, the cudaEventRecord call's correlation and the event id. With them the replay
     links each wait to the exact record instead of guessing.
     """
-    hc = host.correlation
-    if not len(hc):
+    if not len(host):
         return
-    order = np.argsort(hc, kind="stable")
-    hs = hc[order]
-
-    def rows_of(corr: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(hs, corr), len(hs) - 1)
-        return np.where(hs[pos] == corr, order[pos], -1)
-
+    rows_of = host.rows_of
     r = rows_of(w["record_correlation"])
     ok = (r >= 0) & (w["wait_stream"] >= 0)
     ok[ok] &= host.api[r[ok]] == ApiKind.EVENT_RECORD

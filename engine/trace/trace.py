@@ -84,6 +84,17 @@ class HostEvents:
     def __len__(self) -> int:
         return len(self.correlation)
 
+    def rows_of(self, correlation: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Return the host row carrying each correlation id (the first, if several), -1 where
+        none does or the id is negative (not linked)."""
+        if not len(self.correlation) or not len(correlation):
+            return np.full(len(correlation), -1, np.int64)
+        order = np.argsort(self.correlation, kind="stable")
+        corr = self.correlation[order]
+        pos = np.minimum(np.searchsorted(corr, correlation), len(corr) - 1)
+        hit = (corr[pos] == correlation) & (correlation >= 0)
+        return np.where(hit, order[pos], -1).astype(np.int64)
+
     @staticmethod
     def concat(parts: list[HostEvents]) -> HostEvents:
         """Concatenate host-event tables."""
