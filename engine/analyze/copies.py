@@ -31,8 +31,12 @@ def parse_copy(name: str) -> tuple[str, str]:
     return m.group(1), f"{m.group(2)} -> {m.group(3)}" if m.group(2) else ""
 
 
-def _link(direction: str, memory: str, hw: GpuPeaks) -> tuple[str, float, str]:
+def _link(direction: str, memory: str, hw: GpuPeaks | None) -> tuple[str | None, float | None, str]:
     """The link a copy crosses, its per-direction rate and what to read into the fraction."""
+    if hw is None:
+        return None, None, "hardware unknown: no link to compare with"
+    if direction == "memset":
+        return "HBM (write)", hw.hbm_bandwidth_Bps, "device memory fill"
     if direction in ("HtoD", "DtoH"):
         host = hw.host_link
         note = "pinned host memory: the link's rate is reachable"
@@ -51,7 +55,7 @@ def _link(direction: str, memory: str, hw: GpuPeaks) -> tuple[str, float, str]:
         if hw.peer_link is not None:
             return hw.peer_link.label, hw.peer_link.Bps_per_direction, "GPU to GPU"
         return hw.host_link.label, hw.host_link.Bps_per_direction, "GPU to GPU over PCIe"
-    return "", float("nan"), f"copy kind {direction}: no link modelled"
+    return None, None, f"copy kind {direction}: no link modelled"
 
 
 def copy_stats(rows: Segments, names: NameTable, hw: GpuPeaks | None) -> list[CopyStats]:
@@ -71,12 +75,7 @@ def copy_stats(rows: Segments, names: NameTable, hw: GpuPeaks | None) -> list[Co
         b = rows.dram_bytes[ix]
         nbytes = int(np.nansum(b)) if np.isfinite(b).any() else 0
         rate = nbytes / (t * 1e-9) if t > 0 and nbytes else None
-        link, link_bps, note = (None, None, "hardware unknown: no link to compare with")
-        if hw is not None and direction == "memset":
-            link, link_bps, note = "HBM (write)", hw.hbm_bandwidth_Bps, "device memory fill"
-        elif hw is not None:
-            lk, bps, note = _link(direction, memory, hw)
-            link, link_bps = (lk or None), (bps if np.isfinite(bps) else None)
+        link, link_bps, note = _link(direction, memory, hw)
         out.append(
             CopyStats(
                 direction=direction,
