@@ -359,9 +359,9 @@ def _allocator_warmup(trace: Trace, dag: ReplayDag) -> tuple[float, float]:
     """(begin, end) of the steady state, absolute ns. Allocator calls before ``begin`` are
     warm-up: CUDA context creation shows as one long first cudaMalloc, and the caching
     allocator fills its cache in the first step; before the first kernel has even finished
-    nothing ran yet, and ``WARMUP_SHARE`` of the span is a heuristic for the first step (the
-    importers keep no step markers; a profiler schedule's recorded window usually starts at a
-    step). Calls after the last kernel's end are teardown (freeing the cache at exit)."""
+    nothing ran yet, and ``WARMUP_SHARE`` of the span is a heuristic for the first step (a
+    profiler schedule's recorded window usually starts at a step; the Kineto importer now keeps
+    ``profiler_steps``, which could replace this heuristic where a trace has them). Calls after the last kernel's end are teardown (freeing the cache at exit)."""
     seg = trace.segments
     k = seg.kind == Kind.KERNEL
     if not k.any():
