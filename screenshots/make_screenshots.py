@@ -83,15 +83,12 @@ async def shoot(name: str, workload: str, approve: str) -> None:
 
 
 async def shoot_analysis() -> None:
-    """The analysis screen on the shared 3-stream A100 training trace (when ../shared is there)."""
+    """The analysis screen on the real 3-stream A100 training trace the tests carry."""
     from engine.analyze.compute import analyze_trace
     from engine.trace.kineto import read_kineto
     from gitm_tui.analysis_app import make_analysis_app
 
-    trace = HERE.parents[1] / "shared" / "traces" / "kineto" / "a100_training_3streams.json.gz"
-    if not trace.exists():
-        print("skipped analysis.svg: ../shared/traces not present")
-        return
+    trace = HERE.parent / "tests" / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"
     app = make_analysis_app(analyze_trace(read_kineto(trace), top=200))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.5)
