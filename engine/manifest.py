@@ -102,6 +102,74 @@ class HardwareSpec(_Strict):
         return self.name
 
 
+# --------------------------------------------------------------------------- hardware catalogue
+#: peak used per kernel class when the trace does not say the dtype: tensor-core classes are
+#: bounded by the dense BF16 rate (the fastest common training dtype: a lower bound on time),
+#: everything else by the FP32 vector rate.
+CLASS_PEAK = {Klass.GEMM: "bf16", Klass.CONV: "bf16", Klass.ATTENTION: "bf16"}
+
+
+class Link(BaseModel):
+    """A link a copy crosses: the host's PCIe link or the GPU-to-GPU fabric, with its source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["pcie", "nvlink", "infinity_fabric"]
+    Bps_per_direction: float = Field(gt=0)
+    source: str
+    gen: int | None = None
+    lanes: int | None = None
+
+    @property
+    def label(self) -> str:
+        """Return e.g. 'PCIe 4.0 x16' or 'NVLink'."""
+        if self.kind == "pcie":
+            return f"PCIe {self.gen}.0 x{self.lanes}"
+        return {"nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}[self.kind]
+
+
+class GpuPeaks(BaseModel):
+    """Public peak rates of one GPU model, with the datasheet they come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    vendor: Literal["nvidia", "amd"]
+    match: str
+    sm_count: int = Field(gt=0)
+    #: nominal memory size (GB as marketed); a trace's totalGlobalMem must agree (see detect)
+    memory_gb: float = Field(gt=0)
+    peak_flops: dict[str, float]
+    hbm_bandwidth_Bps: float = Field(gt=0)
+    launch_latency_ns: int = Field(gt=0)
+    source: str
+    #: the PCIe link host<->device copies cross, and the GPU-to-GPU link (None: no fabric
+    #: assumed, e.g. PCIe cards whose NVLink bridge is optional)
+    host_link: Link
+    peer_link: Link | None = None
+    # engineering priors shared by every entry unless it says otherwise (see the manifest's _doc)
+    launch_api_ns: int = Field(default=2500, gt=0)
+    graph_launch_api_ns: int = Field(default=8000, gt=0)
+    graph_node_ns: int = Field(default=1000, gt=0)
+    kernel_floor_ns: int = Field(default=1500, gt=0)
+    h2d_pinned_Bps: float = Field(default=50e9, gt=0)
+    h2d_pageable_Bps: float = Field(default=18e9, gt=0)
+    regs_per_sm: int = Field(default=65536, gt=0)
+    smem_per_sm: int = Field(default=233472, gt=0)
+    max_blocks_per_sm: int = Field(default=32, gt=0)
+    max_threads_per_sm: int = Field(default=2048, gt=0)
+    #: maximum SM clock (MHz) where the datasheet gives it: telemetry clocks are read against it
+    sm_clock_max_mhz: int | None = None
+
+    def class_peak_flops(self) -> np.ndarray:
+        """Return the FLOP/s bound per kernel class, indexed by ``Klass``."""
+        return np.array([self.peak_flops[CLASS_PEAK.get(k, "fp32")] for k in Klass])
+
+    @property
+    def label(self) -> str:
+        """Return the display name."""
+        return self.name
+
+
 # --------------------------------------------------------------------------- EESM
 class KappaParams(_Strict):
     window: int = Field(ge=4)
@@ -337,10 +405,64 @@ def _read(rel: str) -> Any:
     return json.loads(text)
 
 
+@lru_cache(maxsize=1)
+def load_catalogue() -> tuple[GpuPeaks, ...]:
+    """Return every GPU of manifests/hardware_catalogue.json, validated."""
+    return tuple(GpuPeaks.model_validate(g) for g in _read("hardware_catalogue.json")["gpus"])
+
+
+#: what a simulated device takes from its catalogue entry (one model of each GPU): the datasheet
+#: peaks and the engineering priors the planner and the analysis of imported traces use too.
+#: A telemetry manifest restating one of these is rejected.
+CATALOGUE_FIELDS = (
+    "id",
+    "name",
+    "sm_count",
+    "sm_clock_max_mhz",
+    "peak_flops",
+    "hbm_bandwidth_Bps",
+    "max_threads_per_sm",
+    "regs_per_sm",
+    "smem_per_sm",
+    "max_blocks_per_sm",
+    "launch_api_ns",
+    "launch_latency_ns",
+    "kernel_floor_ns",
+    "graph_launch_api_ns",
+    "graph_node_ns",
+    "h2d_pinned_Bps",
+    "h2d_pageable_Bps",
+)
+
+
 @lru_cache(maxsize=8)
 def load_hardware(name: str = "h100_telemetry") -> HardwareSpec:
-    """Return the validated hardware spec from ``manifests/<name>.json``."""
-    return HardwareSpec.model_validate(_read(f"{name}.json"))
+    """Return the simulated device ``manifests/<name>.json``: its catalogue entry (``device``)
+    for the datasheet peaks and shared priors, plus the simulator's own calibration (clock
+    floor, power, thermal model, achieved efficiency per class, noise)."""
+    raw = {k: v for k, v in _read(f"{name}.json").items() if not k.startswith("_")}
+    device = raw.pop("device", None)
+    entry = next((g for g in load_catalogue() if g.id == device), None)
+    if entry is None:
+        raise ManifestError(f"{name}.json: 'device' {device!r} is not a hardware_catalogue.json id")
+    restated = [k for k in (*CATALOGUE_FIELDS, "memory_bytes") if k in raw]
+    if restated:
+        raise ManifestError(
+            f"{name}.json restates {', '.join(restated)} of catalogue entry {device!r}: "
+            "edit hardware_catalogue.json (one model of each GPU)"
+        )
+    if entry.sm_clock_max_mhz is None:
+        raise ManifestError(f"catalogue entry {device!r} lacks sm_clock_max_mhz (simulated clocks)")
+    source = f"hardware_catalogue.json '{device}': {entry.source}"
+    cites = {k: source for k in ("sm_count", "sm_clock_max_mhz", "hbm_bandwidth_Bps")}
+    cites |= {f"peak_flops.{d}": source for d in entry.peak_flops}
+    cites["memory_bytes"] = f"hardware_catalogue.json '{device}': memory_gb {entry.memory_gb:g}"
+    shared = "hardware_catalogue.json _doc (engineering prior shared by every entry)"
+    cites |= {k: shared for k in CATALOGUE_FIELDS[6:] if k not in raw.get("citations", {})}
+    raw["citations"] = cites | raw.get("citations", {})
+    fields = {k: getattr(entry, k) for k in CATALOGUE_FIELDS}
+    fields["memory_bytes"] = round(entry.memory_gb * 2**30)
+    return HardwareSpec.model_validate(fields | raw)
 
 
 @lru_cache(maxsize=1)

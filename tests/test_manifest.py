@@ -113,3 +113,30 @@ def test_kappa_window_must_be_whole_blocks():
     assert KappaParams(**ok).window == 256
     with pytest.raises(ValidationError, match=r"multiple of kappa\.stride"):
         KappaParams(**{**ok, "window": 250})
+
+
+def test_the_simulated_device_is_its_catalogue_entry():
+    """One model of each GPU: the simulator, the planner and `analyze` read the same peaks."""
+    from engine.manifest import CATALOGUE_FIELDS
+    from engine.planner.catalogue import by_id
+
+    hw = load_hardware()
+    entry = by_id(hw.id)
+    for field in CATALOGUE_FIELDS:
+        assert getattr(hw, field) == getattr(entry, field), field
+    assert hw.memory_bytes == entry.memory_gb * 2**30
+
+
+def test_a_telemetry_manifest_restating_a_peak_is_rejected(monkeypatch):
+    import engine.manifest as manifest
+
+    real = manifest._read
+
+    def fake(rel):
+        if rel == "fake.json":
+            return dict(real("h100_telemetry.json"), hbm_bandwidth_Bps=4e12)
+        return real(rel)
+
+    monkeypatch.setattr(manifest, "_read", fake)
+    with pytest.raises(ManifestError, match="restates hbm_bandwidth_Bps"):
+        manifest.load_hardware("fake")

@@ -223,10 +223,11 @@ class Optimizer(LoopRun):
         run_dir: Path,
         seed: int = 0,
         repeats: int = 4,
-        hardware: str = "h100-sxm",
+        hardware: str = "h100_telemetry",
     ) -> None:
-        self.wl = SimWorkload(workload, machine_seed=seed)
-        self.hw: GpuPeaks = hardware_by_id(hardware)
+        self.wl = SimWorkload(workload, hardware=hardware, machine_seed=seed)
+        # the planner's model of the device is the simulated device's own catalogue entry
+        self.hw: GpuPeaks = hardware_by_id(self.wl.hw.id)
         self._seed = seed * 1000
         self.model = EesmModel.build(self.wl.hw)
         self.analysis = None

@@ -1,90 +1,22 @@
-"""The hardware catalogue (manifests/hardware_catalogue.json) and device detection from traces."""
+"""The hardware catalogue (manifests/hardware_catalogue.json) and device detection from traces.
+
+The entries' schema (``GpuPeaks``, ``Link``) lives with the other manifest schemas in
+engine/manifest.py, which also builds the simulated device from its catalogue entry: one model
+of each GPU."""
 
 from __future__ import annotations
 
-import json
 import re
-from functools import lru_cache
-from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from engine.manifest import CLASS_PEAK, GpuPeaks, Link, load_catalogue
 
-from engine.trace.segments import Klass
-
-#: peak used per kernel class when the trace does not say the dtype: tensor-core classes are
-#: bounded by the dense BF16 rate (the fastest common training dtype: a lower bound on time),
-#: everything else by the FP32 vector rate.
-CLASS_PEAK = {Klass.GEMM: "bf16", Klass.CONV: "bf16", Klass.ATTENTION: "bf16"}
+__all__ = ["CLASS_PEAK", "GpuPeaks", "Link", "by_id", "catalogue", "detect"]
 
 
-class Link(BaseModel):
-    """A link a copy crosses: the host's PCIe link or the GPU-to-GPU fabric, with its source."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["pcie", "nvlink", "infinity_fabric"]
-    Bps_per_direction: float = Field(gt=0)
-    source: str
-    gen: int | None = None
-    lanes: int | None = None
-
-    @property
-    def label(self) -> str:
-        """Return e.g. 'PCIe 4.0 x16' or 'NVLink'."""
-        if self.kind == "pcie":
-            return f"PCIe {self.gen}.0 x{self.lanes}"
-        return {"nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}[self.kind]
-
-
-class GpuPeaks(BaseModel):
-    """Public peak rates of one GPU model, with the datasheet they come from."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    id: str
-    name: str
-    vendor: Literal["nvidia", "amd"]
-    match: str
-    sm_count: int = Field(gt=0)
-    #: nominal memory size (GB as marketed); a trace's totalGlobalMem must agree (see detect)
-    memory_gb: float = Field(gt=0)
-    peak_flops: dict[str, float]
-    hbm_bandwidth_Bps: float = Field(gt=0)
-    launch_latency_ns: int = Field(gt=0)
-    source: str
-    #: the PCIe link host<->device copies cross, and the GPU-to-GPU link (None: no fabric
-    #: assumed, e.g. PCIe cards whose NVLink bridge is optional)
-    host_link: Link
-    peer_link: Link | None = None
-    # engineering priors shared by every entry unless it says otherwise (see the manifest's _doc)
-    launch_api_ns: int = Field(default=2500, gt=0)
-    graph_launch_api_ns: int = Field(default=8000, gt=0)
-    graph_node_ns: int = Field(default=1000, gt=0)
-    kernel_floor_ns: int = Field(default=1500, gt=0)
-    h2d_pinned_Bps: float = Field(default=50e9, gt=0)
-    h2d_pageable_Bps: float = Field(default=18e9, gt=0)
-    regs_per_sm: int = Field(default=65536, gt=0)
-    smem_per_sm: int = Field(default=233472, gt=0)
-    max_blocks_per_sm: int = Field(default=32, gt=0)
-    max_threads_per_sm: int = Field(default=2048, gt=0)
-    #: maximum SM clock (MHz) where the datasheet gives it: telemetry clocks are read against it
-    sm_clock_max_mhz: int | None = None
-
-    def class_peak_flops(self) -> np.ndarray:
-        """Return the FLOP/s bound per kernel class, indexed by ``Klass``."""
-        return np.array([self.peak_flops[CLASS_PEAK.get(k, "fp32")] for k in Klass])
-
-    @property
-    def label(self) -> str:
-        """Return the display name."""
-        return self.name
-
-
-@lru_cache(maxsize=1)
 def catalogue() -> tuple[GpuPeaks, ...]:
     """Return every GPU in the catalogue."""
-    data = json.loads(resources.files("manifests").joinpath("hardware_catalogue.json").read_text())
-    return tuple(GpuPeaks.model_validate(g) for g in data["gpus"])
+    return load_catalogue()
 
 
 def by_id(gpu_id: str) -> GpuPeaks:

@@ -706,7 +706,13 @@ class Engine:
 
             opt: Any = CommandOptimizer(self.cmd_workload, self.run_dir, repeats=cfg.repeats)
         else:
-            opt = Optimizer(cfg.workload, self.run_dir, seed=cfg.seed, repeats=cfg.repeats)
+            opt = Optimizer(
+                cfg.workload,
+                self.run_dir,
+                seed=cfg.seed,
+                repeats=cfg.repeats,
+                hardware=cfg.hardware,
+            )
         self.optimizer = opt
         opt.journal.append(
             {
