@@ -94,22 +94,26 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
             "—" if k.achieved_fraction is None else f"{k.achieved_fraction:.1%}",
         )
 
-    inv = a.kernel_time_invariant
     foot = Text()
-    foot.append(
-        f"kernel-time invariant: {inv.violations} violations of {inv.checkable} checkable "
-        f"— {inv.note}\n"
-    )
+    for rule in a.invariants:
+        if rule.checkable:
+            foot.append(
+                f"{rule.invariant}: {rule.violating_rows} violating rows of {rule.checked} checked"
+                + (f" (worst: {rule.violations[0].name[:60]})" if rule.violations else "")
+                + "\n"
+            )
+        else:
+            foot.append(f"{rule.invariant}: not checkable — {rule.reason}\n")
     la = a.launch
     foot.append(
         f"launches: {la.shorter_than_launch} of {la.kernels_linked} kernels ran shorter "
         "than their launch call\n"
     )
-    for c in a.copies:
-        rate = "—" if c.achieved_Bps is None else f"{c.achieved_Bps / 1e9:.2f} GB/s"
-        frac = "" if c.fraction_of_link is None else f" = {c.fraction_of_link:.0%} of {c.link}"
+    for cp in a.copies:
+        rate = "—" if cp.achieved_Bps is None else f"{cp.achieved_Bps / 1e9:.2f} GB/s"
+        frac = "" if cp.fraction_of_link is None else f" = {cp.fraction_of_link:.0%} of {cp.link}"
         foot.append(
-            f"copies {c.direction} {c.memory}: {c.count} in {_ms(c.time_ns)} ms, {rate}{frac}\n"
+            f"copies {cp.direction} {cp.memory}: {cp.count} in {_ms(cp.time_ns)} ms, {rate}{frac}\n"
         )
     for m in a.communication:
         ov = m.overlapped_ns / m.time_ns if m.time_ns else 0.0

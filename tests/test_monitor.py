@@ -151,3 +151,36 @@ def test_predicted_graph_of_an_imported_trace():
     # observed-basis rows are their own prediction: they cannot violate
     obs = [i for i, b in enumerate(g.basis) if b == "observed"]
     assert np.allclose(g.expected_ns[obs], res.observed_ns[obs])
+
+
+def test_analyze_and_the_optimize_loop_judge_kernel_time_by_one_rule():
+    """`gitm-tui analyze` and the loop's monitor read the same trace and flag the same rows,
+    with the same observed and expected times (one planner rule, engine.planner.graph)."""
+    from engine.analyze.compute import analyze_trace
+    from engine.planner import predict_trace_graph
+    from engine.trace.segments import Kind
+
+    wl = SimWorkload("hft-lob")
+    tr = wl.measure(wl.base, seed=3).trace
+    seg = tr.segments
+    # plant a slow kernel: every call of one GEMM takes 6x as long
+    gemm = next(
+        i for i in np.flatnonzero(seg.kind == Kind.KERNEL) if "gemm" in tr.names[int(seg.name[i])]
+    )
+    slow = seg.name == seg.name[gemm]
+    end = np.where(slow, seg.start_ns + seg.duration_ns * 6, seg.end_ns)
+    tr = _with(tr, end_ns=end)
+    planted = tr.names[int(seg.name[gemm])]
+
+    mine = {r.invariant: r for r in analyze_trace(tr, hardware="h100-sxm").analysis.invariants}
+    loop = _inv(residuals(tr, predict_trace_graph(tr, H100)))
+    a, m = mine["kernel_time"], loop["kernel_time"]
+    assert a.checkable and m.checkable and a.violating_rows > 0
+    assert planted in {v.name for v in a.violations}
+    by_name = {(v.name, v.message[:20]): v for v in m.violations}
+    for v in a.violations:
+        w = by_name[(v.name, v.message[:20])]
+        assert (v.count, v.unit) == (w.count, w.unit)
+        assert np.isclose(v.observed, w.observed) and np.isclose(v.predicted, w.predicted)
+    for inv in ("memory_traffic", "concurrency"):
+        assert not mine[inv].checkable and mine[inv].reason == loop[inv].reason

@@ -16,7 +16,7 @@ from engine.analyze.model import (
     Evidence,
     Hardware,
     Idle,
-    InvariantResult,
+    Invariant,
     KernelRow,
     LaunchStats,
     ProfilerRanges,
@@ -24,20 +24,18 @@ from engine.analyze.model import (
     Violation,
 )
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence
+from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
 from engine.planner.catalogue import GpuPeaks, by_id, detect
-from engine.planner.graph import planner_priors
+from engine.planner.graph import expected_efficiency, planner_priors, trace_roofline
 from engine.regimes import Label, Regime
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
-from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments, dtype_peaks
+from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
 from engine.trace.trace import Trace
 
 #: HTA's default ``consecutive_kernel_delay`` (30 µs): shorter gaps between back-to-back GPU
 #: events on a stream count as launch overhead ("kernel wait"), as in HTA's idle breakdown.
 CONSECUTIVE_KERNEL_DELAY_NS = 30_000
-#: a kernel achieving less than this fraction of its roofline bound violates the kernel-time
-#: invariant (DESIGN §5 (1)); the same floor as the lowest class efficiency in the H100 manifest.
-MIN_ROOFLINE_FRACTION = 0.2
 #: the device whose launch costs the lever replay and the decoder's model are built on when the
 #: hardware is unknown: only hardware-independent evidence is used then (priors, host times);
 #: no peak of it is reported as the trace's
@@ -131,26 +129,78 @@ def _launch_times(rows: Segments, trace: Trace) -> tuple[np.ndarray, np.ndarray]
     return start, dur
 
 
-def _bounds(rows: Segments, hw: GpuPeaks | None) -> np.ndarray:
-    """Roofline lower bound per row (ns) where FLOPs or bytes are measured or derived from
-    shapes (at the row's dtype peak where known), else NaN; all NaN when hardware is unknown."""
+def _roofline(rows: Segments, hw: GpuPeaks | None) -> tuple[np.ndarray, np.ndarray]:
+    """(ideal, expected) ns per row by the planner's rule (``trace_roofline``); all NaN when
+    the hardware is unknown."""
     if hw is None:
-        return np.full(len(rows), np.nan)
-    peak = hw.class_peak_flops()[rows.klass]
-    by_dtype = dtype_peaks(hw.peak_flops)[rows.dtype]
-    peak = np.where(np.isfinite(by_dtype), by_dtype, peak)
-    derived = (rows.provenance & Provenance.DERIVED) != 0
-    measured_f = ((rows.provenance & Provenance.FLOPS) != 0) | derived
-    measured_b = ((rows.provenance & Provenance.DRAM_BYTES) != 0) | derived
-    t_f = np.where(measured_f, rows.flops / peak * 1e9, np.nan)
-    t_b = np.where(measured_b, rows.dram_bytes / hw.hbm_bandwidth_Bps * 1e9, np.nan)
-    return np.fmax(t_f, t_b)  # fmax ignores a NaN side
+        return np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    return trace_roofline(rows, hw)
 
 
-def _expected() -> np.ndarray:
-    """The planner's expected library efficiency per class (compute, memory shares of peak)."""
-    ex = planner_priors()["expected"]
-    return np.array([[ex[k.name]["compute"], ex[k.name]["memory"]] for k in Klass])
+def _invariants(
+    rows: Segments,
+    names: list[str],
+    ideal: np.ndarray,
+    expected: np.ndarray,
+    hw: GpuPeaks | None,
+    most: int = 10,
+) -> list[Invariant]:
+    """The optimize loop's three invariants on an imported trace: kernel time by the same rule
+    (engine/optimizer/monitor.py ``kernel_time``); byte traffic and concurrency need a plan the
+    trace does not carry, and say so."""
+    checkable = np.isfinite(expected) & (rows.duration_ns > 0)
+    tol = float(planner_priors()["tolerance"])
+    if checkable.any():
+        basis = (
+            f"a kernel violates when it takes over {tol:g}× its expected time (kernel floor + "
+            "max(FLOPs / peak, bytes / HBM bandwidth) at the efficiency a good library reaches "
+            "for its class, manifests/planner.json) or under 0.9× its ideal time at peak; FLOPs "
+            "and bytes measured or derived from shapes (derived bytes are a lower bound on "
+            "DRAM traffic)"
+        )
+    elif hw is None:
+        basis = "the hardware is unknown (no peaks to bound against)"
+    else:
+        basis = (
+            "no kernel has measured or shape-derived FLOPs or bytes (record "
+            "shapes, e.g. torch.profiler(record_shapes=True), or hardware counters)"
+        )
+    kt = kernel_time(
+        rows.name.astype(np.intp),
+        names,
+        np.arange(len(rows)),
+        rows.duration_ns.astype(np.float64),
+        np.where(checkable, expected, np.nan),
+        np.where(checkable, ideal, np.nan),
+        basis,
+    )
+    results = [kt] + [
+        InvariantResult(inv, False, 0, reason) for inv, reason in IMPORTED_NOT_CHECKABLE.items()
+    ]
+    return [
+        Invariant(
+            invariant=r.invariant,  # type: ignore[arg-type]
+            checkable=r.checkable,
+            checked=r.checked,
+            not_checked=len(rows) - r.checked,
+            violating_rows=sum(v.count for v in r.violations),
+            reason=r.reason,
+            violations=[
+                Violation(
+                    name=v.name,
+                    message=v.message,
+                    count=v.count,
+                    observed=v.observed,
+                    predicted=v.predicted,
+                    residual=v.residual,
+                    unit=v.unit,
+                    first_start_ns=[int(rows.start_ns[i]) for i in v.rows[:4]],
+                )
+                for v in r.violations[:most]
+            ],
+        )
+        for r in results
+    ]
 
 
 def _without_hardware_evidence(rows: Segments) -> Segments:
@@ -178,7 +228,7 @@ def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.nd
     kern = (rows.kind == Kind.KERNEL) & ~comm
     src = rows if hw is not None else _without_hardware_evidence(rows)
     tier = tiers(src)
-    sub = decode_evidence(src.take(kern), tier[kern], model, _expected())
+    sub = decode_evidence(src.take(kern), tier[kern], model, expected_efficiency())
 
     def widen(fill: float, dtype: type, part: np.ndarray | float) -> np.ndarray:
         out: np.ndarray = np.full(n, fill, dtype)
@@ -317,7 +367,10 @@ def analyze_trace(
             )
         )
 
-    bounds = np.where(decoded, _bounds(rows, hw), np.nan)  # copies: their link, not HBM
+    ideal, expected = _roofline(rows, hw)
+    ideal = np.where(decoded, ideal, np.nan)  # copies: their link, not HBM
+    expected = np.where(decoded, expected, np.nan)
+    bounds = ideal
     groups: dict[int, list[int]] = defaultdict(list)
     for i, nm in enumerate(rows.name.tolist()):
         groups[nm].append(i)
@@ -366,42 +419,6 @@ def analyze_trace(
             )
         )
     table.sort(key=lambda r: r.total_ns, reverse=True)
-
-    # kernels only: a host↔device copy is bounded by its link, not by HBM
-    checkable = ~np.isnan(bounds) & (bounds > 0) & (dur > 0) & decoded
-    ratio = np.where(checkable, dur / np.where(checkable, bounds, 1.0), np.nan)
-    viol = checkable & (ratio > 1.0 / MIN_ROOFLINE_FRACTION)
-    worst_idx = np.flatnonzero(viol)
-    worst_idx = worst_idx[np.argsort(-(dur[worst_idx] - bounds[worst_idx]))][:10]
-    invariant = InvariantResult(
-        checkable=int(checkable.sum()),
-        not_checkable=int((~checkable).sum()),
-        violations=int(viol.sum()),
-        worst=[
-            Violation(
-                name=names[int(rows.name[i])],
-                stream=int(rows.stream[i]),
-                start_ns=int(rows.start_ns[i]),
-                observed_ns=int(dur[i]),
-                predicted_ns=float(bounds[i]),
-                residual_ns=float(dur[i] - bounds[i]),
-                ratio=float(ratio[i]),
-            )
-            for i in worst_idx
-        ],
-        note=(
-            f"a kernel violates when it achieves < {MIN_ROOFLINE_FRACTION:.0%} of its roofline "
-            "bound max(FLOPs/peak, bytes/HBM bandwidth), FLOPs and bytes measured or derived "
-            "from shapes (derived bytes are a lower bound on DRAM traffic)"
-        )
-        if checkable.any()
-        else (
-            "not checkable: the hardware is unknown (no peaks to bound against)"
-            if hw is None
-            else "not checkable: no kernel has measured or shape-derived FLOPs or bytes (record "
-            "shapes, e.g. torch.profiler(record_shapes=True), or hardware counters)"
-        ),
-    )
 
     linked = kern_mask & (launch_dur >= 0)
     launch = LaunchStats(
@@ -452,7 +469,7 @@ def analyze_trace(
         kappa_partition=dec.take(decoded).kappa_partition() if decoded.any() else {},
         streams=streams,
         top_kernels=table[:top],
-        kernel_time_invariant=invariant,
+        invariants=_invariants(rows, names.names(), ideal, expected, hw),
         launch=launch,
         interventions=_levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes)
         if len(rows)

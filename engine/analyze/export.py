@@ -151,6 +151,17 @@ def perfetto_json(res: AnalysisResult) -> str:
     )
 
 
+def _code(name: str, width: int = 80) -> str:
+    """A kernel name for a Markdown code span in a table: shortened, no pipe or backtick."""
+    name = name if len(name) <= width else name[: width - 3] + "…"
+    return name.replace("|", "\\|").replace("`", "'").replace("\n", " ")
+
+
+def _md(text: str) -> str:
+    """Prose for one Markdown line or table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f}"
 
@@ -257,8 +268,7 @@ def report_markdown(a: Analysis) -> str:
         "|---|---|---:|---:|---:|---|---|---:|---:|",
     ]
     for k in a.top_kernels:
-        name = k.name if len(k.name) <= 80 else k.name[:77] + "…"
-        name = name.replace("|", "\\|")
+        name = _code(k.name)
         ach = "—" if k.achieved_fraction is None else f"{k.achieved_fraction:.1%}"
         conf = "—" if k.confidence is None else f"{k.confidence:.2f}"
         lines.append(
@@ -286,14 +296,17 @@ def report_markdown(a: Analysis) -> str:
             basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
             basis = basis.replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {e.lever} | {e.safety} | {gain} | {basis} |")
-    inv = a.kernel_time_invariant
-    lines += [
-        "",
-        "## Kernel-time invariant",
-        "",
-        f"{inv.note}. Checkable: {inv.checkable}, violations: {inv.violations}.",
-        "",
-    ]
+    lines += ["", "## Invariants", ""]
+    for inv in a.invariants:
+        if not inv.checkable:
+            lines.append(f"* **{inv.invariant}**: not checkable — {_md(inv.reason)}")
+            continue
+        lines.append(
+            f"* **{inv.invariant}**: {inv.violating_rows} violating rows of {inv.checked} "
+            f"checked ({inv.not_checked} not checkable) — {_md(inv.reason)}"
+        )
+        lines += [f"  * `{_code(v.name)}`: {_md(v.message)}" for v in inv.violations[:5]]
+    lines.append("")
     la = a.launch
     lines += [
         "## Launches",

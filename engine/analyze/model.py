@@ -6,7 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+#: 2: hardware may be unknown (id None), evidence tiers and confidence per kernel, copies,
+#: communication, profiler ranges, counting semantics, lever intervals, and the three
+#: invariants of the optimize loop (``invariants``) instead of one kernel-time rule of its own
+SCHEMA_VERSION = 2
 
 
 class _M(BaseModel):
@@ -125,21 +128,29 @@ class ProfilerRanges(_M):
 
 
 class Violation(_M):
+    """One invariant broken by the rows of one kernel name (the optimize loop's fields)."""
+
     name: str
-    stream: int
-    start_ns: int
-    observed_ns: int
-    predicted_ns: float
-    residual_ns: float
-    ratio: float
+    message: str
+    count: int = Field(description="rows of this name that violate")
+    observed: float = Field(description="mean observed value of those rows (unit)")
+    predicted: float = Field(description="mean predicted bound of those rows (unit)")
+    residual: float = Field(description="observed - predicted")
+    unit: str
+    first_start_ns: list[int] = Field(description="start times of the first violating rows")
 
 
-class InvariantResult(_M):
-    checkable: int = Field(description="segments with measured FLOPs or bytes")
-    not_checkable: int
-    violations: int
-    worst: list[Violation]
-    note: str
+class Invariant(_M):
+    """One of the three invariants (DESIGN §5), under the same rules as the optimize loop's
+    monitor (engine/optimizer/monitor.py)."""
+
+    invariant: Literal["kernel_time", "memory_traffic", "concurrency"]
+    checkable: bool
+    checked: int = Field(description="rows the invariant was checked on")
+    not_checked: int = Field(description="timed rows it could not be checked on")
+    violating_rows: int
+    reason: str = Field(description="what the check rests on, or why it cannot be made")
+    violations: list[Violation] = Field(description="the worst kernel names, most excess first")
 
 
 class LaunchStats(_M):
@@ -212,7 +223,9 @@ class Analysis(_M):
     kappa_partition: dict[str, float]
     streams: list[StreamStats]
     top_kernels: list[KernelRow]
-    kernel_time_invariant: InvariantResult
+    invariants: list[Invariant] = Field(
+        description="kernel_time, memory_traffic, concurrency: each checked or why not"
+    )
     launch: LaunchStats
     interventions: list[LeverEstimate] = Field(
         default_factory=list,

@@ -52,6 +52,12 @@ class Residuals:
         """Observed minus expected duration (NaN where unmatched)."""
         return self.observed_ns - self.expected_ns
 
+    def name_codes(self) -> tuple[np.ndarray, list[str]]:
+        """Each row's name as an index into a table of the distinct names."""
+        table: dict[str, int] = {}
+        codes = np.array([table.setdefault(n, len(table)) for n in self.names], np.intp)
+        return codes, list(table)
+
     @property
     def log_ratio(self) -> np.ndarray:
         """log(observed / expected): the duration residual attribution models."""
@@ -92,6 +98,7 @@ class InvariantResult:
             "checkable": self.checkable,
             "checked": self.checked,
             "reason": self.reason,
+            "violating_rows": sum(v.count for v in self.violations),
             "violations": [
                 {
                     "name": v.name,
@@ -156,7 +163,9 @@ def residuals(trace: Trace, graph: Graph) -> Residuals:
 
 
 def _group(
-    res: Residuals,
+    codes: np.ndarray,
+    names: list[str],
+    rows: np.ndarray,
     mask: np.ndarray,
     invariant: str,
     observed: np.ndarray,
@@ -164,24 +173,89 @@ def _group(
     unit: str,
     what: str,
 ) -> list[Violation]:
+    """One violation per name among the ``mask``ed rows (``codes`` index ``names``): mean
+    observed and predicted, the first trace rows, most excess first."""
+    sel = np.flatnonzero(mask)
+    if not len(sel):
+        return []
+    uniq, inv = np.unique(codes[sel], return_inverse=True)
+    count = np.bincount(inv)
+    o_mean = np.bincount(inv, weights=observed[sel]) / count
+    p_mean = np.bincount(inv, weights=predicted[sel]) / count
+    first = np.argsort(inv, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(count)[:-1]))
     out = []
-    for name in sorted({res.names[i] for i in np.flatnonzero(mask)}):
-        sel = np.flatnonzero(mask & np.array([n == name for n in res.names]))
-        o, p = float(np.mean(observed[sel])), float(np.mean(predicted[sel]))
+    for g, code in enumerate(uniq.tolist()):
+        o, p, n = float(o_mean[g]), float(p_mean[g]), int(count[g])
+        mine = sel[first[starts[g] : starts[g] + min(n, 8)]]
         out.append(
             Violation(
                 invariant=invariant,
-                name=name,
-                rows=res.row[sel[:8]].tolist(),
-                count=len(sel),
+                name=names[code],
+                rows=rows[mine].tolist(),
+                count=n,
                 observed=o,
                 predicted=p,
                 residual=o - p,
                 unit=unit,
-                message=what.format(o=o, p=p, n=len(sel)),
+                message=what.format(o=o, p=p, n=n),
             )
         )
-    return sorted(out, key=lambda v: -abs(v.residual) * v.count)
+    return sorted(out, key=lambda v: (-abs(v.residual) * v.count, v.name))
+
+
+def kernel_time(
+    codes: np.ndarray,
+    names: list[str],
+    rows: np.ndarray,
+    observed: np.ndarray,
+    expected: np.ndarray,
+    ideal: np.ndarray,
+    basis: str,
+) -> InvariantResult:
+    """Invariant 1 on rows with a prediction (``expected`` finite; ``codes`` index ``names``,
+    ``rows`` are what violations cite): a row violates when it took longer than its expected
+    time × the planner's tolerance, or less than 0.9 × its ideal time — faster than the
+    hardware allows, so the work estimate is wrong. One rule for the optimize loop and
+    `gitm-tui analyze` (``engine.planner.graph.roofline_times``)."""
+    tol = float(planner_priors()["tolerance"])
+    has = np.isfinite(expected)
+    with np.errstate(invalid="ignore"):
+        slow = has & (observed > expected * tol)
+        fast = has & np.isfinite(ideal) & (observed < ideal * 0.9)
+    v = _group(
+        codes,
+        names,
+        rows,
+        slow,
+        "kernel_time",
+        observed,
+        expected,
+        "ns",
+        "{n} rows over the roofline's allowance: {o:.0f} ns vs {p:.0f} ns expected",
+    )
+    v += _group(
+        codes,
+        names,
+        rows,
+        fast,
+        "kernel_time",
+        observed,
+        ideal,
+        "ns",
+        "{n} rows faster than the hardware's peak allows ({o:.0f} vs {p:.0f} ns): "
+        "the work estimate is wrong",
+    )
+    n = int(has.sum())
+    return InvariantResult("kernel_time", n > 0, n, basis, v)
+
+
+#: why invariants 2 and 3 cannot be checked on an imported trace (the optimize loop's monitor
+#: and `gitm-tui analyze` say the same)
+IMPORTED_NOT_CHECKABLE = {
+    "memory_traffic": "an imported trace has no byte prediction independent of its own counters",
+    "concurrency": "an imported trace carries no plan of which kernels should overlap",
+}
 
 
 def check_invariants(
@@ -193,57 +267,20 @@ def check_invariants(
     matched = res.pred >= 0
     for inv in invariants:
         if inv == "kernel_time":
-            tol = float(pri["tolerance"])
-            slow = matched & (res.observed_ns > res.expected_ns * tol)
-            fast = matched & (res.observed_ns < res.ideal_ns * 0.9)
-            v = _group(
-                res,
-                slow,
-                inv,
-                res.observed_ns,
-                res.expected_ns,
-                "ns",
-                "{n} rows over the roofline's allowance: {o:.0f} ns vs {p:.0f} ns expected",
-            )
-            v += _group(
-                res,
-                fast,
-                inv,
-                res.observed_ns,
-                res.ideal_ns,
-                "ns",
-                "{n} rows faster than the hardware's peak allows ({o:.0f} vs {p:.0f} ns): "
-                "the plan's work estimate is wrong",
-            )
             out.append(
-                InvariantResult(
-                    inv,
-                    bool(matched.any()),
-                    int(matched.sum()),
+                kernel_time(
+                    *res.name_codes(),
+                    res.row,
+                    res.observed_ns,
+                    np.where(matched, res.expected_ns, np.nan),
+                    np.where(matched, res.ideal_ns, np.nan),
                     "roofline bounds from the planner"
                     if matched.any()
                     else "no observed row matches the plan",
-                    v,
                 )
             )
-        elif inv == "memory_traffic" and res.graph.plan_source == "trace":
-            out.append(
-                InvariantResult(
-                    inv,
-                    False,
-                    0,
-                    "an imported trace has no byte prediction independent of its own counters",
-                )
-            )
-        elif inv == "concurrency" and res.graph.plan_source == "trace":
-            out.append(
-                InvariantResult(
-                    inv,
-                    False,
-                    0,
-                    "an imported trace carries no plan of which kernels should overlap",
-                )
-            )
+        elif inv in IMPORTED_NOT_CHECKABLE and res.graph.plan_source == "trace":
+            out.append(InvariantResult(inv, False, 0, IMPORTED_NOT_CHECKABLE[inv]))
         elif inv == "memory_traffic":
             tol = float(pri["bytes_tolerance"])
             meas = matched & res.bytes_measured
@@ -259,7 +296,8 @@ def check_invariants(
             pbytes = np.full(len(res.pred), np.nan)
             pbytes[meas] = pb
             v = _group(
-                res,
+                *res.name_codes(),
+                res.row,
                 bad,
                 inv,
                 res.bytes_observed,

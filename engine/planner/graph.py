@@ -29,7 +29,7 @@ from engine.manifest import (
 )
 from engine.optimizer.dag import ReplayDag, Schedule, schedule
 from engine.planner.catalogue import CLASS_PEAK, GpuPeaks
-from engine.trace.segments import Kind, Klass, Provenance
+from engine.trace.segments import Kind, Klass, Provenance, Segments, dtype_peaks
 from engine.trace.trace import ApiKind, Trace
 
 
@@ -82,17 +82,73 @@ class Graph:
         return out
 
 
+def expected_efficiency() -> np.ndarray:
+    """The planner's expected library efficiency per class: (n_classes, 2) compute, memory."""
+    ex = planner_priors()["expected"]
+    return np.array([[ex[k.name]["compute"], ex[k.name]["memory"]] for k in Klass])
+
+
+def row_peaks(klass: np.ndarray, dtype: np.ndarray, hw: GpuPeaks) -> np.ndarray:
+    """FLOP/s bound per row: the peak of its dtype (Segments' DTYPES codes) where known, else
+    its class's (``CLASS_PEAK``)."""
+    by_dtype = dtype_peaks(hw.peak_flops)[np.asarray(dtype, np.intp)]
+    return np.where(np.isfinite(by_dtype), by_dtype, hw.class_peak_flops()[klass])
+
+
+def roofline_times(
+    klass: np.ndarray,
+    flops: np.ndarray,
+    dram_bytes: np.ndarray,
+    peak: np.ndarray,
+    hw: GpuPeaks,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ideal, expected) duration in ns per row — the one kernel-time rule of the planner, the
+    optimize loop's monitor and `gitm-tui analyze`:
+
+    * ideal = max(FLOPs / peak, bytes / HBM bandwidth): no kernel can run faster;
+    * expected = kernel floor + max(FLOPs / (peak · eff_c), bytes / (HBM · eff_m)), with eff the
+      efficiency a well-tuned library reaches for the row's class (manifests/planner.json).
+
+    A NaN FLOPs or bytes is unknown and bounds nothing; a row with neither is NaN on both."""
+    eff = expected_efficiency()[np.asarray(klass, np.intp)]
+    t_c = np.asarray(flops, np.float64) / peak * 1e9
+    t_m = np.asarray(dram_bytes, np.float64) / hw.hbm_bandwidth_Bps * 1e9
+    ideal = np.fmax(t_c, t_m)  # fmax ignores a NaN side
+    expected = float(hw.kernel_floor_ns) + np.fmax(t_c / eff[:, 0], t_m / eff[:, 1])
+    return ideal, expected
+
+
+def trace_roofline(seg: Segments, hw: GpuPeaks) -> tuple[np.ndarray, np.ndarray]:
+    """(ideal, expected) ns per row of an imported trace by ``roofline_times``: compute kernels
+    whose FLOPs or bytes are measured (counters) or derived from the launching op's shapes, at
+    their dtype's peak where known; NaN for every other row — copies cross a link, not HBM,
+    and collectives wait on peers."""
+    derived = (seg.provenance & Provenance.DERIVED) != 0
+    kern = (seg.kind == Kind.KERNEL) & (seg.klass != Klass.COMM)
+    known_f = kern & (((seg.provenance & Provenance.FLOPS) != 0) | derived)
+    known_b = kern & (((seg.provenance & Provenance.DRAM_BYTES) != 0) | derived)
+    return roofline_times(
+        seg.klass,
+        np.where(known_f, seg.flops, np.nan),
+        np.where(known_b, seg.dram_bytes, np.nan),
+        row_peaks(seg.klass, seg.dtype, hw),
+        hw,
+    )
+
+
 def roofline(op: KernelOp, hw: GpuPeaks) -> tuple[float, float]:
-    """(ideal, expected) duration of one kernel op in ns."""
-    prior = planner_priors()["expected"][op.klass]
+    """(ideal, expected) duration of one kernel op in ns (``roofline_times``, plus the op's own
+    latency in the expected time)."""
     peak_key = op.dtype or CLASS_PEAK.get(Klass[op.klass], "fp32")
     peak = hw.peak_flops.get(peak_key, hw.peak_flops["fp32"])
-    t_c = op.flops / peak * 1e9
-    t_m = op.bytes / hw.hbm_bandwidth_Bps * 1e9
-    floor = float(hw.kernel_floor_ns)
-    ideal = floor + max(t_c, t_m)
-    expected = floor + max(t_c / prior["compute"], t_m / prior["memory"]) + op.latency_ns
-    return ideal, expected
+    ideal, expected = roofline_times(
+        np.array([Klass[op.klass]]),
+        np.array([op.flops]),
+        np.array([op.bytes]),
+        np.array([peak]),
+        hw,
+    )
+    return float(ideal[0]), float(expected[0]) + op.latency_ns
 
 
 def predict_graph(model: WorkloadSpec, hw: GpuPeaks, batch: BatchConfig | None = None) -> Graph:
@@ -232,8 +288,9 @@ def predict_trace_graph(trace: Trace, hw: GpuPeaks) -> Graph:
     """The predicted execution of an imported trace: the trace's own dependency graph (launch,
     stream, event and sync edges) with each row at what it should have taken —
 
-    * rows with measured FLOPs or DRAM bytes: the roofline at the planner's expected library
-      efficiency for their class (and the ideal at peak);
+    * compute kernels with measured or shape-derived FLOPs or DRAM bytes: the roofline at the
+      planner's expected library efficiency for their class, and the ideal at peak
+      (``trace_roofline``, the rule `gitm-tui analyze` checks too);
     * tensor-core classes (GEMM, conv, attention) with launch geometry but no counters: their
       observed time with the wave-quantisation loss removed (a grid of 1.1 waves pays for 2);
     * anything else: its observed time (no basis to predict it; it cannot violate).
@@ -241,40 +298,26 @@ def predict_trace_graph(trace: Trace, hw: GpuPeaks) -> Graph:
     from engine.optimizer.dag import build_dag
 
     dag = build_dag(trace, hw, iterations=1)
-    pri = planner_priors()["expected"]
     seg = trace.segments.take(dag.d_row)
     n = len(dag.d_stream)
-    expected = dag.d_dur.copy()
-    ideal = dag.d_dur.copy()
-    basis = ["observed"] * n
+    klass = dag.d_klass.astype(np.intp)
+    ideal, expected = trace_roofline(seg, hw)
+    roof = np.isfinite(expected)
+    # tensor-core kernels without counters: their time at full waves (geometry)
+    tc = np.isin(klass, (Klass.GEMM, Klass.CONV, Klass.ATTENTION)) & (seg.grid > 0)
+    tc &= (seg.block > 0) & ~roof
+    block = np.maximum(seg.block, 1).astype(np.int64)
+    per_sm = np.clip(hw.max_threads_per_sm // block, 1, hw.max_blocks_per_sm)
+    cap = per_sm * hw.sm_count
+    grid = seg.grid.astype(np.int64)
+    waves = -(-grid // cap)
+    wave_eff = grid / np.maximum(waves * cap, 1)
+    geo = tc & (waves > 1) & (wave_eff < 0.999)
     floor = float(hw.kernel_floor_ns)
-    peaks = hw.class_peak_flops()
-    meas_f = (seg.provenance & Provenance.FLOPS) != 0
-    meas_b = (seg.provenance & Provenance.DRAM_BYTES) != 0
-    for d in range(n):
-        k = Klass(int(dag.d_klass[d]))
-        eff = pri[k.name]
-        t_c = seg.flops[d] / peaks[k] * 1e9 if meas_f[d] and seg.flops[d] == seg.flops[d] else 0.0
-        t_m = (
-            seg.dram_bytes[d] / hw.hbm_bandwidth_Bps * 1e9
-            if meas_b[d] and seg.dram_bytes[d] == seg.dram_bytes[d]
-            else 0.0
-        )
-        if t_c > 0 or t_m > 0:
-            ideal[d] = floor + max(t_c, t_m)
-            expected[d] = floor + max(t_c / eff["compute"], t_m / eff["memory"])
-            basis[d] = "roofline"
-        elif (
-            k in (Klass.GEMM, Klass.CONV, Klass.ATTENTION) and seg.grid[d] > 0 and seg.block[d] > 0
-        ):
-            per_sm = max(1, min(hw.max_blocks_per_sm, hw.max_threads_per_sm // int(seg.block[d])))
-            cap = per_sm * hw.sm_count
-            waves = -(-int(seg.grid[d]) // cap)
-            wave_eff = seg.grid[d] / (waves * cap)
-            if waves > 1 and wave_eff < 0.999:
-                expected[d] = floor + (dag.d_dur[d] - floor) * wave_eff
-                ideal[d] = expected[d]
-                basis[d] = "geometry"
+    at_waves = floor + (dag.d_dur - floor) * wave_eff
+    expected = np.where(roof, expected, np.where(geo, at_waves, dag.d_dur))
+    ideal = np.where(roof, ideal, np.where(geo, at_waves, dag.d_dur))
+    basis = np.where(roof, "roofline", np.where(geo, "geometry", "observed")).tolist()
     order = np.argsort(dag.d_start_obs, kind="stable")  # rows in start order, as residuals
     pred = dag.copy()
     pred.d_dur = expected
@@ -288,7 +331,7 @@ def predict_trace_graph(trace: Trace, hw: GpuPeaks) -> Graph:
         ideal_ns=ideal[order],
         expected_ns=expected[order],
         bytes=np.full(n, np.nan),
-        flops=np.where(meas_f, seg.flops, np.nan)[order],
+        flops=np.where(np.isfinite(expected), seg.flops, np.nan)[order],
         start_ns=sc.d_start[order],
         end_ns=sc.d_end[order],
         step_ns=sc.makespan_ns,
