@@ -38,3 +38,11 @@ class Label(IntEnum):
     UNKNOWN = 4
     COMM = 5
     COPY = 6
+
+
+N_LABELS = len(Label)
+
+
+def label_name(i: int) -> str:
+    """Return the label name for an id, or 'UNDECIDED'."""
+    return Label(i).name if 0 <= i < N_LABELS else "UNDECIDED"

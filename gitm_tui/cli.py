@@ -498,7 +498,7 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
         )
         return run_dashboard(cfg)
     from engine.eesm.live import LiveDecoder
-    from engine.regimes import regime_name
+    from engine.regimes import label_name
     from engine.runtime.store import scratch_dir
 
     run_dir = scratch_dir() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -511,7 +511,7 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
                 "v": 1,
                 "type": "decoded",
                 "stream": f.stream,
-                "labels": [regime_name(int(x)) for x in f.labels],
+                "labels": [label_name(int(x)) for x in f.labels],
                 "names": [names[int(i)] for i in f.name],
             }
             print(json.dumps(rec), flush=True)

@@ -27,13 +27,13 @@ CELL_DEGENERATE = "▒"
 
 
 def legend() -> Text:
-    """Return the regime legend line."""
+    """Return the label legend line: the regimes, then what copies and collectives are."""
     t = Text()
-    for r in Regime:
+    for r in (*Regime, Label.COPY, Label.COMM):
         t.append(CELL_CONFIDENT * 2, style=REGIME_STYLE[r])
-        t.append(f" {r.name}  ")
+        t.append(f" {r.name} ")
     t.append(CELL_DEGENERATE * 2, style="#bcbcbc")
-    t.append(" low confidence (κ > K_max)")
+    t.append(" low confidence")
     return t
 
 
@@ -45,17 +45,21 @@ def strip_cells(labels: Sequence[int], degenerate: Sequence[bool], width: int) -
     if pad:
         t.append("·" * pad, style="#444444")
     for i in range(max(0, n - width), n):
-        r = Regime(int(labels[i]))
-        t.append(CELL_DEGENERATE if degenerate[i] else CELL_CONFIDENT, style=REGIME_STYLE[r])
+        style = REGIME_STYLE.get(int(labels[i]), "#444444")
+        t.append(CELL_DEGENERATE if degenerate[i] else CELL_CONFIDENT, style=style)
     return t
 
 
 def shares_text(counts: Sequence[int]) -> Text:
-    """Return 'C 12% M 30% S 40% I 18%' coloured by regime (24 cells)."""
+    """Return 'C 12% M 30% S 40% I 18%' coloured by regime (24 cells), then the copy and
+    collective shares ('copy 5%', 'comm 9%') where ``counts`` (indexed by Label) has any."""
     total = max(1, sum(counts))
     t = Text(no_wrap=True)
     for r in Regime:
         t.append(f"{r.name[0]}{counts[r] / total:4.0%} ", style=REGIME_STYLE[r])
+    for lab in (Label.COPY, Label.COMM):
+        if len(counts) > lab and counts[lab]:
+            t.append(f"{lab.name.lower()}{counts[lab] / total:4.0%} ", style=REGIME_STYLE[lab])
     return t
 
 

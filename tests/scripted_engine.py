@@ -10,7 +10,7 @@ import asyncio
 
 import numpy as np
 
-from engine.regimes import Regime
+from engine.regimes import Label, Regime
 from engine.runtime import EventBus, RunConfig
 from engine.runtime.events import (
     DecodedBatch,
@@ -125,6 +125,9 @@ class ScriptedEngine:
                 deg = np.array([s == 7 and b % 4 == 3 and i < 2 for i in range(6)])
                 start = np.arange(6, dtype=np.int64) * 10_000 + b * 100_000
                 names = tuple(NAMES[s][(b + i) % len(NAMES[s])] for i in range(6))
+                # a copy is labelled for what it is, as the engine's row_labels does
+                copy = np.array([n.startswith("Memcpy") for n in names])
+                labels[copy] = Label.COPY
                 pub(
                     DecodedBatch(
                         t_wall=1.0 + b,

@@ -327,3 +327,38 @@ def test_live_flush_ends_the_streams(model):
     again = d.push(seg, truth=np.zeros(n, np.uint8)) + d.flush()
     assert all(len(f.labels) == len(f.start_ns) == len(f.truth) for f in again)
     assert sum(len(f.labels) for f in again) == n
+
+
+def test_live_rows_use_the_analysis_vocabulary(model):
+    """The dashboard's rows say what `analyze` says: copies COPY, collectives COMM, kernels their
+    decoded regime (the batch decode's, where the fixed lag certified it)."""
+    from engine.device.simulator import simulate
+    from engine.regimes import Label
+    from engine.trace.segments import Kind, Klass
+
+    b, _ = simulate("kitti", 10, seed=4)
+    seg = b.segments
+    cols = seg.columns()
+    # make one kernel a collective (the simulated workloads have none)
+    k0 = int(np.flatnonzero(seg.kind == Kind.KERNEL)[0])
+    cols["klass"] = cols["klass"].copy()
+    cols["klass"][cols["name"] == seg.name[k0]] = Klass.COMM
+    seg = Segments(**cols)
+    finals = LiveDecoder(model, use_numba=True).push(seg)
+    batch = decode(seg, model)
+    key = {
+        (int(s), int(t)): i for i, (s, t) in enumerate(zip(seg.stream, seg.start_ns, strict=True))
+    }
+    seen = set()
+    for f in finals:
+        for j in range(len(f.labels)):
+            i = key[(f.stream, int(f.start_ns[j]))]
+            kind, klass, lab = seg.kind[i], seg.klass[i], f.labels[j]
+            if kind in (Kind.MEMCPY, Kind.MEMSET):
+                assert lab == Label.COPY
+            elif klass == Klass.COMM:
+                assert lab == Label.COMM
+            elif f.exact[j]:
+                assert lab == batch.labels[i]
+            seen.add(Label(int(lab)))
+    assert {Label.COPY, Label.COMM} <= seen and len(seen) > 3

@@ -23,7 +23,7 @@ from engine.analyze.model import (
     StreamStats,
     Violation,
 )
-from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence
+from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
 from engine.planner.catalogue import GpuPeaks, by_id, detect
 from engine.planner.graph import expected_efficiency, planner_priors, trace_roofline
@@ -224,8 +224,8 @@ def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.nd
     kernel of unknown class with nothing measured UNKNOWN (its place in the stream's chain is
     kept, with no evidence of its own)."""
     n = len(rows)
-    comm = (rows.kind == Kind.COMM) | ((rows.kind == Kind.KERNEL) & (rows.klass == Klass.COMM))
-    kern = (rows.kind == Kind.KERNEL) & ~comm
+    what = row_labels(rows.kind, rows.klass, np.zeros(n, np.uint8))
+    kern = (rows.kind == Kind.KERNEL) & (what != Label.COMM)
     src = rows if hw is not None else _without_hardware_evidence(rows)
     tier = tiers(src)
     sub = decode_evidence(src.take(kern), tier[kern], model, expected_efficiency())
@@ -235,7 +235,7 @@ def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.nd
         out[kern] = part
         return out
 
-    labels = np.where(comm, Label.COMM, Label.COPY).astype(np.uint8)
+    labels = what
     labels[kern] = np.where(tier[kern] == Tier.NONE, Label.UNKNOWN, sub.labels)
     full = Decoded(
         labels=labels,

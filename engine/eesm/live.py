@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.eesm import emission, kappa, viterbi
-from engine.eesm.pipeline import EesmModel, pressures
+from engine.eesm.pipeline import EesmModel, pressures, row_labels
 from engine.trace.segments import Segments
 
 
@@ -26,14 +26,15 @@ class FinalRows:
     end_ns: np.ndarray
     name: np.ndarray
     klass: np.ndarray
-    labels: np.ndarray  # uint8 Regime
+    #: uint8 Label: the decoded regime, or COPY / COMM for what is not a kernel's regime
+    labels: np.ndarray
     exact: np.ndarray  # bool: provably equal to the batch Viterbi label
     kappa: np.ndarray  # float32
     degenerate: np.ndarray  # bool
     truth: np.ndarray | None = None  # simulator ground truth, for validation only
 
 
-_META = ("start_ns", "end_ns", "name", "klass")
+_META = ("start_ns", "end_ns", "name", "klass", "kind")
 
 
 class _StreamState:
@@ -151,7 +152,7 @@ class LiveDecoder:
             end_ns=cols["end_ns"],
             name=cols["name"],
             klass=cols["klass"],
-            labels=labels.copy(),
+            labels=row_labels(cols["kind"], cols["klass"], labels),
             exact=exact.copy(),
             kappa=cols["kappa"],
             degenerate=deg,

@@ -14,9 +14,9 @@ import numpy as np
 
 from engine.eesm import embed, emission, fused, kappa, posterior, stream_order, viterbi
 from engine.manifest import EesmParams, HardwareSpec, load_eesm, load_hardware
-from engine.regimes import Regime
+from engine.regimes import Label, Regime
 from engine.trace.evidence import Tier
-from engine.trace.segments import Segments, dtype_peaks
+from engine.trace.segments import Kind, Klass, Segments, dtype_peaks
 
 
 class Variant(str, Enum):
@@ -108,6 +108,18 @@ class Decoded:
             "M_deg": deg / n,
             "undetermined": und / n,
         }
+
+
+def row_labels(kind: np.ndarray, klass: np.ndarray, regimes: np.ndarray) -> np.ndarray:
+    """Label per row (uint8 ``Label``), the one vocabulary of the dashboard and `analyze`:
+    copies and memsets are COPY and collectives COMM — what they are, not a regime of the SMs
+    (their pressures are read against a link or a peer, not the roofline) — and every other
+    row keeps its decoded regime."""
+    comm = (kind == Kind.COMM) | ((kind == Kind.KERNEL) & (klass == Klass.COMM))
+    out = np.asarray(regimes, np.uint8).copy()
+    out[(kind == Kind.MEMCPY) | (kind == Kind.MEMSET)] = Label.COPY
+    out[comm] = Label.COMM
+    return out
 
 
 def _observe_args(seg: Segments, m: EesmModel) -> tuple:

@@ -35,9 +35,9 @@ import numpy as np
 from engine.device.simulator import SimulatedGPU
 from engine.eesm import metrics
 from engine.eesm.live import FinalRows, LiveDecoder, warm_up
-from engine.eesm.pipeline import EesmModel, decode
+from engine.eesm.pipeline import EesmModel, decode, row_labels
 from engine.manifest import load_hardware, load_workload
-from engine.regimes import N_REGIMES, Regime
+from engine.regimes import N_LABELS, N_REGIMES, Label, Regime
 from engine.runtime.bus import EventBus
 from engine.runtime.events import (
     DecodedBatch,
@@ -673,7 +673,7 @@ class Engine:
                     end_ns=seg.end_ns[rows],
                     name=seg.name[rows],
                     klass=seg.klass[rows],
-                    labels=dec.labels[rows],
+                    labels=row_labels(seg.kind[rows], seg.klass[rows], dec.labels[rows]),
                     exact=np.ones(len(rows), np.bool_),
                     kappa=dec.kappa[rows],
                     degenerate=dec.degenerate[rows],
@@ -1222,24 +1222,27 @@ class _Tracker:
     def __init__(self, k_max: float) -> None:
         self.k_max = k_max
         self.rows = 0
-        self.counts = np.zeros(N_REGIMES, np.int64)
+        self.counts = np.zeros(N_LABELS, np.int64)
         self.exact = 0
         self.conf = np.zeros((N_REGIMES, N_REGIMES), np.int64)
         self.part: dict[int, np.ndarray] = {}  # stream -> [M_id, M_deg, undetermined]
 
     def add(self, f: FinalRows) -> None:
         self.rows += len(f.labels)
-        self.counts += np.bincount(f.labels, minlength=N_REGIMES)
+        self.counts += np.bincount(f.labels, minlength=N_LABELS)
         self.exact += int(f.exact.sum())
         und = np.isnan(f.kappa)
         p = self.part.setdefault(f.stream, np.zeros(3, np.int64))
         p += [int((~und & ~f.degenerate).sum()), int(f.degenerate.sum()), int(und.sum())]
         if f.truth is not None:
-            self.conf += metrics.confusion(f.truth, f.labels)
+            # scored on decoded rows only: a copy or collective is labelled by what it is
+            dec = f.labels < N_REGIMES
+            self.conf += metrics.confusion(f.truth[dec], f.labels[dec])
 
     def shares(self) -> dict[str, float]:
+        """Share of rows per regime, and per COPY / COMM label where there are any."""
         n = max(1, self.rows)
-        return {r.name: float(self.counts[r]) / n for r in Regime}
+        return {r.name: float(self.counts[r]) / n for r in Label if r < N_REGIMES or self.counts[r]}
 
     def stream_partition(self, stream: int) -> dict[str, float]:
         p = self.part[stream]

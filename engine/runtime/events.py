@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from engine.regimes import regime_name
+from engine.regimes import label_name
 from engine.telemetry.sample import TelemetrySample
 
 SCHEMA_VERSION = 1
@@ -100,7 +100,7 @@ class DecodedBatch(Event):
     stream: int
     start_ns: np.ndarray
     end_ns: np.ndarray
-    labels: np.ndarray  # uint8 Regime ids
+    labels: np.ndarray  # uint8 Label ids (a regime, or COPY / COMM)
     degenerate: np.ndarray  # bool (κ > K_max)
     kappa: np.ndarray  # float32
     names: tuple[str, ...] = field(default=())
@@ -130,7 +130,7 @@ class DecodedBatch(Event):
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
-        out["labels"] = [regime_name(int(x)) for x in self.labels]
+        out["labels"] = [label_name(int(x)) for x in self.labels]
         return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from rich.text import Text
 from textual.widgets import DataTable
 
-from engine.regimes import N_REGIMES, Regime
+from engine.regimes import N_LABELS, Label
 from gitm_tui.render import REGIME_STYLE
 
 _REFRESH_S = 0.5  # table redraw rhythm: rows change every tick, eyes need less
@@ -27,7 +27,7 @@ _WIDTHS = {"kernel": 40, "regime": 13, "calls": 9, "total": 10, "mean": 9, "lowc
 class _Agg:
     calls: int = 0
     total_ns: int = 0
-    regimes: np.ndarray = field(default_factory=lambda: np.zeros(N_REGIMES, np.int64))
+    regimes: np.ndarray = field(default_factory=lambda: np.zeros(N_LABELS, np.int64))
     degenerate: int = 0
 
 
@@ -115,7 +115,7 @@ class KernelTable(DataTable[object]):
 
     @staticmethod
     def _cells(k: tuple[int, str], a: _Agg) -> tuple[object, ...]:
-        r = Regime(int(a.regimes.argmax()))
+        r = Label(int(a.regimes.argmax()))
         share = a.regimes[r] / max(1, a.calls)
         regime = Text(f"{r.name} {share:.0%}", style=REGIME_STYLE[r])
         return (

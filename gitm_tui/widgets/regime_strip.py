@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from engine.regimes import N_REGIMES, Regime
+from engine.regimes import N_LABELS, Label
 from gitm_tui.render import REGIME_STYLE, shares_text, strip_cells
 
 _LABEL_W = 11  # "stream 123 "
@@ -28,7 +28,7 @@ class RegimeStrip(Widget):
         self.stream = stream
         self._labels: deque[int] = deque(maxlen=_HISTORY)
         self._degenerate: deque[bool] = deque(maxlen=_HISTORY)
-        self._counts = np.zeros(N_REGIMES, np.int64)
+        self._counts = np.zeros(N_LABELS, np.int64)
         self._latest = ""
 
     def add(self, labels: np.ndarray, degenerate: np.ndarray, names: tuple[str, ...] = ()) -> None:
@@ -37,7 +37,7 @@ class RegimeStrip(Widget):
             return
         self._labels.extend(int(x) for x in labels[-_HISTORY:])
         self._degenerate.extend(bool(x) for x in degenerate[-_HISTORY:])
-        self._counts += np.bincount(labels, minlength=N_REGIMES)
+        self._counts += np.bincount(labels, minlength=N_LABELS)
         if names:
             self._latest = names[-1]
         self.segments += len(labels)
@@ -52,14 +52,15 @@ class RegimeStrip(Widget):
         return list(self._labels)
 
     def render(self) -> Text:
-        width = max(1, self.size.width - _LABEL_W - _SHARES_W)
+        shares = shares_text(self._counts.tolist())
+        width = max(1, self.size.width - _LABEL_W - max(_SHARES_W, shares.cell_len + 1))
         t = Text(f"stream {self.stream}"[:_LABEL_W].ljust(_LABEL_W), style="bold", no_wrap=True)
         t.append_text(strip_cells(self._labels, self._degenerate, width))
         t.append(" ")
-        t.append_text(shares_text(self._counts.tolist()))
+        t.append_text(shares)
         t.append("\n" + " " * _LABEL_W)
         if self._labels:
-            r = Regime(self._labels[-1])
+            r = Label(self._labels[-1])
             t.append(f"{self.segments:,} segments · latest ", style="dim")
             t.append(r.name, style=REGIME_STYLE[r])
             room = max(0, self.size.width - _LABEL_W - 40)
