@@ -3,6 +3,8 @@ a sortable kernel table and the selected kernel's details."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -12,14 +14,17 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.model import KernelRow
+from engine.analyze.export import clean_analysis
+from engine.analyze.model import Analysis, KernelRow
 from engine.regimes import Label
-from gitm_tui.render import REGIME_STYLE, legend
+from engine.text import clean
+from gitm_tui.render import REGIME_STYLE, SHOWN_CHARS, legend, outside_text
 from gitm_tui.timeline import timeline_text
 
 _LABEL_W = 12
@@ -99,11 +104,12 @@ class RegimeTimeline(Widget, can_focus=True):
 
 
 def kernel_details(k: KernelRow) -> Table:
-    """Return the details panel of one kernel row."""
+    """Return the details panel of one kernel row (its name cleaned and cut to SHOWN_CHARS:
+    folded whole, an 8 MB name is a hundred thousand lines)."""
     t = Table(box=None, show_header=False, pad_edge=False, expand=True)
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
-    t.add_row("kernel", Text(k.name))
+    t.add_row("kernel", outside_text(k.name))
     t.add_row("class", k.klass)
     t.add_row("streams", ", ".join(map(str, k.streams)))
     t.add_row("calls", f"{k.calls:,}")
@@ -116,7 +122,7 @@ def kernel_details(k: KernelRow) -> Table:
     conf = "—" if k.confidence is None else f"{k.confidence:.2f}"
     t.add_row("evidence", f"{k.tier} (mean confidence {conf})")
     if k.flops is not None:
-        t.add_row("FLOPs", f"{k.flops:.4g}" + (f" ({k.dtype})" if k.dtype else ""))
+        t.add_row("FLOPs", outside_text(f"{k.flops:.4g}" + (f" ({k.dtype})" if k.dtype else "")))
     if k.roofline_bound_ns is None:
         t.add_row(
             "roofline", "unknown (no measured or shape-derived FLOPs/bytes, or hardware unknown)"
@@ -141,6 +147,20 @@ class AnalysisApp(App[int]):
     ]
     SORTS = (("total", "total ms"), ("calls", "calls"), ("mean", "mean µs"), ("name", "kernel"))
 
+    class LoadStage(Message):
+        """The loader's thread reached a new stage (its one-line description)."""
+
+        def __init__(self, stage: str) -> None:
+            super().__init__()
+            self.stage = stage
+
+    class LoadDone(Message):
+        """The loader's thread finished: a result, or the one line of its error."""
+
+        def __init__(self, res: AnalysisResult | None, error: str | None) -> None:
+            super().__init__()
+            self.res, self.error = res, error
+
     def __init__(
         self,
         res: AnalysisResult | None = None,
@@ -149,12 +169,17 @@ class AnalysisApp(App[int]):
     ) -> None:
         """Show ``res``; or open at once, run ``load(progress)`` in a worker thread (reading,
         decoding and replaying a big trace takes seconds) and show its result when it comes.
-        A failure ends the app: ``self.error`` holds its one line for the caller to print."""
+        A failure ends the app: ``self.error`` holds its one line for the caller to print.
+        Everything shown comes from ``self.shown``, the analysis with every string cleaned
+        (engine.text.clean): no escape sequence from the trace reaches the terminal."""
         super().__init__()
         self.res = res
         self._load = load
         self._source = source
-        self._kernels = {str(i): k for i, k in enumerate(res.analysis.top_kernels)} if res else {}
+        self.shown: Analysis | None = None
+        self._kernels: dict[str, KernelRow] = {}
+        if res is not None:
+            self._show_result(res)
         self._sort = 0
         self.selected: KernelRow | None = None
         self.error: str | None = None
@@ -163,14 +188,15 @@ class AnalysisApp(App[int]):
         if self.res is None:
             head = Text()
             head.append(" gitm-tui analyze ", style="bold reverse")
-            head.append(f"  {self._source}  ", style="bold")
+            head.append(f"  {clean(self._source, SHOWN_CHARS)}  ", style="bold")
             yield Static(head, id="analysis-header")
             with Vertical(id="analysis-loading"):
                 yield LoadingIndicator()
                 yield Static("reading the trace…", id="analysis-stage")
             yield Footer()
             return
-        a = self.res.analysis
+        a = self.shown
+        assert a is not None
         head = Text()
         head.append(" gitm-tui analyze ", style="bold reverse")
         head.append(f"  {a.source}  ", style="bold")
@@ -190,35 +216,46 @@ class AnalysisApp(App[int]):
 
     def on_mount(self) -> None:
         if self.res is None and self._load is not None:
-            self.run_worker(self._analyse, thread=True, exit_on_error=False)
+            # A daemon thread of its own, not a Textual thread worker: a worker runs in the
+            # event loop's default executor, which App.run joins on the way out, so `q` waited
+            # for the whole load (21 s on a big trace). Reading and decoding cannot be cut
+            # short midway; a daemon thread simply ends with the process when the user quits.
+            threading.Thread(target=self._analyse, name="gitm-analyze-load", daemon=True).start()
             return
         self._populate()
 
     def _analyse(self) -> None:
-        """Worker thread: the numeric work; the event loop only receives the result."""
+        """Loader thread: the numeric work; the UI only receives messages (stages, result)."""
         assert self._load is not None
-
-        def progress(stage: str) -> None:
-            self.call_from_thread(self._stage, stage)
-
         try:
-            res = self._load(progress)
+            res = self._load(lambda stage: self._post(self.LoadStage(stage)))
         except Exception as e:  # the loader's one-line errors (TraceImportError, …)
-            self.call_from_thread(self._failed, str(e))
+            self._post(self.LoadDone(None, str(e)))
             return
-        self.call_from_thread(self._loaded, res)
+        self._post(self.LoadDone(res, None))
 
-    def _stage(self, stage: str) -> None:
-        self.query_one("#analysis-stage", Static).update(stage)
+    def _post(self, message: Message) -> None:
+        # the app may have quit meanwhile (its loop closed): nobody is left to tell
+        with contextlib.suppress(RuntimeError):
+            self.post_message(message)
 
-    def _failed(self, error: str) -> None:
-        self.error = error
-        self.exit(return_code=1)
+    def on_analysis_app_load_stage(self, message: LoadStage) -> None:
+        stage = self.query("#analysis-stage")
+        if stage:
+            stage.first(Static).update(outside_text(message.stage))  # it names the file
 
-    def _loaded(self, res: AnalysisResult) -> None:
-        self.res = res
-        self._kernels = {str(i): k for i, k in enumerate(res.analysis.top_kernels)}
+    def on_analysis_app_load_done(self, message: LoadDone) -> None:
+        if message.res is None:
+            self.error = message.error
+            self.exit(return_code=1)
+            return
+        self.res = message.res
+        self._show_result(message.res)
         self.call_later(self._rebuild)
+
+    def _show_result(self, res: AnalysisResult) -> None:
+        self.shown = clean_analysis(res.analysis, SHOWN_CHARS)
+        self._kernels = {str(i): k for i, k in enumerate(self.shown.top_kernels)}
 
     async def _rebuild(self) -> None:
         await self.recompose()  # compose() now builds the analysis screen
@@ -236,7 +273,7 @@ class AnalysisApp(App[int]):
         for key, k in self._kernels.items():
             r = Label[k.regime]
             table.add_row(
-                Text(k.name, overflow="ellipsis", no_wrap=True),
+                Text(k.name, overflow="ellipsis", no_wrap=True),  # cleaned in self.shown
                 Text(f"{k.regime} {k.regime_share:.0%}", style=REGIME_STYLE[r]),
                 k.tier,
                 "—" if k.confidence is None else f"{k.confidence:.2f}",

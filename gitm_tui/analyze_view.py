@@ -6,9 +6,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis
 from engine.regimes import Label
-from gitm_tui.render import REGIME_STYLE
+from gitm_tui.render import REGIME_STYLE, SHOWN_CHARS
 
 
 def _ms(ns: float) -> str:
@@ -16,7 +17,10 @@ def _ms(ns: float) -> str:
 
 
 def summary(a: Analysis, top: int = 10) -> RenderableType:
-    """Return the summary of one analysis: header, regimes, streams, top kernels, invariant."""
+    """Return the summary of one analysis: header, regimes, streams, top kernels, invariant.
+    Every string of the analysis is cleaned first (engine.text.clean): names from the trace
+    reach the terminal without their escape sequences, each within SHOWN_CHARS."""
+    a = clean_analysis(a, SHOWN_CHARS)
     head = Text()
     head.append(a.source, style="bold")
     head.append(f"  {a.format}" + ("" if a.rank is None else f" rank {a.rank}") + "\n")
@@ -144,7 +148,7 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         for e in shown:
             basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
             lv.add_row(
-                e.lever,
+                Text(e.lever),
                 e.safety,
                 e.gain_text() + (" *" if e.prior_based else ""),
                 Text(basis),  # Text: never read as markup (it may carry names from the trace)

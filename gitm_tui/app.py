@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
@@ -33,8 +32,9 @@ from engine.runtime.events import (
     RunStarted,
     TelemetryEvent,
 )
-from gitm_tui.exit_codes import ExitCode
-from gitm_tui.render import legend
+from engine.text import clean
+from gitm_tui.exit_codes import ExitCode, write_refused
+from gitm_tui.render import SHOWN_CHARS, legend, outside_text
 from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
 from gitm_tui.widgets.interventions import (
     CauseTable,
@@ -106,6 +106,9 @@ class GitmApp(App[int]):
         self.phase = "starting"
         self.run_id = ""
         self.finished: RunFinished | None = None
+        #: the run failed because the file system refused a write (disk full, read-only):
+        #: the user's environment, not a bug — run_dashboard re-raises it for its one line
+        self.write_error: OSError | None = None
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -143,7 +146,12 @@ class GitmApp(App[int]):
     @work(group="engine", exit_on_error=False, name="engine run")
     async def drive_engine(self) -> None:
         """Run the engine on this loop; its numeric work already runs in threads."""
-        await self.engine.run()
+        try:
+            await self.engine.run()
+        except OSError as e:  # the engine journaled it and published run_finished: failed
+            if not write_refused(e):
+                raise
+            self.write_error = e
 
     @work(group="events", exit_on_error=False, name="engine events")
     async def consume_events(self) -> None:
@@ -238,7 +246,8 @@ class GitmApp(App[int]):
             )
         if ev.status == "failed":  # say it where it cannot be missed, and keep the log in view
             self.notify(
-                "the run failed: the Log tab says why (q quits with exit code 1)",
+                "the run failed: the Log tab says why "
+                f"(q quits with exit code {int(self._exit_code())})",
                 severity="error",
                 timeout=30,
             )
@@ -247,18 +256,21 @@ class GitmApp(App[int]):
             self.exit(int(self._exit_code()))
 
     def _exit_code(self) -> ExitCode:
-        return (
-            ExitCode.INTERNAL
-            if self.finished is not None and self.finished.status == "failed"
-            else ExitCode.OK
-        )
+        if self.finished is None or self.finished.status != "failed":
+            return ExitCode.OK
+        return ExitCode.INPUT if self.write_error is not None else ExitCode.INTERNAL
 
     def _mount_strip(self, stream: int) -> None:
         if not self.query(f"#strip-{stream}"):
             self.query_one("#strips").mount(RegimeStrip(stream))
 
     def _log_line(self, text: str, style: str = "") -> None:
-        self.query_one(RichLog).write(Text(text, style=style))  # Text: no markup from outside
+        """Write one log entry: its lines cleaned one by one (a program's output or an error
+        keeps its line breaks, loses its escape sequences); Text: never read as markup."""
+        lines = text.split("\n")
+        self.query_one(RichLog).write(
+            Text("\n".join(clean(line, SHOWN_CHARS) for line in lines), style=style)
+        )
 
     # ---------------------------------------------------------------- actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -288,19 +300,21 @@ class GitmApp(App[int]):
         if iv is None:
             return
         verb = {"approve": "Apply", "reject": "Reject", "rollback": "Roll back"}[action]
-        warn = ""
-        if action == "approve" and iv.safety != "SAFE":
-            warn = f"\n[b #ff5f5f]{iv.safety}[/]: " + (
-                "results may change beyond rounding."
-                if iv.safety == "NUMERICS"
-                else "this changes node settings and needs admin rights."
-            )
-        question = (
-            f"{verb} {iv.id} [b]{escape(iv.lever)}[/b] — {escape(iv.title)}?\n"
+        # built as Text, never as a markup string: lever and title may come from the user's
+        # flags or a program's output
+        question = Text(f"{verb} {clean(iv.id)} ")
+        question.append(outside_text(iv.lever, "bold"))
+        question.append(" — ").append(outside_text(iv.title)).append("?\n")
+        question.append(
             f"predicted {iv.predicted_gain:+.1%} (confidence {iv.confidence:.2f})"
             + (f", measured {iv.measured_gain:+.1%}" if iv.measured_gain is not None else "")
-            + warn
         )
+        if action == "approve" and iv.safety != "SAFE":
+            question.append("\n").append(outside_text(iv.safety, "bold #ff5f5f")).append(
+                ": results may change beyond rounding."
+                if iv.safety == "NUMERICS"
+                else ": this changes node settings and needs admin rights."
+            )
 
         def done(yes: bool | None) -> None:
             if yes:
@@ -318,23 +332,38 @@ class GitmApp(App[int]):
         iv = self.query_one(InterventionTable).selected()
         if iv is None:
             return
-        ev = "\n".join(f"  • {escape(e)}" for e in iv.evidence) or "  (none recorded)"
-        body = (
-            f"[b]{iv.id} {escape(iv.lever)}[/b] — {escape(iv.title)}   [{iv.safety}]   state [b]{iv.state}[/b]\n\n"
-            f"[b]Claim → evidence[/b] (attribution)\n{ev}\n\n"
-            f"[b]Replay[/b] (counterfactual on the trace's dependency graph)\n  {escape(iv.replay) or '—'}\n"
-            f"  predicted {iv.predicted_gain:+.1%} less time per sample, confidence {iv.confidence:.2f}\n\n"
-            f"[b]Measured[/b]\n  "
-            + (
-                f"{iv.measured_gain:+.1%} vs the state it was applied to"
-                if iv.measured_gain is not None
-                else "not applied yet"
-            )
-            + (f"\n  {escape(iv.note)}" if iv.note else "")
-            + (f"\n  approved by {escape(iv.approved_by)}" if iv.approved_by else "")
-            + f"\n\nFrom another terminal: gitm-tui approve|reject|rollback {self.run_id} {iv.id}"
-            + "\n\n[dim]escape to close[/dim]"
+        # built as Text, never as a markup string: every field here may come from outside
+        body = Text()
+        body.append(outside_text(f"{iv.id} {iv.lever}", "bold"))
+        body.append(" — ").append(outside_text(iv.title))
+        body.append("   [").append(outside_text(iv.safety)).append("]   state ")
+        body.append(outside_text(iv.state, "bold")).append("\n\n")
+        body.append("Claim → evidence", style="bold").append(" (attribution)\n")
+        for e in iv.evidence:
+            body.append("  • ").append(outside_text(e)).append("\n")
+        if not iv.evidence:
+            body.append("  (none recorded)\n")
+        body.append("\n")
+        body.append("Replay", style="bold")
+        body.append(" (counterfactual on the trace's dependency graph)\n  ")
+        body.append(outside_text(iv.replay or "—")).append("\n")
+        body.append(
+            f"  predicted {iv.predicted_gain:+.1%} less time per sample, "
+            f"confidence {iv.confidence:.2f}\n\n"
         )
+        body.append("Measured", style="bold").append("\n  ")
+        body.append(
+            f"{iv.measured_gain:+.1%} vs the state it was applied to"
+            if iv.measured_gain is not None
+            else "not applied yet"
+        )
+        if iv.note:
+            body.append("\n  ").append(outside_text(iv.note))
+        if iv.approved_by:
+            body.append("\n  approved by ").append(outside_text(iv.approved_by))
+        body.append("\n\nFrom another terminal: gitm-tui approve|reject|rollback ")
+        body.append(outside_text(f"{self.run_id} {iv.id}"))
+        body.append("\n\nescape to close", style="dim")
         self.push_screen(InterventionScreen(body))
 
     def action_toggle_pause(self) -> None:
@@ -362,4 +391,6 @@ def run_dashboard(config: RunConfig) -> ExitCode:
 
     app = make_app(Settings(lag=EesmModel.build().params.fixed_lag), Engine(config))
     rc = app.run()
+    if app.write_error is not None:  # the CLI turns it into one line and exit code 3
+        raise app.write_error
     return ExitCode(rc) if rc is not None else ExitCode.OK

@@ -1,7 +1,9 @@
 """Command line: `gitm-tui` (dashboard), `--no-ui` (headless), and subcommands.
 
 Every error a user can cause ends in one line on stderr and an ExitCode (README), never a
-traceback. Textual is imported only on the dashboard path.
+traceback; every line on stderr goes through engine.text.clean (file names, SQLite messages and
+trace contents quoted in it cannot put an escape sequence on the terminal or break the line).
+Textual is imported only on the dashboard path.
 """
 
 from __future__ import annotations
@@ -14,9 +16,27 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from gitm_tui.exit_codes import ExitCode
+from engine.text import clean
+from gitm_tui.exit_codes import ExitCode, write_refused
 
 PROG = "gitm-tui"
+#: the most characters of one stderr line: a path may be 4,096 bytes, with room for the rest
+_LINE_CHARS = 8192
+
+
+def _say(message: str) -> None:
+    """Write ``gitm-tui: message`` to stderr as one cleaned line (engine.text.clean)."""
+    print(f"{PROG}: {clean(message, _LINE_CHARS)}", file=sys.stderr)
+
+
+def _first_line(e: Exception) -> str:
+    """The first line of an exception's message (pydantic's run to many)."""
+    return next(iter(str(e).splitlines()), repr(e))
+
+
+def _error(message: str) -> None:
+    """Write the one error line, ``gitm-tui: error: message`` (cleaned, one line)."""
+    _say(f"error: {message}")
 
 
 class UsageError(Exception):
@@ -244,9 +264,9 @@ def _cmd_validate(argv: Sequence[str]) -> ExitCode:
         try:
             atomic_write_text(ns.write, md)
         except OSError as e:
-            print(f"{PROG}: cannot write {ns.write}: {e.strerror}", file=sys.stderr)
+            _error(f"cannot write {ns.write}: {e.strerror or e}")
             return ExitCode.INPUT
-        print(f"{PROG}: wrote {ns.write}", file=sys.stderr)
+        _say(f"wrote {ns.write}")
     if ns.json:
         print(json.dumps(to_dict(results), indent=2))
     elif not ns.write:
@@ -314,10 +334,14 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
     )
     good = [o for o in outcomes if o.analysis is not None]
     if ns.json:
+        from engine.text import map_strings, valid_unicode
+
         dumps = [o.analysis.model_dump(mode="json") for o in good if o.analysis is not None]
-        print(json.dumps(dumps, indent=2))
+        # ASCII JSON (every control character escaped), lone surrogates as in analysis.json
+        print(json.dumps(map_strings(dumps, valid_unicode), indent=2))
     else:
         from rich.console import Console
+        from rich.text import Text
 
         from gitm_tui.analyze_view import rank_table, summary
 
@@ -327,7 +351,8 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
             assert o.analysis is not None
             console.print(summary(o.analysis))
             if o.outputs:
-                console.print(f"wrote {', '.join(o.outputs)}", style="dim", highlight=False)
+                # Text: a path is never read as markup (file names come from outside)
+                console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
         ranks = rank_table([o.analysis for o in good if o.analysis is not None])
         if ranks is not None:
             console.print(ranks)
@@ -340,7 +365,7 @@ def _cmd_analyze(argv: Sequence[str]) -> ExitCode:
             )
     for o in outcomes:
         if o.error:
-            print(f"{PROG}: error: {o.error}", file=sys.stderr)
+            _error(o.error)
     return ExitCode.INPUT if any(o.error for o in outcomes) else ExitCode.OK
 
 
@@ -350,7 +375,7 @@ def _analyze_ui(ns: argparse.Namespace) -> ExitCode:
 
     files, errors = expand(ns.paths)
     if errors:
-        print(f"{PROG}: error: {errors[0].error}", file=sys.stderr)
+        _error(errors[0].error or "")
         return ExitCode.INPUT
     if len(files) != 1:
         raise UsageError(f"--ui opens one trace; got {len(files)} files")
@@ -367,7 +392,7 @@ def _analyze_ui(ns: argparse.Namespace) -> ExitCode:
     app = make_analysis_app(load=load, source=str(files[0]))
     app.run()
     if app.error is not None:  # shown after the screen is gone: one line, like the CLI's
-        print(f"{PROG}: error: {app.error}", file=sys.stderr)
+        _error(app.error)
         return ExitCode.INPUT
     return ExitCode.OK
 
@@ -378,43 +403,22 @@ def _decision_parser(action: str) -> _Parser:
         description=f"{action.capitalize()} an intervention of a running optimize run (headless or "
         "dashboard) from another terminal.",
     )
-    p.add_argument("run_id", help="the run's id (printed when it starts; a folder of runs/)")
+    p.add_argument(
+        "run_id", help="the run's id, e.g. 20261201-145253-1a2b3c (printed when it starts)"
+    )
     p.add_argument("id", help="the intervention id, e.g. I2")
     return p
 
 
 def _cmd_decision(action: str, argv: Sequence[str]) -> ExitCode:
-    import json
-    import os
-
-    from engine.runtime.journal import read
-    from engine.runtime.store import scratch_dir
+    from engine.runtime.commands import operator, send
 
     ns = _decision_parser(action).parse_args(argv)
-    runs = scratch_dir() / "runs"
-    run_dir = runs / ns.run_id
-    journal = run_dir / "journal.jsonl"
-    if not journal.exists():
-        raise UsageError(f"no run {ns.run_id!r} under {runs}")
-    recs = read(journal)
-    if any(r.get("type") == "run_finished" for r in recs):
-        raise UsageError(f"run {ns.run_id} has finished; nothing can be {action}d now")
-    ids = {r["id"] for r in recs if r.get("type") == "transition"}
-    if ns.id not in ids:
-        raise UsageError(
-            f"run {ns.run_id} has no intervention {ns.id!r}; it has {', '.join(sorted(ids)) or 'none yet'}"
-        )
-    line = (
-        json.dumps({"action": action, "id": ns.id, "by": f"cli:{os.environ.get('USER', '?')}"})
-        + "\n"
-    )
-    fd = os.open(run_dir / "commands.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    print(f"{PROG}: {action} {ns.id} sent to run {ns.run_id}", file=sys.stderr)
+        send(ns.run_id, action, ns.id, operator())
+    except ValueError as e:  # not a run id, not running, finished, a state it cannot apply to
+        raise UsageError(str(e)) from None
+    _say(f"{action} {ns.id} sent to run {ns.run_id}")
     return ExitCode.OK
 
 
@@ -442,7 +446,7 @@ def _cmd_doctor(argv: Sequence[str]) -> ExitCode:
             line += f" — fix: {c.remedy}"
         elif c.ok is None and c.remedy:
             line += f" — to enable: {c.remedy}"
-        print(line)
+        print(clean(line))  # details and remedies quote drivers and libraries
     problems = sum(c.ok is False for c in checks)
     print(f"{problems} problem(s); the simulated device is always available")
     return ExitCode.OK
@@ -452,8 +456,6 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
     """Run a Python program in-process under CUPTI capture (like `python -m cProfile`)."""
     import json
     import os
-    import time
-    import uuid
 
     from engine.trace.cupti import CuptiUnavailable, capture, load_cupti, run_python_program
 
@@ -482,7 +484,7 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
     try:
         load_cupti()
     except CuptiUnavailable as e:
-        print(f"{PROG}: error: capture: {e.reason} — fix: {e.remedy}", file=sys.stderr)
+        _error(f"capture: {e.reason} — fix: {e.remedy}")
         return ExitCode.BACKEND
     if ns.ui:
         from engine.runtime import RunConfig
@@ -499,9 +501,9 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
         return run_dashboard(cfg)
     from engine.eesm.live import LiveDecoder
     from engine.regimes import label_name
-    from engine.runtime.store import scratch_dir
+    from engine.runtime.store import new_run_id, run_path
 
-    run_dir = scratch_dir() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    run_dir = run_path(new_run_id())
     out = run_dir / "trace.json"
     decoder = LiveDecoder(use_numba=False)
 
@@ -519,19 +521,22 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
     def on_batch(seg, names):  # type: ignore[no-untyped-def]
         emit(decoder.push(seg), names)
 
-    print(f"{PROG}: capturing {' '.join(prog)}; trace → {out}", file=sys.stderr)
+    _say(f"capturing {' '.join(prog)}; trace → {out}")
     try:
         with capture(out, flush_interval_s=ns.flush, on_batch=on_batch) as cap:
             code = run_python_program(prog)
     except CuptiUnavailable as e:
-        print(f"{PROG}: error: capture: {e.reason} — fix: {e.remedy}", file=sys.stderr)
+        _error(f"capture: {e.reason} — fix: {e.remedy}")
         return ExitCode.BACKEND
     emit(decoder.flush(), cap.names)  # the rows the fixed lag still held
     for note in cap.notes:
-        print(f"{PROG}: {note}", file=sys.stderr)
+        _say(note)
     n = len(cap.trace().segments)
-    print(f"{PROG}: captured {n} device rows; analyze with: {PROG} analyze {out}", file=sys.stderr)
+    _say(f"captured {n} device rows; analyze with: {PROG} analyze {out}")
     return code  # type: ignore[return-value]  # the program's own exit status
+
+
+LEDGER_NAME = "audit_ledger.json"
 
 
 def _cmd_audit(argv: Sequence[str]) -> ExitCode:
@@ -550,7 +555,11 @@ def _cmd_audit(argv: Sequence[str]) -> ExitCode:
     )
     p.add_argument("--corpus", default=None, help="'calibrated' (synthetic, from the simulator)")
     p.add_argument("--seeds", type=int, default=5, help="seeds per corpus item (default 5)")
-    p.add_argument("--out", type=Path, default=Path("audit_ledger.json"), help="ledger path")
+    p.add_argument(
+        "--out",
+        default=LEDGER_NAME,
+        help=f"ledger file, or a directory to write {LEDGER_NAME} into (default: ./{LEDGER_NAME})",
+    )
     p.add_argument("--verify", type=Path, metavar="LEDGER", help="re-run this ledger and compare")
     p.add_argument(
         "--paper",
@@ -565,10 +574,7 @@ def _cmd_audit(argv: Sequence[str]) -> ExitCode:
         try:
             ledger = read_ledger(ns.ui)
         except (OSError, ValueError) as e:
-            print(
-                f"{PROG}: error: {ns.ui}: not a readable audit ledger ({str(e).splitlines()[0]})",
-                file=sys.stderr,
-            )
+            _error(f"{ns.ui}: not a readable audit ledger ({_first_line(e)})")
             return ExitCode.INPUT
         from gitm_tui.audit_app import make_audit_app
 
@@ -579,29 +585,24 @@ def _cmd_audit(argv: Sequence[str]) -> ExitCode:
 
         traces = [Path(t) for t in ns.traces] or default_traces(Path(__file__).resolve().parents[1])
         md, tables = write_paper(ns.paper_dir, traces, ns.seeds)
-        print(f"{PROG}: wrote {md} and {tables} ({len(traces)} real traces)", file=sys.stderr)
+        _say(f"wrote {md} and {tables} ({len(traces)} real traces)")
         return ExitCode.OK
     if ns.verify:
         try:
             ledger = read_ledger(ns.verify)
         except (OSError, ValueError) as e:
-            print(
-                f"{PROG}: error: {ns.verify}: not a readable audit ledger ({str(e).splitlines()[0]})",
-                file=sys.stderr,
-            )
+            _error(f"{ns.verify}: not a readable audit ledger ({_first_line(e)})")
             return ExitCode.INPUT
         diffs = verify(ledger)
         if diffs:
-            print(
-                f"{PROG}: {ns.verify}: REJECTED — {len(diffs)} value(s) differ from a fresh run; first: {diffs[0]}",
-                file=sys.stderr,
+            _say(
+                f"{ns.verify}: REJECTED — {len(diffs)} value(s) differ from a fresh run; "
+                f"first: {diffs[0]}"
             )
             for d in diffs[:20]:
-                print(d)
+                print(clean(d))  # quotes the ledger's values
             return ExitCode.INPUT
-        print(
-            f"{PROG}: {ns.verify}: verified — a fresh run reproduces every value", file=sys.stderr
-        )
+        _say(f"{ns.verify}: verified — a fresh run reproduces every value")
         return ExitCode.OK
     if ns.seeds < 1:
         raise UsageError("--seeds must be >= 1")
@@ -614,13 +615,25 @@ def _cmd_audit(argv: Sequence[str]) -> ExitCode:
     try:
         ledger = run_audit(spec, ns.seeds)
     except TraceImportError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        _error(str(e))
         return ExitCode.INPUT
-    write_ledger(ledger, ns.out)
-    print(
-        f"{PROG}: wrote {ns.out} ({len(ledger.results)} operator × variant rows)", file=sys.stderr
-    )
+    out = _ledger_path(ns.out)
+    try:
+        write_ledger(ledger, out)
+    except OSError as e:
+        _error(f"cannot write {out}: {e.strerror or e}")
+        return ExitCode.INPUT
+    _say(f"wrote {out} ({len(ledger.results)} operator × variant rows)")
     return ExitCode.OK
+
+
+def _ledger_path(out: str) -> Path:
+    """``audit --out``: a directory (an existing one, or a path ending in a separator) gets
+    ``audit_ledger.json`` inside it, as ``analyze --out DIR`` writes into its directory; any
+    other path is the ledger file itself."""
+    if out.endswith((os.sep, "/")) or Path(out).is_dir():
+        return Path(out) / LEDGER_NAME
+    return Path(out)
 
 
 SUBCOMMANDS = {
@@ -651,25 +664,48 @@ def _main(argv: Sequence[str]) -> ExitCode:
 
         return run_dashboard(config)
     except BackendUnavailable as e:
-        print(
-            f"{PROG}: error: --device {config.device}: {e.reason} — fix: {e.remedy}",
-            file=sys.stderr,
-        )
+        _error(f"--device {config.device}: {e.reason} — fix: {e.remedy}")
         return ExitCode.BACKEND
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `gitm-tui` console script; returns the process exit code."""
     try:
-        return int(_main(list(sys.argv[1:] if argv is None else argv)))
+        code = int(_main(list(sys.argv[1:] if argv is None else argv)))
+        sys.stdout.flush()  # a full disk under a redirected stdout says so here, not at exit
+        return code
     except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        _error(str(e))
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        _say("interrupted")
         return int(ExitCode.INTERRUPTED)
-    except Exception as e:  # a bug: one line here, the traceback in a file for the report
-        return int(_internal_error(e))
+    except Exception as e:
+        if write_refused(e):  # a full disk (an output, the run store, stdout): not a bug
+            _write_refused_line(e)
+            return int(ExitCode.INPUT)
+        return int(_internal_error(e))  # a bug: one line here, the traceback in a file
+
+
+def _write_refused_line(e: BaseException) -> None:
+    """The one line for a write the file system refused (see exit_codes.write_refused)."""
+    assert isinstance(e, OSError)
+    if e.filename is None:  # no file named: a print to stdout failed
+        _error(f"cannot write stdout: {e.strerror or e}")
+        _drop_stdout()
+    else:
+        _error(f"cannot write {e.filename}: {e.strerror or e}")
+
+
+def _drop_stdout() -> None:
+    """After stdout refused a write: point it at /dev/null, so the interpreter's last flush of
+    what is still buffered does not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (tests)
+        pass
 
 
 def _internal_error(e: Exception) -> ExitCode:
@@ -686,10 +722,9 @@ def _internal_error(e: Exception) -> ExitCode:
         where = str(crash)
     except OSError:
         pass
-    print(
-        f"{PROG}: internal error: {e!r} — a bug in gitm-tui; the traceback is in {where} "
-        "(please include it in a report)",
-        file=sys.stderr,
+    _say(
+        f"internal error: {e!r} — a bug in gitm-tui; the traceback is in {where} "
+        "(please include it in a report)"
     )
     return ExitCode.INTERNAL
 

@@ -20,18 +20,28 @@ from engine.runtime.events import (
     RunFinished,
     RunStarted,
 )
+from engine.text import clean
 from gitm_tui.exit_codes import ExitCode
+
+#: the most characters of one narration line (a note may quote a program's whole output)
+_LINE_CHARS = 8192
+
+
+def _say(text: str, err: TextIO) -> None:
+    """Write one narration line, cleaned (engine.text.clean): notes and log messages quote a
+    program's output and trace names, which must not put an escape sequence on the terminal."""
+    print(clean(text, _LINE_CHARS), file=err)
 
 
 def _narrate(ev: Event, err: TextIO) -> None:
     """Write the human line for an event (only the ones a person wants to read)."""
     if isinstance(ev, RunStarted):
         where = f"{ev.device.upper()} (no GPU used)" if ev.simulated else ev.device
-        print(
+        _say(
             f"gitm-tui: run {ev.run_id}: {ev.workload} on {where}, "
             f"budget {format_seconds(ev.budget_s)}, seed {ev.seed}, target {ev.target:.0%}, "
             f"approvals {ev.approve}; run store {ev.run_dir}",
-            file=err,
+            err,
         )
     elif isinstance(ev, InterventionUpdate):
         meas = f", measured {ev.measured_gain:+.1%}" if ev.measured_gain is not None else ""
@@ -41,31 +51,29 @@ def _narrate(ev: Event, err: TextIO) -> None:
             if ev.predicted_gain == ev.predicted_gain
             else "no prediction (measured only)"
         )
-        print(
-            f"gitm-tui: {ev.id} {ev.lever} [{ev.safety}] {ev.state}: {pred}{meas}{note}", file=err
-        )
+        _say(f"gitm-tui: {ev.id} {ev.lever} [{ev.safety}] {ev.state}: {pred}{meas}{note}", err)
     elif isinstance(ev, ReportWritten):
-        print(f"gitm-tui: {ev.summary}; report {ev.path}", file=err)
+        _say(f"gitm-tui: {ev.summary}; report {ev.path}", err)
     elif isinstance(ev, PhaseChanged) and ev.phase != "done":
-        print(f"gitm-tui: phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else ""), file=err)
+        _say(f"gitm-tui: phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else ""), err)
     elif isinstance(ev, LogEvent):
-        print(f"gitm-tui: {ev.level}: {ev.message}", file=err)
+        _say(f"gitm-tui: {ev.level}: {ev.message}", err)
     elif isinstance(ev, RunFinished) and not ev.segments:
-        print(f"gitm-tui: {ev.status} in {format_seconds(ev.wall_s)}", file=err)
+        _say(f"gitm-tui: {ev.status} in {format_seconds(ev.wall_s)}", err)
     elif isinstance(ev, RunFinished):
         shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
-        print(
+        _say(
             f"gitm-tui: {ev.status}: {ev.segments} segments decoded in "
             f"{format_seconds(ev.wall_s)} ({ev.iterations} iterations, "
             f"{ev.sim_time_ns / 1e9:.2f}s device time): {shares}",
-            file=err,
+            err,
         )
         v = ev.validation
         if v:
-            print(
+            _say(
                 f"gitm-tui: vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, "
                 f"accuracy {v['accuracy']:.3f}",
-                file=err,
+                err,
             )
 
 
@@ -103,10 +111,10 @@ async def run_headless(
                 if prompter is not None:
                     prompter.ask(ev)
                 elif config.approve == "manual":
-                    print(
+                    _say(
                         f"gitm-tui: to decide: gitm-tui approve {engine.run_id} {ev.id} "
                         f"(or reject) from another terminal",
-                        file=err,
+                        err,
                     )
             if isinstance(ev, RunFinished):
                 final = ev
@@ -150,9 +158,10 @@ class _Prompter:
 
     def _run(self) -> None:
         while (ev := self.q.get()) is not None:
-            prompt = (
+            prompt = clean(
                 f"gitm-tui: approve {ev.id} {ev.lever} [{ev.safety}], predicted "
-                f"{ev.predicted_gain:+.1%}? [y/n/s(kip)] "
+                f"{ev.predicted_gain:+.1%}? [y/n/s(kip)] ",
+                _LINE_CHARS,
             )
             try:
                 self.err.write(prompt)

@@ -8,6 +8,12 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from engine.regimes import Label, Regime
+from engine.text import clean
+
+#: the most characters of one outside string (a kernel or device name, a note, a log line) that
+#: a widget or the terminal summary receives: long C++ template names run to about a thousand
+#: characters; laid out whole, an 8 MB name held the screen at 100 % CPU for minutes
+SHOWN_CHARS = 2000
 
 #: one colour per regime; the legend, strips and summaries all read it from here
 #: (keyed by value: Label shares Regime's values and adds what `analyze` labels copies,
@@ -24,6 +30,13 @@ REGIME_STYLE: dict[int, str] = {
 #: a confident label is a full block; a label in M_deg (κ > K_max) is shaded
 CELL_CONFIDENT = "█"
 CELL_DEGENERATE = "▒"
+
+
+def outside_text(text: str, style: str = "", limit: int = SHOWN_CHARS) -> Text:
+    """Return a string from outside (a trace, a device, a program's output) as a Text:
+    through engine.text.clean (no escape sequence, one line, at most ``limit`` characters) and
+    never read as markup."""
+    return Text(clean(text, limit), style=style)
 
 
 def legend() -> Text:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
@@ -54,12 +55,15 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No"),
     ]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: Text) -> None:
+        """``question`` is a Text, not a markup string: it names a lever and may quote a
+        program's output."""
         super().__init__()
         self.question = question
 
     def compose(self) -> ComposeResult:
-        yield Static(self.question + "\n\n[b]y[/b] yes    [b]n[/b] / escape no", id="confirm")
+        keys = Text.assemble("\n\n", ("y", "bold"), " yes    ", ("n", "bold"), " / escape no")
+        yield Static(Text.assemble(self.question, keys), id="confirm")
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
@@ -70,7 +74,8 @@ class InterventionScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "dismiss", "Close")]
 
-    def __init__(self, body: str) -> None:
+    def __init__(self, body: Text) -> None:
+        """``body`` is a Text, not a markup string: evidence and notes come from outside."""
         super().__init__()
         self.body = body
 

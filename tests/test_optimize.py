@@ -16,7 +16,7 @@ import pytest
 from engine import optimize
 from engine.optimizer.loop import Optimizer
 from engine.runtime.journal import Journal, JournalError, State, read, recover
-from engine.runtime.store import scratch_dir
+from engine.runtime.store import is_live, scratch_dir
 
 ROOT = Path(__file__).parents[1]
 CLI = [sys.executable, "-m", "gitm_tui"]
@@ -243,7 +243,15 @@ def test_approve_from_another_terminal(tmp_path):
     missing = subprocess.run(
         [*CLI, "reject", "no-such-run", "I1"], env=env, capture_output=True, text=True, cwd=ROOT
     )
-    assert missing.returncode == 2 and "no run 'no-such-run'" in missing.stderr
+    assert missing.returncode == 2 and "'no-such-run' is not a run id" in missing.stderr
+    absent = subprocess.run(
+        [*CLI, "reject", "20200101-000000-abcdef", "I1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert absent.returncode == 2 and "no run 20200101-000000-abcdef" in absent.stderr
 
 
 def test_bad_target_and_policy_are_usage_errors():
@@ -427,10 +435,15 @@ def test_recovery_survives_a_damaged_journal(tmp_path):
         f.write(b'[1, 2]\n"x"\n{"seq": "nine", "type": "transition", "id": 5, "to": "APPLYING"}\n')
         f.write(b'{"type": "transition", "id": "I9", "to": "SIDEWAYS"}\n\xff\xfe torn')
     out = recover(runs)
-    assert [r.interventions for r in out] == [["I1"]]
-    assert out[0].restored_state is None  # a path outside the run's folder is not followed
+    # a path outside the run's folder is not followed — and nothing claims it was restored
+    # (issue 13 item 9: this used to journal ROLLED_BACK and "restored")
+    assert [r.interventions for r in out] == [[]]
+    assert out[0].restored_state is None
+    assert "outside the run's folder" in out[0].unrestored["I1"]
     recs = _journal(runs / "old")
-    assert recs[-1]["type"] == "run_finished" and recs[-1]["recovered"] == ["I1"]
+    assert not any(r.get("to") == "ROLLED_BACK" for r in recs)
+    assert recs[-1]["type"] == "run_finished" and recs[-1]["recovered"] == []
+    assert "I1" in recs[-1]["not_restored"]
     assert recover(runs) == []  # finished now
 
 
@@ -454,3 +467,193 @@ async def test_a_failure_before_the_phases_still_ends_the_run(monkeypatch):
         )
     last = json.loads(out.getvalue().splitlines()[-1])
     assert last["type"] == "run_finished" and last["status"] == "failed"
+
+
+def _consistent(journal: Path) -> list[dict]:
+    """Assert a journal is one run's own: sequence numbers 1..n, every transition legal from the
+    state before it, exactly one run_finished and it is last; return its records."""
+    from engine.runtime.journal import ALLOWED
+
+    recs = read(journal)
+    assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1))
+    state: dict[str, State | None] = {}
+    for r in recs:
+        if r.get("type") == "transition":
+            frm, to = state.get(r["id"]), State(r["to"])
+            assert to in ALLOWED[frm], (r["id"], frm, to)
+            state[r["id"]] = to
+    assert [r["type"] for r in recs].count("run_finished") == 1
+    assert recs[-1]["type"] == "run_finished"
+    return recs
+
+
+def test_two_runs_at_once_never_touch_each_other(tmp_path):
+    """Issue 13 item 1: a second run on the same scratch while the first is mid-apply must leave
+    the first's journal and state alone (its run lock says it is alive); both finish with a
+    consistent journal of their own."""
+    scratch = tmp_path / "scratch"
+    env = _env(scratch)
+    first = subprocess.Popen(
+        [
+            *CLI,
+            "--no-ui",
+            "--workload",
+            "hft-lob",
+            "--budget",
+            "20s",
+            "--approve",
+            "auto",
+            "--hold-apply",
+            "6",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+
+        def applying():
+            for j in (scratch / "runs").glob("*/journal.jsonl"):
+                if any(r.get("to") == "APPLYING" for r in read(j)):
+                    return j
+            return None
+
+        journal = _wait_for(applying)
+        second = subprocess.run(
+            [*CLI, "--no-ui", "--workload", "kitti", "--budget", "2s", "--watch"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert second.returncode == 0, second.stderr
+        assert "rolled back" not in second.stderr and "died" not in second.stderr
+        assert not any(r.get("to") == "ROLLED_BACK" for r in read(journal))
+        _, err = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err
+    recs = _consistent(journal)
+    assert recs[-1]["status"] == "completed"
+    for j in (scratch / "runs").glob("*/journal.jsonl"):
+        _consistent(j)
+
+
+def test_one_malformed_record_does_not_stop_later_starts(tmp_path):
+    """Issue 13 item 6: a list as "to" and ~100k nested brackets in an unfinished run's journal
+    (both used to raise out of recovery and make every later start exit 1)."""
+    runs = tmp_path / "runs"
+    j = Journal(runs / "20261201-000000-abcdef" / "journal.jsonl")
+    j.transition("I1", State.PROPOSED)
+    with j.path.open("a") as f:
+        f.write('{"seq": 2, "type": "transition", "id": "I1", "to": ["APPLYING"]}\n')
+        f.write('{"seq": 3, "type": "transition", "id": {"x": 1}, "to": "APPLYING"}\n')
+        f.write("[" * 100_000 + "]" * 100_000 + "\n")
+        f.write('{"seq": true, "type": "transition", "id": "I2", "to": "PROPOSED"}\n')
+    out = recover(runs)
+    assert len(out) == 1 and out[0].error is None and out[0].interventions == []
+    recs = _consistent(j.path)
+    assert [r["to"] for r in recs if r.get("type") == "transition"] == ["PROPOSED"]
+    assert recs[-1]["status"] == "interrupted"
+    # and a real start on that scratch goes through
+    r = subprocess.run(
+        [*CLI, "--no-ui", "--workload", "kitti", "--budget", "2s", "--watch"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_journal_never_holds_nan(tmp_path):
+    """Minor of issue 13: NaN is not JSON; a non-finite number is journalled as null."""
+    j = Journal(tmp_path / "journal.jsonl")
+    j.append({"type": "x", "gain": float("nan"), "nested": {"v": [1.0, float("inf")]}})
+    line = (tmp_path / "journal.jsonl").read_text()
+    assert "NaN" not in line and "Infinity" not in line
+    rec = json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert rec["gain"] is None and rec["nested"]["v"] == [1.0, None]
+
+
+def test_a_dead_runs_leftover_temp_files_are_swept(tmp_path):
+    """Minor of issue 13: SIGKILL between an atomic write's temp file and its rename leaves an
+    orphan; recovery of that dead run removes it (and never a live run's)."""
+    from engine.runtime.store import atomic_write_text
+
+    runs = tmp_path / "runs"
+    run = runs / "20261201-000000-abcdef"
+    Journal(run / "journal.jsonl").transition("I1", State.PROPOSED)
+    orphan = run / ".state.json.k2j3h4.tmp"
+    orphan.write_text("{half")
+    atomic_write_text(run / "state.json", "{}")
+    assert [p.name for p in run.glob(".*.tmp")] == [orphan.name]
+    recover(runs)
+    assert not orphan.exists() and (run / "state.json").read_text() == "{}"
+
+
+async def test_quitting_the_dashboard_mid_apply_reports_what_was_done():
+    """Issue 13 item 17: `q` during the apply phase, after one lever was verified, used to journal
+    `run_finished: completed` and write no report. Now the run ends `stopped` and report.md
+    says it was cut short and what was kept."""
+    from engine.runtime import Engine, RunConfig
+    from gitm_tui.app import Settings, make_app
+    from gitm_tui.screens import ConfirmScreen
+    from gitm_tui.widgets.interventions import InterventionTable
+
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=40, tick_s=0.05, approve="manual"))
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=(130, 42)) as pilot:
+        table = app.query_one(InterventionTable)
+
+        async def until(pred, rounds=400):
+            for _ in range(rounds):
+                await pilot.pause(0.05)
+                if pred():
+                    return
+            raise AssertionError("timed out")
+
+        await until(lambda: any(v.lever == "cuda_graphs" for v in table.latest.values()))
+        iid = next(k for k, v in table.latest.items() if v.lever == "cuda_graphs")
+        table.focus()
+        table.move_cursor(row=table.get_row_index(iid))
+        await pilot.press("a")
+        await until(lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(lambda: table.latest[iid].state == "VERIFIED")
+        await pilot.press("q")
+    recs = _consistent(eng.run_dir / "journal.jsonl")
+    assert recs[-1]["status"] == "stopped"
+    report = (eng.run_dir / "report.md").read_text()
+    # either the report phase ran after the stop, or the run was cut short before it
+    assert "Stopped by the operator" in report or "Cut short (stopped)" in report
+    assert f"| {iid} | cuda_graphs | SAFE | VERIFIED |" in report
+
+
+async def test_a_run_cancelled_before_its_report_still_gets_one():
+    """The dashboard's worker is cancelled on quit: cut short while waiting for approvals, the
+    run ends `stopped` (not `completed`) with a report written from its journal."""
+    import asyncio
+
+    from engine.runtime import Engine, RunConfig
+    from engine.runtime.events import InterventionUpdate
+
+    eng = Engine(RunConfig(workload="kitti", budget_s=60, tick_s=0.05, approve="manual"))
+    sub = eng.bus.subscribe()
+    task = asyncio.ensure_future(eng.run())
+    async for ev in sub:
+        if isinstance(ev, InterventionUpdate) and ev.state == "PROPOSED":
+            break
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    recs = _consistent(eng.run_dir / "journal.jsonl")
+    assert recs[-1]["status"] == "stopped"
+    report = (eng.run_dir / "report.md").read_text()
+    assert "Cut short (stopped)" in report and "| I1 |" in report
+    assert not is_live(eng.run_dir)  # the lock went with the run

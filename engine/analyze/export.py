@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+from pydantic_core import PydanticSerializationError
 
 from engine.analyze.compute import AnalysisResult
 from engine.analyze.model import Analysis
 from engine.regimes import Label, Regime
 from engine.runtime.store import atomic_write_text
+from engine.text import clean, escape_json_text, map_strings, valid_unicode
 from engine.trace.evidence import Tier, tiers
 
 #: Chrome-trace reserved colour names per regime (ui.perfetto.dev and chrome://tracing honour them)
@@ -25,6 +27,28 @@ _CNAME = {
 }
 #: tid offset of a stream's regime track, so it sorts right below the stream's own track
 _REGIME_TID = 1_000_000
+#: the most characters of one outside string in report.md (a kernel name in a table is cut
+#: shorter, see _code): about one screen of text; an 8 MB name is not a report
+_REPORT_CHARS = 2000
+
+
+def clean_analysis(a: Analysis, limit: int | None = None) -> Analysis:
+    """Return a copy of ``a`` with every string through :func:`engine.text.clean` (one line, no
+    escape sequence, at most ``limit`` characters): what a terminal, a screen or report.md shows.
+    Every field at once, so a field added later cannot slip through raw."""
+    return Analysis.model_validate(map_strings(a.model_dump(), lambda s: clean(s, limit)))
+
+
+def analysis_json(a: Analysis) -> str:
+    """Return analysis.json's text: the names as they were in the trace, every control
+    character a JSON escape (engine.text.escape_json_text), except that a lone surrogate, which
+    UTF-8 cannot hold, becomes U+FFFD."""
+    try:
+        text = a.model_dump_json(indent=2)
+    except PydanticSerializationError:  # a lone surrogate (a "\ud800" escape in a trace name)
+        fixed = Analysis.model_validate(map_strings(a.model_dump(), valid_unicode))
+        text = fixed.model_dump_json(indent=2)
+    return escape_json_text(text)
 
 
 def _us(ns: int) -> str:
@@ -107,7 +131,7 @@ def perfetto_json(res: AnalysisResult) -> str:
             '{"ph":"X","cat":"gpu","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,'
             '"args":{"regime":"%s","tier":"%s","confidence":%s,"kappa":%s,"low_confidence":%s}}'
             % (
-                json.dumps(names[int(rows.name[i])]),
+                json.dumps(valid_unicode(names[int(rows.name[i])])),
                 rows.device[i],
                 rows.stream[i],
                 _us(rows.start_ns[i]),
@@ -152,14 +176,14 @@ def perfetto_json(res: AnalysisResult) -> str:
 
 
 def _code(name: str, width: int = 80) -> str:
-    """A kernel name for a Markdown code span in a table: shortened, no pipe or backtick."""
-    name = name if len(name) <= width else name[: width - 3] + "…"
-    return name.replace("|", "\\|").replace("`", "'").replace("\n", " ")
+    """A name for a Markdown code span in a table: cleaned (engine.text.clean), at most
+    ``width`` characters, no pipe or backtick."""
+    return clean(name, width).replace("|", "\\|").replace("`", "'")
 
 
 def _md(text: str) -> str:
-    """Prose for one Markdown line or table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Outside text as prose on one Markdown line or in a table cell: cleaned, pipes escaped."""
+    return clean(text, _REPORT_CHARS).replace("|", "\\|")
 
 
 def _ms(ns: float) -> str:
@@ -167,11 +191,14 @@ def _ms(ns: float) -> str:
 
 
 def report_markdown(a: Analysis) -> str:
-    """Return the human report of one analysis."""
+    """Return the human report of one analysis (every string of it cleaned first: no escape
+    sequence from a trace reaches the file)."""
+    a = clean_analysis(a, _REPORT_CHARS)
     lines = [
-        f"# gitm-tui analysis — {Path(a.source).name}",
+        f"# gitm-tui analysis — {_md(Path(a.source).name)}",
         "",
-        f"* source: `{a.source}` ({a.format}{'' if a.rank is None else f', rank {a.rank}'})",
+        f"* source: `{_code(a.source, _REPORT_CHARS)}` "
+        f"({a.format}{'' if a.rank is None else f', rank {a.rank}'})",
         f"* hardware: {a.hardware.name} ({a.hardware.detected_from}"
         f"{'' if not a.hardware.reported_name else ', trace says ' + a.hardware.reported_name})",
         f"* {a.segments:,} GPU segments ({a.kernels:,} kernels), {_ms(a.gpu_time_ns)} ms GPU "
@@ -219,8 +246,9 @@ def report_markdown(a: Analysis) -> str:
             rate = "—" if c.achieved_Bps is None else f"{c.achieved_Bps / 1e9:.2f}"
             frac = "—" if c.fraction_of_link is None else f"{c.fraction_of_link:.0%}"
             lines.append(
-                f"| {c.direction} | {c.memory or '—'} | {c.count} | {c.bytes / 1e6:,.1f} | "
-                f"{_ms(c.time_ns)} | {rate} | {c.link or 'unknown'} | {frac} | {c.note} |"
+                f"| {_md(c.direction)} | {_md(c.memory) or '—'} | {c.count} | "
+                f"{c.bytes / 1e6:,.1f} | {_ms(c.time_ns)} | {rate} | {_md(c.link or 'unknown')} | "
+                f"{frac} | {_md(c.note)} |"
             )
     if a.communication:
         lines += [
@@ -294,8 +322,7 @@ def report_markdown(a: Analysis) -> str:
         for e in a.interventions[:10]:
             gain = e.gain_text() + (" (prior-based)" if e.prior_based else "")
             basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
-            basis = basis.replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {e.lever} | {e.safety} | {gain} | {basis} |")
+            lines.append(f"| {e.lever} | {e.safety} | {gain} | {_md(basis)} |")
     lines += ["", "## Invariants", ""]
     for inv in a.invariants:
         if not inv.checkable:
@@ -330,7 +357,7 @@ def write_outputs(res: AnalysisResult, out_dir: Path) -> list[Path]:
     """Write analysis.json, report.md and perfetto.json into ``out_dir`` (atomically)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "analysis.json", out_dir / "report.md", out_dir / "perfetto.json"]
-    atomic_write_text(paths[0], res.analysis.model_dump_json(indent=2))
+    atomic_write_text(paths[0], analysis_json(res.analysis))
     atomic_write_text(paths[1], report_markdown(res.analysis))
     atomic_write_text(paths[2], perfetto_json(res))
     return paths

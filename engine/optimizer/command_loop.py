@@ -200,9 +200,21 @@ class CommandOptimizer(LoopRun):
     def finish(self, target: float) -> dict[str, Any]:
         final = self.measure(self.state)
         ok = all(m.ok for m in final)
+        note = ""
+        if not ok and self.current and all(m.ok for m in self.current):
+            # the budget ended (or the run was stopped) before the final re-measure: the last
+            # measurement of this same configuration stands in, and the report says so
+            why = next((r.reason for m in final for r in m.runs if not r.ok), "")
+            note = (
+                f"final re-measure not done ({why}); the last measurement of the final "
+                "configuration is used"
+            )
+            final, ok = self.current, True
         final_v = self.mean_ns(final) if ok else math.nan
         gain = self._gain(self.baseline_ns, final_v) if ok else 0.0
         res = self._result(final_v, gain, target)
+        if note:
+            res["note"] = note
         res["metric"] = {"pattern": self.wl.spec.metric, "goal": self.wl.spec.goal}
         res["final_choice"] = dict(self.state.choice)
         if not res["target_met"]:

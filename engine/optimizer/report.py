@@ -15,16 +15,38 @@ from typing import Any
 
 from engine.runtime.journal import read
 from engine.runtime.store import atomic_write_text
+from engine.text import clean, map_strings
+
+#: the most characters of one string in report.md (a note holds a program's output, a lever
+#: name the user's flag): about one screen of text
+_REPORT_CHARS = 2000
 
 
 def _pct(x: float | None) -> str:
     return "—" if x is None or x != x else f"{x:+.1%}"
 
 
+def _clean(text: str) -> str:
+    return clean(text, _REPORT_CHARS)
+
+
+def _cell(x: Any) -> str:
+    """A cleaned value in a Markdown table cell: its pipes escaped."""
+    return str(x).replace("|", "\\|")
+
+
+def _code(x: Any) -> str:
+    """A cleaned value in a Markdown code span: a backtick would end the span."""
+    return str(x).replace("`", "'")
+
+
 def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
     """Render the report. ``claims``: one dict per intervention (see ``write_run``);
-    ``provenance``: run facts, result, noise floor, invariants, hypotheses, diagnostic."""
-    p = provenance
+    ``provenance``: run facts, result, noise floor, invariants, hypotheses, diagnostic.
+    Every string in both goes through engine.text.clean first: notes carry a program's output,
+    names come from traces, and none of it may put an escape sequence into the file."""
+    claims = map_strings(claims, _clean)
+    p = map_strings(provenance, _clean)
     res = p.get("result", {})
     lines = [f"# gitm-tui optimize report — {p.get('workload', '?')}", ""]
     black_box = p.get("workload") == "command"
@@ -37,7 +59,27 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         + f"{p.get('repeats', 0)} measurements per arm."
     )
     lines.append("")
-    if p.get("recovered"):
+    if p.get("stopped"):
+        lines += [
+            "> **Stopped by the operator** before the budget ended: interventions still pending "
+            "were not tried; what was kept was re-measured together below.",
+            "",
+        ]
+    if p.get("cut_short"):
+        lines += [
+            f"> **Cut short ({p['cut_short']}).** The run ended before its report phase: no final "
+            "re-measurement of the kept levers together. The history below is read from the "
+            "journal.",
+            "",
+        ]
+    if p.get("recovered") and p.get("cut_short"):
+        lines += [
+            "> **Rolled back on the way out.** An intervention was being applied when the run "
+            "was cut short; gitm-tui restored the workload state saved before the apply and "
+            f"journaled the rollback of {', '.join(p['recovered'])}.",
+            "",
+        ]
+    elif p.get("recovered"):
         lines += [
             "> **Recovered run.** This run died while an intervention was being applied. On the "
             "next start gitm-tui restored the workload state saved before the apply and journaled "
@@ -45,12 +87,18 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
             "journal.",
             "",
         ]
+    for iid, why in (p.get("not_restored") or {}).items():
+        lines += [
+            f"> **{iid} NOT restored**: {why}. Its change may still be in effect; check the "
+            "workload's state by hand.",
+            "",
+        ]
     if res:
         met = res.get("target_met")
         if "metric" in res:  # a command workload: the user's metric, not time per sample
             base = (
                 f"- Baseline metric {res['baseline_ns_per_sample']:.4g} (goal {res['metric']['goal']}, "
-                f"read with `{res['metric']['pattern']}`); final (kept choices re-measured together): "
+                f"read with `{_code(res['metric']['pattern'])}`); final (kept choices re-measured together): "
                 f"{res['final_ns_per_sample']:.4g} → **{res['gain']:+.1%}**. Final choices: "
                 f"{', '.join(f'{k}={v}' for k, v in res['final_choice'].items())}."
             )
@@ -59,6 +107,8 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
                 f"- Baseline: {res['baseline_ns_per_sample'] / 1e3:.1f} µs per sample; final (kept levers "
                 f"re-measured together): {res['final_ns_per_sample'] / 1e3:.1f} µs → **{res['gain']:+.1%}**."
             )
+        if res.get("note"):
+            base += f" ({res['note']})"
         lines += [
             "## Result",
             "",
@@ -84,7 +134,9 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
                 + (f" (p_adj {e['p_adjusted']:.2g})" if e.get("p_adjusted") is not None else "")
                 for e in h["evidence"]
             )
-            lines.append(f"| {h['cause']} | {h['impact']:.1%} | {h['confidence']:.2f} | {ev} |")
+            lines.append(
+                f"| {h['cause']} | {h['impact']:.1%} | {h['confidence']:.2f} | {_cell(ev)} |"
+            )
         lines.append("")
     if claims:
         lines += [
@@ -95,8 +147,9 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         ]
         for c in claims:
             lines.append(
-                f"| {c['id']} | {c['lever']} | {c['safety']} | {c['state']} | {c.get('approved_by') or '—'} "
-                f"| {_pct(c.get('predicted_gain'))} | {_pct(c.get('measured_gain'))} | {c.get('note', '')} |"
+                f"| {c['id']} | {_cell(c['lever'])} | {c['safety']} | {c['state']} "
+                f"| {_cell(c.get('approved_by') or '—')} | {_pct(c.get('predicted_gain'))} "
+                f"| {_pct(c.get('measured_gain'))} | {_cell(c.get('note', ''))} |"
             )
         lines.append("")
         for c in claims:
@@ -128,7 +181,7 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
             )
             lines.append(head)
             for v in r["violations"][:5]:
-                lines.append(f"  - `{v['name']}`: {v['message']}")
+                lines.append(f"  - `{_code(v['name'])}`: {v['message']}")
         lines.append("")
     d = res.get("diagnostic") if res else None
     if d:
@@ -229,10 +282,21 @@ def write_run(opt: Any, result: dict[str, Any], provenance: dict[str, Any]) -> t
     return run_dir / "report.md", run_dir / "report.json"
 
 
-def rewrite_recovered(run_dir: Path, recovered: list[str]) -> Path:
-    """Rewrite a recovered run's report.md from its journal (the run itself never finished)."""
+def rewrite_recovered(
+    run_dir: Path,
+    recovered: list[str],
+    cut_short: str = "",
+    not_restored: dict[str, str] | None = None,
+) -> Path:
+    """Rewrite report.md from the run's journal: a run recovered after it died, or one cut
+    short (``cut_short``: its final status) before its own report phase."""
     start = next((r for r in read(run_dir / "journal.jsonl") if r.get("type") == "run_started"), {})
-    prov = {**start, "recovered": recovered}
+    prov = {
+        **start,
+        "recovered": recovered,
+        "cut_short": cut_short,
+        "not_restored": not_restored or {},
+    }
     md = write(from_journal(run_dir / "journal.jsonl"), prov)
     atomic_write_text(run_dir / "report.md", md)
     return run_dir / "report.md"

@@ -24,7 +24,6 @@ import contextlib
 import os
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from engine.eesm.pipeline import EesmModel, decode, row_labels
 from engine.manifest import load_hardware, load_workload
 from engine.regimes import N_LABELS, N_REGIMES, Label, Regime
 from engine.runtime.bus import EventBus
+from engine.runtime.commands import CommandReader
 from engine.runtime.events import (
     DecodedBatch,
     HypothesesReport,
@@ -56,7 +56,7 @@ from engine.runtime.events import (
     TelemetryEvent,
 )
 from engine.runtime.journal import State, recover
-from engine.runtime.store import scratch_dir
+from engine.runtime.store import RunLock, new_run_id, run_path
 from engine.trace.segments import Segments
 from engine.workloads.command import CommandError
 
@@ -159,8 +159,11 @@ class Engine:
             backend, self.device_notes = open_backend(config.device)
             if backend.name != "sim":
                 self.backend = backend
-        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        self.run_dir = scratch_dir() / "runs" / self.run_id
+        self.run_id = new_run_id()
+        self.run_dir = run_path(self.run_id)
+        #: held for the whole run: recovery and `gitm-tui approve` tell a live run from a dead
+        #: one by it (engine/runtime/store.py)
+        self.lock = RunLock(self.run_dir)
         self.device_label = (
             "this machine (command workload: measured for real, no device trace)"
             if self.cmd_workload
@@ -198,6 +201,8 @@ class Engine:
         self._stop = True
         self._paused.set()
         self._decisions.put_nowait(("stop", "", ""))
+        if self.cmd_workload is not None:  # end the running program now, start no other
+            self.cmd_workload.cancel()
 
     def finish_apply(self) -> None:
         """End the apply phase now (the operator is done deciding): go on to the report."""
@@ -243,6 +248,8 @@ class Engine:
         Whatever happens, subscribers get a ``run_finished``: a failure before the phases start
         (the run store, recovery of an earlier run) publishes one with status ``failed``."""
         try:
+            if not self.lock.acquire():  # a fresh id: only another process with the same one
+                raise RuntimeError(f"run {self.run_id} is locked by another process")
             return await self._run()
         except BaseException as e:
             if self.state != "done":  # _run's own finally did not get to publish it
@@ -270,10 +277,13 @@ class Engine:
                     )
                 )
             raise
+        finally:
+            self.lock.release()
 
     async def _run(self) -> RunFinished:
         cfg, pub = self.config, self.bus.publish
         self._t0 = time.monotonic()
+        self._sync_deadline()
         self.state = "running"
         gpu = SimulatedGPU(self.hw, self.workload, seed=cfg.seed) if self.workload else None
         model = EesmModel.build(self.hw)
@@ -328,7 +338,12 @@ class Engine:
                 )
                 continue
             try:
-                await asyncio.to_thread(rewrite_recovered, rec.run_dir, rec.interventions)
+                await asyncio.to_thread(
+                    rewrite_recovered,
+                    rec.run_dir,
+                    rec.interventions,
+                    not_restored=rec.unrestored,
+                )
             except Exception as e:  # the journal is put right; only its report stays stale
                 pub(
                     LogEvent(
@@ -337,12 +352,23 @@ class Engine:
                         message=f"run {rec.run_dir.name}: report not rewritten ({e!r})",
                     )
                 )
+            what = (
+                f"rolled back {', '.join(rec.interventions)}"
+                if rec.interventions
+                else "nothing was being applied"
+            )
+            if rec.unrestored:
+                what += (
+                    "; NOT restored ("
+                    + "; ".join(f"{iid}: {why}" for iid, why in rec.unrestored.items())
+                    + ") — check its state by hand"
+                )
             pub(
                 LogEvent(
                     t_wall=self.elapsed(),
                     level="warning",
-                    message=f"run {rec.run_dir.name} had died mid-apply: rolled back "
-                    f"{', '.join(rec.interventions) or 'nothing pending'} (journal and report updated)",
+                    message=f"run {rec.run_dir.name} had died before it finished: {what} "
+                    "(journal and report updated)",
                 )
             )
         warm: asyncio.Future[float] | None = None
@@ -380,8 +406,11 @@ class Engine:
             if gpu is not None:
                 self._publish_finals(decoder.flush(), gpu, tracker)
         except CommandError as e:  # the user's program cannot be run or measured: not a bug
-            status = "workload_failed"
+            status = "stopped" if self._stop else "workload_failed"
             pub(LogEvent(t_wall=self.elapsed(), level="error", message=str(e)))
+        except asyncio.CancelledError:  # the dashboard quit mid-run: cut short, not completed
+            status = "stopped"
+            raise
         except Exception as e:  # a bug: report it as an event, then re-raise for the caller
             status = "failed"
             pub(LogEvent(t_wall=self.elapsed(), level="error", message=f"engine failed: {e!r}"))
@@ -390,7 +419,7 @@ class Engine:
             if self._warm is not None and not self._warm.done():
                 self._warm.cancel()
             if self.optimizer is not None:
-                self.optimizer.journal.append({"type": "run_finished", "status": status})
+                status, report = self._end_journal(status, report)
             for sink in self._sinks:
                 sink.close()
             await self._mirror()
@@ -415,6 +444,49 @@ class Engine:
             pub(PhaseChanged(t_wall=self.elapsed(), phase="done", detail=status))
             pub(fin)
         return fin
+
+    def _end_journal(self, status: str, report: str) -> tuple[str, str]:
+        """Close the run's journal; return the final status and the report's path.
+
+        A run cut short (stopped, quit, its program failing) in the middle of an apply is put
+        back as recovery would put back a dead one — the state saved before the apply restored,
+        ROLLED_BACK journalled — and ends ``interrupted``; a run cut short before its report
+        phase still gets a report, written from its journal (what was done, and that it was
+        cut short). Synchronous on purpose: it runs in a ``finally`` that a cancelled task
+        may not await in."""
+        from engine.optimizer.report import rewrite_recovered
+        from engine.runtime.journal import UNFINISHED, Journal, _recover_run, states
+
+        opt = self.optimizer
+        assert opt is not None
+        rolled: list[str] = []
+        unrestored: dict[str, str] = {}
+        try:
+            # a trial still running in its worker thread (the task was cancelled around it)
+            # must not journal after this
+            opt.journal.close()
+            if any(st in UNFINISHED for st in states(opt.journal.path).values()):
+                rec = _recover_run(opt.journal.path)
+                if rec is not None:
+                    rolled, unrestored = rec.interventions, rec.unrestored
+                status = "interrupted"
+            else:
+                Journal(opt.journal.path).append({"type": "run_finished", "status": status})
+            if not report:
+                report = str(
+                    rewrite_recovered(
+                        self.run_dir, rolled, cut_short=status, not_restored=unrestored
+                    )
+                )
+        except Exception as e:  # the journal itself cannot be written: say so, keep the status
+            self.bus.publish(
+                LogEvent(
+                    t_wall=self.elapsed(),
+                    level="error",
+                    message=f"the run's journal or report could not be written ({e!r})",
+                )
+            )
+        return status, report
 
     def _phase(self, phase: str, detail: str = "") -> None:
         self.bus.publish(PhaseChanged(t_wall=self.elapsed(), phase=phase, detail=detail))
@@ -818,6 +890,8 @@ class Engine:
             "approve": cfg.approve,
             "seed": cfg.seed,
             "repeats": cfg.repeats,
+            #: the operator stopped the run (q, Ctrl-C, SIGTERM, the stop command) before its end
+            "stopped": self._stop,
             "python": platform.python_version(),
             "gitm_tui": _pkg_version(),
             "started": time.strftime(
@@ -954,38 +1028,11 @@ class Engine:
         )
 
     async def _poll_commands(self) -> None:
-        """Read ``gitm-tui approve/reject/rollback`` commands from the run's commands file."""
-        import json as _json
-
-        path = self.run_dir / "commands.jsonl"
-        pos = 0
+        """Apply ``gitm-tui approve/reject/rollback`` decisions from the run's commands file."""
+        reader = CommandReader(self.run_dir)
         while True:
-            try:
-                if path.exists():
-                    with path.open(encoding="utf-8") as f:
-                        f.seek(pos)
-                        for line in f:
-                            if not line.endswith("\n"):
-                                break
-                            pos += len(line.encode())
-                            try:
-                                c = _json.loads(line)
-                            except ValueError:
-                                continue
-                            # anyone can append to this file: only well-formed decisions count
-                            if not (
-                                isinstance(c, dict)
-                                and isinstance(c.get("action"), str)
-                                and isinstance(c.get("id"), str)
-                            ):
-                                continue
-                            by = c.get("by")
-                            with contextlib.suppress(ValueError):  # an unknown action
-                                self.decide(
-                                    c["action"], c["id"], by if isinstance(by, str) else "cli"
-                                )
-            except OSError:
-                pass
+            for d in reader.poll():
+                self.decide(d.action, d.iid, d.by)
             await asyncio.sleep(0.2)
 
     async def _until_paused_or_stopped(self) -> None:
@@ -1063,11 +1110,17 @@ class Engine:
             )
         )
 
+    def _sync_deadline(self) -> None:
+        """The command workload's programs end with the budget (paused time not counted)."""
+        if self.cmd_workload is not None and self._t0:
+            self.cmd_workload.deadline = self._t0 + self._paused_s + self.config.budget_s
+
     async def _wait_paused(self) -> None:
         t = time.monotonic()
         self.bus.publish(PhaseChanged(t_wall=self.elapsed(), phase="paused"))
         await self._paused.wait()
         self._paused_s += time.monotonic() - t
+        self._sync_deadline()
         if not self._stop:
             self.bus.publish(
                 PhaseChanged(t_wall=self.elapsed(), phase="profile", detail=self.device_label)

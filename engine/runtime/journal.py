@@ -2,22 +2,35 @@
 *before* it takes effect, so a run killed at any point can be put back on the next start.
 
 Lifecycle: PROPOSED → APPROVED → APPLYING → APPLIED → VERIFIED | ROLLED_BACK, or
-PROPOSED → REJECTED. ``recover(scratch)`` finds interventions left in APPLYING/APPLIED by a
-run that died, restores the workload state saved before the apply, journals ROLLED_BACK and
-rewrites that run's report from its journal.
+PROPOSED → REJECTED. ``recover(runs)`` finds interventions left in APPLYING/APPLIED by a run
+that died — dead means its run lock (engine/runtime/store.py) can be taken: a live run is never
+touched — restores the workload state saved before the apply, journals ROLLED_BACK and rewrites
+that run's report from its journal. Where the saved state cannot be used, nothing is claimed:
+the intervention is journalled as *not restored* and the report says so.
+
+Reading is defensive: the journal is a file anyone with the user's rights can edit, so each
+record's fields are checked (types, known states) and a record that fails is skipped, never
+trusted — one bad line cannot stop later starts.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import math
+import threading
 import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.store import atomic_write_text
+from engine.runtime.store import (
+    JOURNAL,
+    RunLock,
+    append_line,
+    atomic_write_text,
+    sweep_temp_files,
+)
 
 
 class State(str, Enum):
@@ -58,27 +71,30 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.states: dict[str, State] = {}
         self.seq = 0
+        self._lock = threading.Lock()
+        self._closed = False
         if path.exists():
             for rec in read(path):
-                seq = rec.get("seq")
-                if isinstance(seq, int) and not isinstance(seq, bool):
-                    self.seq = max(self.seq, seq)
-                iid, to = rec.get("id"), rec.get("to")
-                if rec.get("type") == "transition" and isinstance(iid, str) and to in _STATES:
-                    self.states[iid] = State(to)
+                self.seq = max(self.seq, rec.get("seq") or 0)
+                if rec.get("type") == "transition":
+                    self.states[rec["id"]] = State(rec["to"])
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Write one record durably (write + flush + fsync) and return it."""
-        self.seq += 1
-        rec = {"seq": self.seq, "t": time.time(), **record}
-        line = json.dumps(rec, separators=(",", ":"), default=str) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return rec
+        """Write one record durably (write + flush + fsync) and return it; a non-finite number
+        is written as null (NaN is not JSON)."""
+        with self._lock:
+            if self._closed:
+                raise JournalError(f"{self.path}: journal closed (the run has ended)")
+            self.seq += 1
+            rec = _finite({"seq": self.seq, "t": time.time(), **record})
+            append_line(self.path, rec)
+            return rec
+
+    def close(self) -> None:
+        """Refuse every later write (a worker thread still running when its run ends must not
+        journal after the run's end). Waits for a write in progress."""
+        with self._lock:
+            self._closed = True
 
     def transition(self, iid: str, to: State, **detail: Any) -> dict[str, Any]:
         """Journal ``iid`` → ``to`` (checked against the lifecycle) before the caller acts."""
@@ -101,18 +117,59 @@ class Journal:
 _STATES = {s.value for s in State}
 
 
+def _finite(obj: Any) -> Any:
+    """``obj`` with every NaN / ±inf float replaced by None, recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _valid(rec: Any) -> bool:
+    """Whether a decoded line is a record this code may act on: an object whose ``seq`` is an
+    int, and, for a transition, whose ``id`` is a string and ``to``/``from`` are states."""
+    if not isinstance(rec, dict):
+        return False
+    seq = rec.get("seq")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
+        return False
+    if not isinstance(rec.get("type", ""), str):
+        return False
+    if rec.get("type") == "transition":
+        frm = rec.get("from")
+        return (
+            isinstance(rec.get("id"), str)
+            and isinstance(rec.get("to"), str)
+            and rec["to"] in _STATES
+            and (frm is None or (isinstance(frm, str) and frm in _STATES))
+        )
+    return True
+
+
 def read(path: Path) -> list[dict[str, Any]]:
-    """Return a journal's records; a torn last line (the process died mid-write) and anything
-    that is not a JSON object (a damaged file) are skipped."""
+    """Return a journal's valid records; a torn last line (the process died mid-write), a line
+    that is not JSON, nests too deep, or holds fields of the wrong type is skipped."""
     out = []
     with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 continue
-            if isinstance(rec, dict):
+            if _valid(rec):
                 out.append(rec)
+    return out
+
+
+def states(path: Path) -> dict[str, State]:
+    """Each intervention's latest state in a journal (read-only)."""
+    out: dict[str, State] = {}
+    for rec in read(path):
+        if rec.get("type") == "transition":
+            out[rec["id"]] = State(rec["to"])
     return out
 
 
@@ -121,57 +178,102 @@ class Recovered:
     """An interrupted run put back on start-up."""
 
     run_dir: Path
+    #: interventions rolled back (their saved state restored)
     interventions: list[str] = field(default_factory=list)
     restored_state: Path | None = None
-    #: set when the run's journal or saved state could not be read: nothing was changed
+    #: interventions left as they were because their saved state could not be used, and why
+    unrestored: dict[str, str] = field(default_factory=dict)
+    #: set when the run's journal could not be read: nothing was changed
     error: str | None = None
 
 
 def recover(runs_dir: Path) -> list[Recovered]:
-    """Roll back every intervention a dead run left in APPLYING/APPLIED (DESIGN §6)."""
+    """Roll back every intervention a dead run left in APPLYING/APPLIED (DESIGN §6).
+
+    A run counts as dead only when its lock can be taken; recovery holds that lock while it
+    works, so two starts never recover the same run at once."""
     out: list[Recovered] = []
     if not runs_dir.is_dir():
         return out
-    for jpath in sorted(runs_dir.glob("*/journal.jsonl")):
+    for jpath in sorted(runs_dir.glob(f"*/{JOURNAL}")):
+        lock = RunLock(jpath.parent)
+        try:
+            if not lock.acquire():
+                continue  # alive: another process is running it
+        except OSError as e:  # cannot even open the lock file: leave the run alone
+            out.append(Recovered(jpath.parent, error=f"{type(e).__name__}: {e}"))
+            continue
         try:
             rec = _recover_run(jpath)
         except (OSError, ValueError, JournalError) as e:  # a damaged earlier run: say so, go on
             rec = Recovered(jpath.parent, error=f"{type(e).__name__}: {e}")
+        finally:
+            lock.release()
         if rec is not None:
             out.append(rec)
     return out
 
 
+def _saved_state(jpath: Path, recs: list[dict[str, Any]], iid: str) -> tuple[Path | None, str]:
+    """The state file saved before ``iid`` was applied, or None and why it cannot be used: it
+    must be a regular file (not a link) inside this run's folder, named by the journal."""
+    before = next(
+        (
+            r.get("state_before")
+            for r in reversed(recs)
+            if r.get("type") == "transition" and r["id"] == iid and r["to"] == State.APPLYING.value
+        ),
+        None,
+    )
+    if not isinstance(before, str) or not before:
+        return None, "the journal names no saved state"
+    home = jpath.parent.resolve()
+    src = home / before
+    if src.is_symlink():
+        return None, f"the saved state {before!r} is a link"
+    src = src.resolve()
+    if not src.is_relative_to(home):
+        return None, f"the saved state {before!r} is outside the run's folder"
+    if not src.is_file():
+        return None, f"the saved state {before!r} is missing"
+    return src, ""
+
+
 def _recover_run(jpath: Path) -> Recovered | None:
-    """Recover one run's journal (None when the run had finished)."""
+    """Recover one dead run's journal (None when the run had finished)."""
     recs = read(jpath)
     if any(r.get("type") == "run_finished" for r in recs):
         return None
+    sweep_temp_files(jpath.parent)
     j = Journal(jpath)
     pending = [iid for iid, st in j.states.items() if st in UNFINISHED]
     rec = Recovered(jpath.parent)
     for iid in pending:
-        before = next(
-            (
-                r.get("state_before")
-                for r in reversed(recs)
-                if r.get("type") == "transition"
-                and r.get("id") == iid
-                and r.get("to") == State.APPLYING.value
-            ),
-            None,
-        )
-        # the saved state is a file inside this run's folder, named by the journal
-        home = jpath.parent.resolve()
-        src = (home / before).resolve() if isinstance(before, str) and before else None
-        if src is not None and src.is_relative_to(home):
-            atomic_write_text(jpath.parent / "state.json", src.read_text(encoding="utf-8"))
-            rec.restored_state = jpath.parent / "state.json"
+        src, why = _saved_state(jpath, recs, iid)
+        text = None
+        if src is not None:
+            try:
+                text = src.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                why = f"the saved state cannot be read ({type(e).__name__})"
+        if text is None:
+            j.append({"type": "not_restored", "id": iid, "reason": why})
+            rec.unrestored[iid] = why
+            continue
+        atomic_write_text(jpath.parent / "state.json", text)
+        rec.restored_state = jpath.parent / "state.json"
         j.transition(
             iid,
             State.ROLLED_BACK,
             reason="interrupted: the run died during the apply; rolled back on the next start",
         )
         rec.interventions.append(iid)
-    j.append({"type": "run_finished", "status": "interrupted", "recovered": rec.interventions})
+    j.append(
+        {
+            "type": "run_finished",
+            "status": "interrupted",
+            "recovered": rec.interventions,
+            "not_restored": rec.unrestored,
+        }
+    )
     return rec

@@ -1,10 +1,34 @@
-"""Run store paths and atomic writes (DESIGN §7): nothing the user keeps is ever half-written."""
+"""The run store (DESIGN §7): where runs live, their names, their lock, and atomic writes —
+nothing the user keeps is ever half-written, and no run touches another that is still alive.
+
+Layout: ``<scratch>/runs/<run id>/`` holds ``journal.jsonl`` (the lifecycle, engine/runtime/
+journal.py), ``commands.jsonl`` (operator decisions from another terminal), ``run.lock`` (held
+by the live run), ``state.json`` and the reports. This module is the one place those names and
+the run-id format are written down.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import tempfile
+import time
+import uuid
 from pathlib import Path
+from typing import Any
+
+JOURNAL = "journal.jsonl"
+COMMANDS = "commands.jsonl"
+LOCK = "run.lock"
+
+#: a run id: start time (local, to the second) and 6 hex digits, e.g. 20261201-145253-1a2b3c
+RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+
+
+class RunIdError(ValueError):
+    """Not a run id (one line for the user)."""
 
 
 def scratch_dir() -> Path:
@@ -17,11 +41,135 @@ def scratch_dir() -> Path:
     return user_data_path("gitm-tui", appauthor=False)
 
 
+def runs_dir() -> Path:
+    """Return the folder every run lives in."""
+    return scratch_dir() / "runs"
+
+
+def new_run_id() -> str:
+    """Return a fresh run id (``RUN_ID``)."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def run_path(run_id: str) -> Path:
+    """Return the folder of run ``run_id``; RunIdError unless it is exactly a run id — never a
+    path (``../x``, ``/abs``), so nothing outside the run store is named by one."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise RunIdError(f"{run_id!r} is not a run id (like 20261201-145253-1a2b3c)")
+    return runs_dir() / run_id
+
+
+class RunLock:
+    """An exclusive lock on ``<run>/run.lock`` held for the run's whole life.
+
+    The operating system drops it when the process ends, however it ends (SIGKILL included), so
+    a run whose lock can be taken is dead and one whose lock is held is alive: recovery and
+    ``gitm-tui approve`` ask the lock, never the journal alone. The file also records the pid
+    and start time of its holder, for people."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; return False when another process holds it."""
+        if self._fd is not None:
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _try_lock(fd):
+            os.close(fd)
+            return False
+        self._fd = fd
+        with contextlib.suppress(OSError):  # informative only: the lock is what counts
+            info = json.dumps({"pid": os.getpid(), "started": time.time()}) + "\n"
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, info.encode(), 0)
+        return True
+
+    def release(self) -> None:
+        """Let the lock go (closing the descriptor releases it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def is_live(run_dir: Path) -> bool:
+    """Return whether a process holds ``run_dir``'s lock (the run is running)."""
+    probe = RunLock(run_dir)
+    if not probe.path.exists():
+        return False
+    try:
+        if probe.acquire():
+            probe.release()
+            return False
+    except OSError:
+        return False
+    return True
+
+
+def holder(run_dir: Path) -> dict[str, Any]:
+    """Return what the lock file says of its holder ({} when unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / LOCK).read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+try:  # POSIX
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+except ImportError:  # Windows: a byte-range lock on the first byte
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+        except OSError:
+            return False
+        return True
+
+
+def append_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to ``path`` durably (one write, then fsync): concurrent writers'
+    lines never interleave, and NaN/∞ are refused (they are not JSON)."""
+    line = json.dumps(record, separators=(",", ":"), allow_nan=False, default=str) + "\n"
+    # never through a link someone planted in the run's folder
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder, fsync and os.replace."""
+    """Write ``text`` to ``path`` via a temp file in the same folder, fsync and os.replace.
+
+    The temp file is named ``.<name>.<random>.tmp``; one left by a process killed between the
+    write and the rename is removed by ``sweep_temp_files`` on the next start."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -31,3 +179,13 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sweep_temp_files(run_dir: Path) -> int:
+    """Remove temp files an atomic write left in a dead run's folder; return how many."""
+    n = 0
+    for p in Path(run_dir).glob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            p.unlink()
+            n += 1
+    return n

@@ -10,14 +10,20 @@ user declares — environment variables or command-line arguments::
 
 The first value of each lever is the baseline. A measurement fails — and the trial is rolled
 back — when the program exits non-zero, times out, prints no metric, or (with ``--check``)
-does not print the check pattern.
+does not print the check pattern. Output (stdout and stderr together) is read line by line as
+it streams: the metric is the last match in any line, a pattern never spans lines, and only the
+last few hundred characters are kept. Every run ends by the run's budget at the latest, and a
+stop (SIGINT/SIGTERM, the dashboard quitting) ends the running program's process group.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -132,8 +138,55 @@ class CommandMeasurement:
     trace = None  # no device trace: the dashboard has nothing to stream
 
 
+#: output characters kept per run for messages; the rest is scanned as it streams and dropped,
+#: so a program printing gigabytes costs no memory
+TAIL_CHARS = 400
+#: a line longer than this is scanned in pieces of this size (a metric never spans them)
+MAX_LINE = 1 << 16
+#: after SIGTERM, how long a stopped program's process group gets before SIGKILL
+TERM_GRACE_S = 2.0
+
+
+class _OutputScanner:
+    """Scans a program's output line by line as it arrives: the last metric match, whether the
+    check pattern was seen, and the last ``TAIL_CHARS`` characters — nothing else is kept."""
+
+    def __init__(self, metric: re.Pattern[str], check: re.Pattern[str] | None) -> None:
+        self._metric, self._check = metric, check
+        self._partial = b""
+        self.last: str | None = None
+        self.checked = False
+        self.tail = ""
+
+    def feed(self, chunk: bytes) -> None:
+        buf = self._partial + chunk
+        *lines, self._partial = buf.split(b"\n")
+        while len(self._partial) > MAX_LINE:
+            lines.append(self._partial[:MAX_LINE])
+            self._partial = self._partial[MAX_LINE:]
+        for line in lines:
+            self._line(line.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        if self._partial:
+            self._line(self._partial.decode("utf-8", "replace"))
+            self._partial = b""
+
+    def _line(self, text: str) -> None:
+        found = self._metric.findall(text)
+        if found:
+            self.last = found[-1]
+        if self._check is not None and not self.checked and self._check.search(text):
+            self.checked = True
+        self.tail = (self.tail + text + "\n")[-TAIL_CHARS:]
+
+
 class CommandWorkload:
-    """Runs the program for real; levers are its declared choices."""
+    """Runs the program for real; levers are its declared choices.
+
+    Each run is bounded by the spec's timeout and by ``deadline`` (a ``time.monotonic()``
+    instant the engine derives from the run's budget); ``cancel()`` (a signal, the operator
+    quitting) ends the running program — its whole process group — and starts no other."""
 
     kind = "command"
     name = "command"
@@ -143,10 +196,20 @@ class CommandWorkload:
         self.base = CommandState(tuple((lv.name, lv.values[0]) for lv in spec.levers))
         self._metric = re.compile(spec.metric)
         self._check = re.compile(spec.check) if spec.check else None
+        self.deadline: float | None = None
+        self._cancelled = threading.Event()
 
     @property
     def title(self) -> str:
         return " ".join(self.spec.argv)
+
+    def cancel(self) -> None:
+        """Stop the running program and refuse to start another (thread-safe)."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
 
     def argv_env(self, state: CommandState) -> tuple[list[str], dict[str, str]]:
         """The argv and environment for ``state`` (arguments replaced or appended)."""
@@ -169,44 +232,95 @@ class CommandWorkload:
                     argv += [flag, v]
         return argv, env
 
+    def _limit(self) -> tuple[float, str]:
+        """Seconds this run may take, and what ends it when they run out."""
+        limit, why = self.spec.timeout_s, f"timed out after {self.spec.timeout_s:g} s"
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left < limit:
+                limit, why = left, "stopped: the run's budget ended"
+        return limit, why
+
     def run_once(self, state: CommandState) -> CommandRun:
-        """Run the program once (no shell) and read its metric."""
+        """Run the program once (no shell, its own process group) and read its metric."""
+        if self.cancelled:
+            return CommandRun(None, 0.0, False, "stopped before it started (the run was stopped)")
+        limit, why = self._limit()
+        if limit <= 0:
+            return CommandRun(None, 0.0, False, "not started: the run's budget had ended")
         argv, env = self.argv_env(state)
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         try:
-            p = subprocess.run(
+            p = subprocess.Popen(
                 argv,
                 env=env,
-                capture_output=True,
-                text=True,
-                timeout=self.spec.timeout_s,
-                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its children are stopped with it
             )
         except FileNotFoundError:
             raise CommandError(f"cannot run {argv[0]!r}: no such program") from None
         except PermissionError:
             raise CommandError(f"cannot run {argv[0]!r}: permission denied") from None
-        except subprocess.TimeoutExpired:
-            return CommandRun(
-                None, time.perf_counter() - t0, False, f"timed out after {self.spec.timeout_s:g} s"
-            )
-        wall = time.perf_counter() - t0
-        out = (p.stdout or "") + (p.stderr or "")
-        tail = out[-400:]
+        scan = _OutputScanner(self._metric, self._check)
+        assert p.stdout is not None
+        out = p.stdout
+
+        def read() -> None:
+            fd = out.fileno()
+            for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+                scan.feed(chunk)
+            out.close()
+
+        reader = threading.Thread(target=read, name="command output", daemon=True)
+        reader.start()
+        ended = ""
+        while p.poll() is None:
+            if self.cancelled:
+                ended = "stopped (the run was stopped)"
+            elif time.monotonic() - t0 >= limit:
+                ended = why
+            if ended:
+                _stop_group(p)
+                break
+            self._cancelled.wait(0.05)
+        reader.join(timeout=TERM_GRACE_S)
+        scan.close()
+        wall = time.monotonic() - t0
+        tail = scan.tail
+        if ended:
+            return CommandRun(None, wall, False, ended, tail)
         if p.returncode != 0:
             return CommandRun(None, wall, False, f"exit status {p.returncode}", tail)
-        m = self._metric.findall(out)
-        if not m:
+        if scan.last is None:
             return CommandRun(None, wall, False, "the metric pattern was not in the output", tail)
         try:
-            v = float(m[-1])
+            v = float(scan.last)
         except ValueError:
-            return CommandRun(None, wall, False, f"metric {m[-1]!r} is not a number", tail)
-        if self._check is not None and not self._check.search(out):
+            return CommandRun(None, wall, False, f"metric {scan.last!r} is not a number", tail)
+        if self._check is not None and not scan.checked:
             return CommandRun(
                 v, wall, False, f"check pattern {self.spec.check!r} not in the output", tail
             )
         return CommandRun(v, wall, True, "", tail)
 
     def measure(self, state: CommandState, n: int) -> CommandMeasurement:
-        return CommandMeasurement([self.run_once(state) for _ in range(n)])
+        runs = []
+        for _ in range(n):
+            runs.append(self.run_once(state))
+            if self.cancelled:
+                break
+        return CommandMeasurement(runs)
+
+
+def _stop_group(p: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the program's process group, SIGKILL it after ``TERM_GRACE_S``."""
+    for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, sig)
+        try:
+            p.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

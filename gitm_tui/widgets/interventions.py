@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Static
 
 from engine.runtime.budget import format_seconds
 from engine.runtime.events import InterventionUpdate
+from gitm_tui.render import outside_text
 
 STATE_STYLE = {
     "PROPOSED": "bold #ffd75f",
@@ -52,15 +53,17 @@ class InterventionTable(DataTable[object]):
 
     def update_iv(self, ev: InterventionUpdate) -> None:
         self.latest[ev.id] = ev
+        # every text cell a Text: a str cell is read as markup, and a note quotes a program's
+        # output or the --check pattern (a metric printed as "[/]" crashed the dashboard)
         cells = {
-            "id": ev.id,
-            "lever": ev.lever,
-            "safety": Text(ev.safety, style=SAFETY_STYLE.get(ev.safety, "")),
-            "state": Text(ev.state, style=STATE_STYLE.get(ev.state, "")),
+            "id": outside_text(ev.id),
+            "lever": outside_text(ev.lever),
+            "safety": outside_text(ev.safety, SAFETY_STYLE.get(ev.safety, "")),
+            "state": outside_text(ev.state, STATE_STYLE.get(ev.state, "")),
             "pred": _pct(ev.predicted_gain),
             "conf": f"{ev.confidence:.2f}",
             "meas": _pct(ev.measured_gain),
-            "note": ev.note or (f"by {ev.approved_by}" if ev.approved_by else ""),
+            "note": outside_text(ev.note or (f"by {ev.approved_by}" if ev.approved_by else "")),
         }
         if ev.id in self.rows:
             for key, value in cells.items():
@@ -98,17 +101,17 @@ class ViolationTable(DataTable[object]):
         for r in results:
             if not r["checkable"]:
                 self.add_row(
-                    r["invariant"],
+                    outside_text(r["invariant"]),
                     Text("not checkable", style="italic #8a8a8a"),
                     "",
                     "",
                     "",
-                    r["reason"],
+                    outside_text(r["reason"]),
                 )
                 continue
             if not r["violations"]:
                 self.add_row(
-                    r["invariant"],
+                    outside_text(r["invariant"]),
                     Text(f"holds on {r['checked']} rows", style="#5fd75f"),
                     "",
                     "",
@@ -122,13 +125,13 @@ class ViolationTable(DataTable[object]):
                     if unit == "ns"
                     else ((lambda x: f"{x:.3g} B") if unit == "bytes" else (lambda x: f"{x:.0%}"))
                 )
-                self.add_row(
-                    r["invariant"],
-                    v["name"][:44],
+                self.add_row(  # names and messages quote the trace: Text, never markup
+                    outside_text(r["invariant"]),
+                    outside_text(v["name"], limit=44),
                     str(v["count"]),
                     fmt(v["observed"]),
                     fmt(v["predicted"]),
-                    v["message"],
+                    outside_text(v["message"]),
                 )
 
 
@@ -155,7 +158,13 @@ class CauseTable(DataTable[object]):
                 Text("yes", style="bold #5fd75f") if h["claimed"] else Text("no", style="#8a8a8a")
             )
             ev = "; ".join(e["what"] for e in h["evidence"][:2])
-            self.add_row(h["cause"], f"{h['impact']:.1%}", f"{h['confidence']:.2f}", claimed, ev)
+            self.add_row(
+                outside_text(h["cause"]),
+                f"{h['impact']:.1%}",
+                f"{h['confidence']:.2f}",
+                claimed,
+                outside_text(ev),  # evidence quotes kernel names: Text, never markup
+            )
 
 
 PHASES = ("profile", "attribute", "rank", "apply", "report")

@@ -14,7 +14,8 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from engine.regimes import N_LABELS, Label
-from gitm_tui.render import REGIME_STYLE
+from engine.text import clean
+from gitm_tui.render import REGIME_STYLE, SHOWN_CHARS
 
 _REFRESH_S = 0.5  # table redraw rhythm: rows change every tick, eyes need less
 _MAX_ROWS = 200
@@ -119,7 +120,8 @@ class KernelTable(DataTable[object]):
         share = a.regimes[r] / max(1, a.calls)
         regime = Text(f"{r.name} {share:.0%}", style=REGIME_STYLE[r])
         return (
-            Text(k[1], overflow="ellipsis", no_wrap=True),
+            # a kernel name: cleaned and cut (engine.text.clean), a Text: never markup
+            Text(clean(k[1], SHOWN_CHARS), overflow="ellipsis", no_wrap=True),
             regime,
             str(k[0]),
             f"{a.calls:,}",

@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from engine.regimes import N_LABELS, Label
+from engine.text import clean
 from gitm_tui.render import REGIME_STYLE, shares_text, strip_cells
 
 _LABEL_W = 11  # "stream 123 "
@@ -64,5 +65,6 @@ class RegimeStrip(Widget):
             t.append(f"{self.segments:,} segments · latest ", style="dim")
             t.append(r.name, style=REGIME_STYLE[r])
             room = max(0, self.size.width - _LABEL_W - 40)
-            t.append(" " + self._latest[:room], style="dim")
+            # cut to the room left, then cleaned (escapes shown, never sent to the terminal)
+            t.append(" " + clean(self._latest[:room]), style="dim")
         return t

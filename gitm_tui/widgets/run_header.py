@@ -7,6 +7,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from engine.runtime.budget import format_seconds
+from engine.text import clean
 
 
 class RunHeader(Static):
@@ -23,11 +24,13 @@ class RunHeader(Static):
     def render(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" gitm-tui ", style="bold reverse")
-        t.append(f"  {self.workload}  ", style="bold")
+        # workload and device names come from the command line and the driver: cleaned
+        t.append(f"  {clean(self.workload, 200)}  ", style="bold")
+        device = clean(self.device, 200)
         if self.simulated:
-            t.append(f" {self.device.upper()} — no GPU used ", style="bold black on #ffd75f")
+            t.append(f" {device.upper()} — no GPU used ", style="bold black on #ffd75f")
         else:
-            t.append(f" {self.device} ", style="bold black on #87d787")
+            t.append(f" {device} ", style="bold black on #87d787")
         t.append(f"  {self.phase}  ")
         t.append(f"{format_seconds(self.elapsed)} / {format_seconds(self.budget)}  ")
         t.append(f"kernels: {self.kernels}", style="italic")

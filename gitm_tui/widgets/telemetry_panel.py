@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.telemetry.sample import TelemetrySample, reason_names
+from engine.text import clean
 from gitm_tui.render import spark
 
 _HISTORY = 240
@@ -61,7 +62,7 @@ class TelemetryPanel(Static):
             return self._render_many()
         width = max(8, self.size.width - 2)
         t = Text()
-        t.append(f"telemetry  (device {s.device}, {s.source})\n", style="bold")
+        t.append(f"telemetry  (device {s.device}, {clean(s.source, 40)})\n", style="bold")
         for key, title, unit, field, lo, hi in _SERIES:
             v = getattr(s, field)
             top = getattr(s, hi) if isinstance(hi, str) else hi
@@ -95,7 +96,7 @@ class TelemetryPanel(Static):
         for dev in sorted(self._lasts):
             s, h = self._lasts[dev], self._hists[dev]
             t.append(f"GPU {dev} ", style="bold")
-            t.append(f"{(s.name or '')[: width - 8]}\n", style="dim")
+            t.append(f"{clean(s.name or '', max(1, width - 8))}\n", style="dim")  # the driver's
             util = f"{s.gpu_util:.0f}%" if s.gpu_util is not None else "—"
             t.append(f" util {util:>4} ")
             t.append(spark(h["util"], 0.0, 100.0, max(4, width - 12)) + "\n", style="#5fafff")

@@ -1,0 +1,111 @@
+"""Operator decisions from another terminal (``gitm-tui approve|reject|rollback RUN ID``).
+
+``send`` checks a decision against the run it names — a run id, never a path; a run that is
+alive (its lock is held); an intervention of that run in a state the decision applies to — and
+appends it to the run's ``commands.jsonl``; the live run's engine reads the file with a
+``CommandReader``. The file's name, format and rules live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.runtime.journal import State, read
+from engine.runtime.store import COMMANDS, JOURNAL, append_line, is_live, run_path, runs_dir
+
+#: the states each decision applies to (the engine enforces the same)
+NEEDS: dict[str, tuple[State, ...]] = {
+    "approve": (State.PROPOSED,),
+    "reject": (State.PROPOSED, State.APPROVED),
+    "rollback": (State.VERIFIED,),
+}
+
+
+_DONE = {"approve": "approved", "reject": "rejected", "rollback": "rolled back"}
+
+
+class DecisionError(ValueError):
+    """A decision that cannot be sent (one line for the user)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str
+    iid: str
+    by: str
+
+
+def send(run_id: str, action: str, iid: str, by: str) -> Path:
+    """Append ``action`` on ``iid`` to run ``run_id``'s commands file; return the run's folder.
+    DecisionError (or RunIdError, also a ValueError) says why it cannot be sent."""
+    if action not in NEEDS:
+        raise DecisionError(f"unknown decision {action!r}; one of {', '.join(NEEDS)}")
+    run_dir = run_path(run_id)
+    journal = run_dir / JOURNAL
+    if not journal.is_file() or journal.is_symlink():
+        raise DecisionError(f"no run {run_id} under {runs_dir()}")
+    recs = read(journal)
+    if any(r.get("type") == "run_finished" for r in recs):
+        raise DecisionError(f"run {run_id} has finished; nothing can be {_DONE[action]} now")
+    if not is_live(run_dir):
+        raise DecisionError(
+            f"run {run_id} is not running (it ended without finishing; the next start of "
+            "gitm-tui puts it back)"
+        )
+    states: dict[str, State] = {}
+    for r in recs:
+        if r.get("type") == "transition":
+            states[r["id"]] = State(r["to"])
+    if iid not in states:
+        have = ", ".join(sorted(states)) or "none yet"
+        raise DecisionError(f"run {run_id} has no intervention {iid!r}; it has {have}")
+    if states[iid] not in NEEDS[action]:
+        need = " or ".join(s.value for s in NEEDS[action])
+        raise DecisionError(
+            f"{iid} is {states[iid].value}: only a {need} intervention can be {_DONE[action]}"
+        )
+    append_line(run_dir / COMMANDS, {"action": action, "id": iid, "by": by})
+    return run_dir
+
+
+class CommandReader:
+    """Reads a run's commands file as it grows; only well-formed decisions come out (anyone
+    with the user's rights can append to the file)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / COMMANDS
+        self._pos = 0
+
+    def poll(self) -> list[Decision]:
+        """Return the complete new lines' decisions (a torn last line waits for its end)."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._pos)
+                data = f.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self._pos += end
+        out = []
+        for line in data[:end].splitlines():
+            try:
+                c = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if (
+                isinstance(c, dict)
+                and c.get("action") in NEEDS
+                and isinstance(c.get("id"), str)
+                and len(c["id"]) <= 64
+            ):
+                by = c.get("by")
+                out.append(Decision(c["action"], c["id"], by if isinstance(by, str) else "cli"))
+        return out
+
+
+def operator() -> str:
+    """Who sends a decision from this terminal, as journalled ('cli:<user>')."""
+    return f"cli:{os.environ.get('USER', '?')}"

@@ -1,0 +1,101 @@
+"""The run store: run ids are ids (never paths), a run's lock tells live from dead, and operator
+decisions are checked against the run before they are sent (issue 13 items 1 and 13)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.runtime.commands import CommandReader, DecisionError, send
+from engine.runtime.journal import Journal, State
+from engine.runtime.store import RunIdError, RunLock, is_live, new_run_id, run_path, runs_dir
+
+
+def _run(states: dict[str, list[State]]) -> tuple[str, Journal]:
+    rid = new_run_id()
+    j = Journal(run_path(rid) / "journal.jsonl")
+    for iid, seq in states.items():
+        for st in seq:
+            j.transition(iid, st)
+    return rid, j
+
+
+@pytest.mark.parametrize(
+    "bad", ["../../x", "/etc", "..", "", "20261201-000000-ABCDEF", "20261201-000000-abcdef/../x"]
+)
+def test_a_run_id_is_never_a_path(bad):
+    with pytest.raises(RunIdError):
+        run_path(bad)
+
+
+def test_new_run_ids_are_run_ids():
+    rid = new_run_id()
+    assert run_path(rid) == runs_dir() / rid
+
+
+def test_the_lock_tells_a_live_run_from_a_dead_one():
+    rid, _ = _run({})
+    assert not is_live(run_path(rid))  # never locked: dead
+    lock = RunLock(run_path(rid))
+    assert lock.acquire()
+    assert is_live(run_path(rid))
+    assert not RunLock(run_path(rid)).acquire()  # a second holder is refused
+    lock.release()
+    assert not is_live(run_path(rid))
+
+
+def test_decisions_are_checked_before_they_are_sent(tmp_path):
+    P, A, AP, APL, V = (
+        State.PROPOSED,
+        State.APPROVED,
+        State.APPLYING,
+        State.APPLIED,
+        State.VERIFIED,
+    )
+    rid, _ = _run({"I1": [P], "I2": [P, A, AP, APL, V]})
+    with pytest.raises(DecisionError, match="not running"):
+        send(rid, "approve", "I1", "t")  # nobody holds the lock: a dead run
+    with RunLock(run_path(rid)) as lock:
+        assert lock.acquire()
+        with pytest.raises(DecisionError, match="I1 is PROPOSED: only a VERIFIED"):
+            send(rid, "rollback", "I1", "t")  # used to exit 0 and be ignored
+        with pytest.raises(DecisionError, match="I2 is VERIFIED: only a PROPOSED"):
+            send(rid, "approve", "I2", "t")
+        with pytest.raises(DecisionError, match="has no intervention 'I9'; it has I1, I2"):
+            send(rid, "approve", "I9", "t")
+        send(rid, "approve", "I1", "tester")
+        send(rid, "rollback", "I2", "tester")
+    reader = CommandReader(run_path(rid))
+    got = [(d.action, d.iid, d.by) for d in reader.poll()]
+    assert got == [("approve", "I1", "tester"), ("rollback", "I2", "tester")]
+    assert reader.poll() == []  # read once
+
+
+def test_a_path_as_run_id_writes_nothing_outside_the_store(tmp_path):
+    """`gitm-tui approve ../../x I1` used to write commands.jsonl wherever a journal sat."""
+    outside = tmp_path / "x"
+    j = Journal(outside / "journal.jsonl")
+    j.transition("I1", State.PROPOSED)
+    with RunLock(outside) as lock:
+        assert lock.acquire()
+        for rid in ("../../x", str(outside)):
+            with pytest.raises(ValueError):
+                send(rid, "approve", "I1", "t")
+    assert not (outside / "commands.jsonl").exists()
+
+
+def test_the_reader_keeps_only_well_formed_decisions(tmp_path):
+    rid, _ = _run({})
+    path = run_path(rid) / "commands.jsonl"
+    lines = [
+        json.dumps({"action": "approve", "id": "I1", "by": "a"}),
+        "not json",
+        "[" * 50_000 + "]" * 50_000,
+        json.dumps({"action": "format-disk", "id": "I1"}),
+        json.dumps({"action": "approve", "id": ["I1"]}),
+        json.dumps({"action": "reject", "id": "I2", "by": 5}),
+    ]
+    path.write_text("\n".join(lines) + "\n" + '{"action": "appro')  # a torn last line
+    got = [(d.action, d.iid, d.by) for d in CommandReader(run_path(rid)).poll()]
+    assert got == [("approve", "I1", "a"), ("reject", "I2", "cli")]
