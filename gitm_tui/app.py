@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
 
 from engine.runtime import Engine, EventBus, RunConfig
-from engine.runtime.engine import PHASES, phase_deadline
+from engine.runtime.config import PHASES, phase_deadline
 from engine.runtime.events import (
     DecodedBatch,
     Event,

@@ -125,7 +125,7 @@ async def test_a_failed_run_is_shown_and_quits_with_exit_code_1(monkeypatch):
     def broken(_runs):
         raise RuntimeError("planted failure")
 
-    monkeypatch.setattr("engine.runtime.engine.recover", broken)
+    monkeypatch.setattr("engine.runtime.phases.recover", broken)
     eng = Engine(RunConfig(workload="hft-lob", budget_s=10, tick_s=0.05))
     app = make_app(Settings(), eng)
     async with app.run_test(size=SIZE) as pilot:

@@ -459,7 +459,7 @@ async def test_a_failure_before_the_phases_still_ends_the_run(monkeypatch):
     def broken(_runs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("engine.runtime.engine.recover", broken)
+    monkeypatch.setattr("engine.runtime.phases.recover", broken)
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(RuntimeError, match="disk on fire"):
         await asyncio.wait_for(

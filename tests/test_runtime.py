@@ -182,7 +182,7 @@ def test_warmup_finishing_after_the_loop_closed_is_silent():
     import asyncio
     import threading
 
-    from engine.runtime.engine import _in_daemon_thread
+    from engine.runtime.warmup import in_daemon_thread
 
     release = threading.Event()
     errors: list[BaseException] = []
@@ -191,7 +191,7 @@ def test_warmup_finishing_after_the_loop_closed_is_silent():
     try:
 
         async def start() -> None:
-            _in_daemon_thread(lambda: (release.wait(5), 1.0)[1])
+            in_daemon_thread(lambda: (release.wait(5), 1.0)[1])
 
         asyncio.run(start())  # the loop closes with the warm-up still running
         release.set()
@@ -212,14 +212,15 @@ def test_released_rows_keep_the_configuration_they_ran_under():
         return Segments.from_columns(start_ns=start, end_ns=start + 1, stream=np.full(n, stream))
 
     eng = Engine(RunConfig(workload="hft-lob", budget_s=5))
-    eng._config = "baseline"
-    eng._note_pushed(seg(10, 7))
-    eng._note_pushed(seg(5, 7))
-    eng._config = "baseline + cuda_graphs"
-    eng._note_pushed(seg(4, 7))
-    assert eng._configs_of(7, 12) == [("baseline", 0, 12)]
-    assert eng._configs_of(7, 5) == [("baseline", 0, 3), ("baseline + cuda_graphs", 3, 5)]
-    assert eng._configs_of(7, 2) == [("baseline + cuda_graphs", 0, 2)]
+    st = eng.stream
+    st.config = "baseline"
+    st.note_pushed(seg(10, 7))
+    st.note_pushed(seg(5, 7))
+    st.config = "baseline + cuda_graphs"
+    st.note_pushed(seg(4, 7))
+    assert st.configs_of(7, 12) == [("baseline", 0, 12)]
+    assert st.configs_of(7, 5) == [("baseline", 0, 3), ("baseline + cuda_graphs", 3, 5)]
+    assert st.configs_of(7, 2) == [("baseline + cuda_graphs", 0, 2)]
 
 
 async def test_commands_file_ignores_malformed_lines():
@@ -238,15 +239,17 @@ async def test_commands_file_ignores_malformed_lines():
         '{"action": "approve", "id": "I2", "by": ["x"]}',
     ]
     (eng.run_dir / "commands.jsonl").write_text("\n".join(lines) + "\n")
-    task = asyncio.ensure_future(eng._poll_commands())
+    from engine.runtime.phases import OptimizePhases
+
+    task = asyncio.ensure_future(OptimizePhases(eng).poll_commands())
     try:
         for _ in range(50):
             await asyncio.sleep(0.05)
-            if not eng._decisions.empty():
+            if not eng.decisions.empty():
                 break
         assert not task.done()  # the poller is still alive
-        assert eng._decisions.get_nowait() == ("approve", "I2", "cli")
-        assert eng._decisions.empty()
+        assert eng.decisions.get_nowait() == ("approve", "I2", "cli")
+        assert eng.decisions.empty()
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

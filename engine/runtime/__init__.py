@@ -2,6 +2,7 @@
 
 from engine.runtime.budget import BudgetError, parse_budget
 from engine.runtime.bus import EventBus, Subscription
-from engine.runtime.engine import Engine, RunConfig
+from engine.runtime.config import RunConfig
+from engine.runtime.engine import Engine
 
 __all__ = ["BudgetError", "Engine", "EventBus", "RunConfig", "Subscription", "parse_budget"]

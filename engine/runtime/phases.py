@@ -1,0 +1,469 @@
+"""The optimize phases of a run — attribute, rank, apply (approvals, trials, the gate) and
+report — over one optimizer (the simulated workload's ``Optimizer`` or a real process's
+``CommandOptimizer``), and the journal's last word when the run ends or is cut short.
+
+The engine (engine/runtime/engine.py) owns the run: its clock, its stop and pause, its bus;
+``OptimizePhases`` drives the optimizer through the phases and tells the bus what happened.
+Numeric work runs in worker threads (``asyncio.to_thread``); the event loop only moves data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import platform
+import time
+from typing import TYPE_CHECKING, Any
+
+from engine.runtime.commands import CommandReader
+from engine.runtime.events import (
+    HypothesesReport,
+    InterventionUpdate,
+    InvariantsReport,
+    OptimizeStatus,
+    ReportWritten,
+)
+from engine.runtime.journal import UNFINISHED, Journal, State, _recover_run, recover, states
+from engine.runtime.stream import decode_whole
+from engine.trace.segments import Segments
+
+if TYPE_CHECKING:
+    from engine.runtime.engine import Engine
+
+
+class OptimizePhases:
+    """Profile's measurements, then attribute → rank → apply → report, for one engine run."""
+
+    def __init__(self, eng: Engine) -> None:
+        self.eng = eng
+        self.opt: Any = None  # Optimizer | CommandOptimizer, set by ``run``
+        self._shown_state: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ the phases
+    async def run(self) -> tuple[dict[str, Any], str]:
+        """Run the optimize phases; return the result and the report's path."""
+        eng, cfg = self.eng, self.eng.config
+        await eng.await_warm()
+        # heavy imports (scipy.stats) off the event loop: the dashboard keeps drawing
+        await asyncio.to_thread(importlib.import_module, "engine.optimizer.loop")
+        from engine.optimizer.loop import Optimizer
+        from engine.optimizer.report import write_run
+
+        if eng.cmd_workload is not None:
+            from engine.optimizer.command_loop import CommandOptimizer
+
+            opt: Any = CommandOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
+        else:
+            opt = Optimizer(
+                cfg.workload, eng.run_dir, seed=cfg.seed, repeats=cfg.repeats, hardware=cfg.hardware
+            )
+        self.opt = eng.optimizer = opt
+        opt.journal.append(
+            {
+                "type": "run_started",
+                "run_id": eng.run_id,
+                "workload": cfg.workload,
+                "budget_s": cfg.budget_s,
+                "target": cfg.target,
+                "approve": cfg.approve,
+                "seed": cfg.seed,
+                "device": eng.device_label,
+            }
+        )
+        noise = await asyncio.to_thread(opt.profile)
+        await self.show(opt.current[0])
+        self.status("profile")
+        black_box = eng.cmd_workload is not None
+        unit = f"(metric, goal {cfg.goal})" if black_box else "µs/sample"
+        scale = 1.0 if black_box else 1e3
+        eng.log(
+            "info",
+            f"baseline {noise.mean_ns / scale:.4g} {unit}; A/A {noise.aa_delta:.2%}, "
+            f"noise floor {noise.floor:.2%}",
+        )
+        eng.phase(
+            "attribute",
+            "no device trace: nothing to decode or attribute"
+            if black_box
+            else "EESM, planner, invariants, replay graph, attribution",
+        )
+        a = await asyncio.to_thread(opt.analyse)
+        self.publish_analysis(a)
+        if eng.paused:
+            await eng.wait_paused()
+        eng.phase(
+            "rank",
+            "declared levers in order (no replay for a black box)"
+            if black_box
+            else "replaying each lever on the trace",
+        )
+        cands = await asyncio.to_thread(opt.rank)
+        for iv in opt.propose(cands):
+            self.publish_iv(iv)
+        eng.log(
+            "info",
+            f"{sum(getattr(c, 'proposable', True) for c in cands)} interventions proposed; "
+            f"{sum(not getattr(c, 'applicable', True) for c in cands)} levers not applicable",
+        )
+        if not eng.stopped:
+            eng.phase("apply", f"approval policy {cfg.approve}")
+            await self.apply()
+        eng.phase("report", "re-measuring the kept levers together")
+        result = await asyncio.to_thread(opt.finish, cfg.target)
+        md, js = await asyncio.to_thread(write_run, opt, result, self.provenance())
+        self.status("report")
+        met = result["target_met"]
+        b, f = result["baseline_ns_per_sample"], result["final_ns_per_sample"]
+        what = (
+            f"on the metric ({b:.4g} → {f:.4g}, goal {cfg.goal})"
+            if black_box
+            else f"time per sample ({b / 1e3:.1f} → {f / 1e3:.1f} µs)"
+        )
+        summary = (
+            f"target {cfg.target:.0%} {'met' if met else 'NOT met'}: {result['gain']:+.1%} {what}, "
+            f"kept {', '.join(result['kept']) or 'nothing'}"
+        )
+        eng.bus.publish(
+            ReportWritten(
+                t_wall=eng.elapsed(),
+                path=str(md),
+                json_path=str(js),
+                target_met=met,
+                gain=result["gain"],
+                summary=summary,
+            )
+        )
+        return result, str(md)
+
+    async def apply(self) -> None:
+        """Approve (policy or person), trial, gate; until the target, the candidates or the
+        phase's share of the budget run out."""
+        eng, opt, cfg = self.eng, self.opt, self.eng.config
+        deadline = eng.deadline("apply")
+        poller = asyncio.ensure_future(self.poll_commands())
+        asked: set[str] = set()
+        try:
+            while not eng.stopped and not eng.apply_finished:
+                # unattended policies stop at the target; with a person deciding (manual) the
+                # phase stays open for more approvals or a roll back until its deadline or
+                # until the operator finishes it
+                met = opt.gain() >= cfg.target
+                if met and cfg.approve != "manual" and not eng.pending_decisions():
+                    break
+                pending = [iv for iv in opt.interventions.values() if iv.state == State.PROPOSED]
+                ready = [iv for iv in opt.interventions.values() if iv.state == State.APPROVED]
+                if cfg.approve == "auto":
+                    for iv in pending:
+                        if opt.policy_allows(iv, "auto"):
+                            await asyncio.to_thread(opt.approve, iv.iid, "policy:auto")
+                            self.publish_iv(iv)
+                            ready.append(iv)
+                            break
+                        if iv.iid not in asked:
+                            asked.add(iv.iid)
+                            eng.log(
+                                "info",
+                                f"{iv.iid} {iv.lever_id} is {iv.safety}: it needs a person "
+                                f"(gitm-tui approve {eng.run_id} {iv.iid})",
+                            )
+                if ready and (not met or cfg.approve == "manual"):
+                    iv = sorted(ready, key=lambda v: -v.predicted_gain * v.confidence)[0]
+                    await self.trial(iv.iid)
+                    for upd in opt.propose(await asyncio.to_thread(opt.rank)):
+                        self.publish_iv(upd)
+                    continue
+                # nothing left this policy may approve and no person is deciding: move on
+                auto_done = cfg.approve == "auto" and not any(
+                    opt.policy_allows(v, "auto") for v in pending
+                )
+                idle = cfg.approve == "none" or auto_done or not (pending or ready)
+                if idle and not eng.pending_decisions():
+                    break
+                left = deadline - eng.elapsed()
+                if left <= 0:
+                    break
+                try:
+                    action, iid, by = await asyncio.wait_for(
+                        eng.decisions.get(), timeout=min(left, 0.5)
+                    )
+                except TimeoutError:
+                    continue
+                await self.handle(action, iid, by)
+        finally:
+            poller.cancel()
+
+    async def handle(self, action: str, iid: str, by: str) -> None:
+        """Carry out one operator decision (approve | reject | rollback) on ``iid``."""
+        eng, opt = self.eng, self.opt
+        if action in ("stop", "finish"):
+            return
+        iv = opt.interventions.get(iid)
+        if iv is None:
+            eng.log("warning", f"no intervention {iid!r} in this run")
+            return
+        try:
+            if action == "approve":
+                if iv.state != State.PROPOSED:
+                    raise ValueError(f"{iid} is {iv.state.value}, not PROPOSED")
+                await asyncio.to_thread(opt.approve, iid, by)
+            elif action == "reject":
+                if iv.state not in (State.PROPOSED, State.APPROVED):
+                    raise ValueError(
+                        f"{iid} is {iv.state.value}: only a pending intervention can be rejected"
+                    )
+                await asyncio.to_thread(opt.reject, iid, by)
+            else:
+                eng.phase("apply", f"rolling back {iid}")
+                await asyncio.to_thread(opt.rollback, iid, by)
+                await self.show(opt.current[0])
+                self.status("apply")
+                for upd in opt.propose(await asyncio.to_thread(opt.rank)):
+                    self.publish_iv(upd)
+        except ValueError as e:
+            eng.log("warning", str(e))
+            return
+        self.publish_iv(iv)
+
+    async def trial(self, iid: str) -> None:
+        """Apply ``iid``, measure it and let the gate keep it or roll it back."""
+        eng, opt = self.eng, self.opt
+        iv = opt.interventions[iid]
+        eng.phase("apply", f"{iid} {iv.lever_id}: applying and measuring")
+        fut = asyncio.ensure_future(asyncio.to_thread(opt.trial, iid, eng.config.hold_apply_s))
+        while not fut.done():  # show APPLYING while the trial runs
+            if iv.state == State.APPLYING:
+                self.publish_iv(iv)
+                break
+            await asyncio.sleep(0.01)
+        await fut
+        self.publish_iv(iv)
+        for other in opt.interventions.values():  # e.g. an earlier value this one superseded
+            if other is not iv and self._shown_state.get(other.iid) != other.state.value:
+                self.publish_iv(other)
+        if iv.state == State.VERIFIED:
+            await self.show(opt.current[0])
+            if opt.analysis is not None:
+                self.publish_analysis(opt.analysis)
+        self.status("apply")
+        eng.log(
+            "info",
+            f"{iid} {iv.lever_id}: predicted {_pct(iv.predicted_gain)}, measured "
+            f"{_pct(iv.measured_gain)} → {iv.state.value} ({iv.note})",
+        )
+
+    async def poll_commands(self) -> None:
+        """Queue ``gitm-tui approve/reject/rollback`` decisions from the run's commands file."""
+        reader = CommandReader(self.eng.run_dir)
+        while True:
+            for d in reader.poll():
+                self.eng.decide(d.action, d.iid, d.by)
+            await asyncio.sleep(0.2)
+
+    # ------------------------------------------------------------------ what the bus is told
+    async def show(self, m: Any) -> None:
+        """Stream a measurement's trace to the dashboard (shifted after what was shown), tagged
+        with the configuration it ran under. A measurement is a complete trace: it is decoded
+        whole (batch Viterbi, exact labels), so every row reaches the strips and the kernel
+        table at once instead of waiting behind the live decoder's fixed lag."""
+        eng = self.eng
+        if m.trace is None or eng.gpu is None:  # a command workload has no device trace
+            return
+        seg = m.trace.segments
+        if not len(seg):
+            return
+        kept = [self.opt.interventions[k].lever_id for k in self.opt.kept]
+        eng.stream.config = config = " + ".join(["baseline", *kept])
+        shift = eng.offset_ns - int(seg.start_ns.min()) + 1000
+        # one name table for everything shown
+        cols = seg.with_names_remapped(eng.gpu.names.remap_from(m.trace.names)).columns()
+        cols["start_ns"] = cols["start_ns"] + shift  # new arrays: the trace itself is analysed
+        cols["end_ns"] = cols["end_ns"] + shift
+        seg = Segments(**cols)
+        eng.offset_ns = int(seg.end_ns.max())
+        eng.check_warm(eng.decoder)
+        d = eng.decoder
+        finals = await asyncio.to_thread(decode_whole, seg, m.truth, d.model, d.use_numba)
+        eng.stream.publish(finals, eng.gpu, config=config)
+        eng.telemetry_out(m.telemetry)
+        eng.stream.progress(eng.gpu, eng.config.budget_s)
+
+    def status(self, phase: str) -> None:
+        opt, eng = self.opt, self.eng
+        if opt is None or opt.noise is None:
+            return
+        eng.bus.publish(
+            OptimizeStatus(
+                t_wall=eng.elapsed(),
+                baseline_ns=opt.baseline_ns,
+                current_ns=opt.mean_ns(opt.current),
+                gain=opt.gain(),
+                target=eng.config.target,
+                noise_floor=opt.noise.floor,
+                phase=phase,
+                phase_deadline_s=eng.deadline(phase),
+            )
+        )
+
+    def publish_analysis(self, a: Any) -> None:
+        t = self.eng.elapsed()
+        self.eng.bus.publish(
+            InvariantsReport(
+                t_wall=t, results=tuple(r.as_dict(most=8, rows=True) for r in a.invariants)
+            )
+        )
+        self.eng.bus.publish(
+            HypothesesReport(
+                t_wall=t,
+                hypotheses=tuple(
+                    {
+                        "cause": h.cause.name,
+                        "description": h.cause.value,
+                        "impact": h.impact,
+                        "confidence": h.confidence,
+                        "claimed": h.claimed,
+                        "evidence": [
+                            {
+                                "kind": e.kind,
+                                "what": e.what,
+                                "value": e.value,
+                                "p": e.p,
+                                "p_adjusted": e.p_adjusted,
+                            }
+                            for e in h.evidence
+                        ],
+                    }
+                    for h in a.hypotheses.hypotheses
+                    if h.impact > 0 or h.claimed
+                ),
+            )
+        )
+
+    def publish_iv(self, iv: Any) -> None:
+        self._shown_state[iv.iid] = iv.state.value
+        self.eng.bus.publish(
+            InterventionUpdate(
+                t_wall=self.eng.elapsed(),
+                id=iv.iid,
+                lever=iv.lever_id,
+                title=iv.title,
+                safety=iv.safety,
+                state=iv.state.value,
+                predicted_gain=iv.predicted_gain,
+                confidence=iv.confidence,
+                measured_gain=iv.measured_gain,
+                approved_by=iv.approved_by,
+                note=iv.note,
+                replay=iv.what,
+                evidence=tuple(iv.evidence),
+            )
+        )
+
+    def provenance(self) -> dict[str, Any]:
+        from engine.manifest import load_workload
+
+        eng, cfg = self.eng, self.eng.config
+        return {
+            "run_id": eng.run_id,
+            "workload": cfg.workload,
+            "workload_title": eng.cmd_workload.title
+            if eng.cmd_workload
+            else load_workload(cfg.workload).title,
+            "device": eng.device_label,
+            "budget_s": cfg.budget_s,
+            "target": cfg.target,
+            "approve": cfg.approve,
+            "seed": cfg.seed,
+            "repeats": cfg.repeats,
+            #: the operator stopped the run (q, Ctrl-C, SIGTERM, the stop command) before its end
+            "stopped": eng.stopped,
+            "python": platform.python_version(),
+            "gitm_tui": _pkg_version(),
+            "started": time.strftime(
+                "%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - eng.elapsed())
+            ),
+        }
+
+    # ------------------------------------------------------------------ the journal's last word
+    def end_journal(self, status: str, report: str) -> tuple[str, str]:
+        """Close the run's journal; return the final status and the report's path.
+
+        A run cut short (stopped, quit, its program failing) in the middle of an apply is put
+        back as recovery would put back a dead one — the state saved before the apply restored,
+        ROLLED_BACK journalled — and ends ``interrupted``; a run cut short before its report
+        phase still gets a report, written from its journal (what was done, and that it was
+        cut short). Synchronous on purpose: it runs in a ``finally`` that a cancelled task
+        may not await in."""
+        from engine.optimizer.report import rewrite_recovered
+
+        eng, opt = self.eng, self.opt
+        rolled: list[str] = []
+        unrestored: dict[str, str] = {}
+        try:
+            # a trial still running in its worker thread (the task was cancelled around it)
+            # must not journal after this
+            opt.journal.close()
+            if any(st in UNFINISHED for st in states(opt.journal.path).values()):
+                rec = _recover_run(opt.journal.path)
+                if rec is not None:
+                    rolled, unrestored = rec.interventions, rec.unrestored
+                status = "interrupted"
+            else:
+                Journal(opt.journal.path).append({"type": "run_finished", "status": status})
+            if not report:
+                report = str(
+                    rewrite_recovered(
+                        eng.run_dir, rolled, cut_short=status, not_restored=unrestored
+                    )
+                )
+        except Exception as e:  # the journal itself cannot be written: say so, keep the status
+            eng.log("error", f"the run's journal or report could not be written ({e!r})")
+        return status, report
+
+
+async def recover_earlier_runs(eng: Engine) -> None:
+    """Put back every dead run of this run store (DESIGN §6) and say what was done."""
+    from engine.optimizer.report import rewrite_recovered
+
+    for rec in await asyncio.to_thread(recover, eng.run_dir.parent):
+        if rec.error is not None:
+            eng.log(
+                "warning",
+                f"run {rec.run_dir.name}: its journal or saved state cannot be read "
+                f"({rec.error}); left as it is",
+            )
+            continue
+        try:
+            await asyncio.to_thread(
+                rewrite_recovered, rec.run_dir, rec.interventions, not_restored=rec.unrestored
+            )
+        except Exception as e:  # the journal is put right; only its report stays stale
+            eng.log("warning", f"run {rec.run_dir.name}: report not rewritten ({e!r})")
+        what = (
+            f"rolled back {', '.join(rec.interventions)}"
+            if rec.interventions
+            else "nothing was being applied"
+        )
+        if rec.unrestored:
+            what += (
+                "; NOT restored ("
+                + "; ".join(f"{iid}: {why}" for iid, why in rec.unrestored.items())
+                + ") — check its state by hand"
+            )
+        eng.log(
+            "warning",
+            f"run {rec.run_dir.name} had died before it finished: {what} "
+            "(journal and report updated)",
+        )
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None or x != x else f"{x:+.1%}"
+
+
+def _pkg_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gitm-tui")
+    except PackageNotFoundError:
+        return "0+unknown"
