@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 from engine.eesm.pipeline import EesmModel, decode_fused  # noqa: E402
 from engine.levers.library import LEVERS  # noqa: E402
 from engine.levers.model import Observation  # noqa: E402
-from engine.optimizer.dag import build_dag, schedule  # noqa: E402
 from engine.optimizer.loop import Optimizer  # noqa: E402
 from engine.planner.catalogue import by_id  # noqa: E402
-from engine.runtime.journal import State  # noqa: E402
+from engine.schedule.dag import build_dag, schedule  # noqa: E402
+from engine.store.journal import State  # noqa: E402
 from engine.workloads.sim import SimWorkload  # noqa: E402
 
 WORKLOADS = ("hft-lob", "af2", "kitti")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from engine.levers.library import LEVERS, by_id  # noqa: E402
 from engine.levers.model import Safety  # noqa: E402
 from engine.optimizer.loop import Optimizer  # noqa: E402
-from engine.runtime.journal import State  # noqa: E402
+from engine.store.journal import State  # noqa: E402
 
 WORKLOADS = ("hft-lob", "af2", "kitti")
 

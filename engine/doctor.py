@@ -201,7 +201,7 @@ def _writable(p: Path) -> str | None:
 
 
 def _dirs() -> list[Check]:
-    from engine.runtime.store import scratch_dir
+    from engine.store.runs import scratch_dir
 
     out = []
     scratch = scratch_dir()

@@ -10,7 +10,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from engine.eesm.audit import VARIANTS, AuditLedger
+from engine.study.audit import VARIANTS, AuditLedger
 from engine.text import clean
 from gitm_tui.render import SHOWN_CHARS, outside_text
 

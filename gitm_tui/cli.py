@@ -245,8 +245,8 @@ def _command_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-u
 def _cmd_validate(argv: Sequence[str]) -> ExitCode:
     import json
 
-    from engine.eesm.validity import render_markdown, run_validity, to_dict
     from engine.manifest import workload_names
+    from engine.study.validity import render_markdown, run_validity, to_dict
 
     ns = _validate_parser().parse_args(argv)
     if ns.iterations < 1 or ns.seeds < 1:
@@ -259,7 +259,7 @@ def _cmd_validate(argv: Sequence[str]) -> ExitCode:
     results = run_validity(ns.iterations, ns.seeds, ns.workload)
     md = render_markdown(results, ns.iterations, ns.seeds)
     if ns.write:
-        from engine.runtime.store import atomic_write_text
+        from engine.store.runs import atomic_write_text
 
         try:
             atomic_write_text(ns.write, md)
@@ -411,7 +411,7 @@ def _decision_parser(action: str) -> _Parser:
 
 
 def _cmd_decision(action: str, argv: Sequence[str]) -> ExitCode:
-    from engine.runtime.commands import operator, send
+    from engine.store.commands import operator, send
 
     ns = _decision_parser(action).parse_args(argv)
     try:
@@ -501,7 +501,7 @@ def _cmd_capture(argv: Sequence[str]) -> ExitCode:
         return run_dashboard(cfg)
     from engine.eesm.live import LiveDecoder
     from engine.regimes import label_name
-    from engine.runtime.store import new_run_id, run_path
+    from engine.store.runs import new_run_id, run_path
 
     run_dir = run_path(new_run_id())
     out = run_dir / "trace.json"
@@ -541,7 +541,7 @@ LEDGER_NAME = "audit_ledger.json"
 
 def _cmd_audit(argv: Sequence[str]) -> ExitCode:
     """EESM audit: do-operators × pipeline variants → a ledger; --verify re-runs one."""
-    from engine.eesm.audit import read_ledger, run_audit, verify, write_ledger
+    from engine.study.audit import read_ledger, run_audit, verify, write_ledger
 
     p = _Parser(
         prog=f"{PROG} audit",
@@ -581,7 +581,7 @@ def _cmd_audit(argv: Sequence[str]) -> ExitCode:
         make_audit_app(ledger, str(ns.ui)).run()
         return ExitCode.OK
     if ns.paper:
-        from engine.eesm.paper import default_traces, write_paper
+        from engine.study.paper import default_traces, write_paper
 
         traces = [Path(t) for t in ns.traces] or default_traces(Path(__file__).resolve().parents[1])
         md, tables = write_paper(ns.paper_dir, traces, ns.seeds)
@@ -653,7 +653,7 @@ def _main(argv: Sequence[str]) -> ExitCode:
         return SUBCOMMANDS[argv[0]](argv[1:])
     ns = _run_parser().parse_args(argv)
     config = _run_config(ns)
-    from engine.telemetry.backends import BackendUnavailable
+    from engine.errors import BackendUnavailable
 
     try:
         if ns.no_ui:
@@ -714,7 +714,7 @@ def _internal_error(e: Exception) -> ExitCode:
 
     where = "(could not be saved)"
     try:
-        from engine.runtime.store import scratch_dir
+        from engine.store.runs import scratch_dir
 
         crash = scratch_dir() / "crashes" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
         crash.parent.mkdir(parents=True, exist_ok=True)

@@ -100,7 +100,7 @@ async def shoot_analysis() -> None:
 
 async def shoot_audit() -> None:
     """The audit screen on a fresh calibrated-corpus ledger (2 seeds)."""
-    from engine.eesm.audit import run_audit
+    from engine.study.audit import run_audit
     from gitm_tui.audit_app import make_audit_app
 
     app = make_audit_app(run_audit(["calibrated"], seeds=2), "audit_ledger.json")

@@ -10,11 +10,11 @@ from engine.eesm.pipeline import decode_fused
 from engine.levers.library import by_id as lever
 from engine.manifest import WorkloadSpec
 from engine.optimizer.attribution import aipw, attribute, granger, holm
-from engine.optimizer.causes import Cause
-from engine.optimizer.dag import build_dag, schedule
 from engine.optimizer.monitor import residuals
 from engine.planner import predict_graph
 from engine.planner.catalogue import by_id
+from engine.schedule.causes import Cause
+from engine.schedule.dag import build_dag, schedule
 from engine.workloads.sim import SimState, SimWorkload
 
 H100 = by_id("h100-sxm")

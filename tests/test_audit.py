@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from engine.device.simulator import simulate
-from engine.eesm import interventions as ops
-from engine.eesm.audit import AuditLedger, run_audit, verify
+from engine.study import interventions as ops
+from engine.study.audit import AuditLedger, run_audit, verify
 from engine.trace.segments import Kind
 
 ROOT = Path(__file__).parents[1]
@@ -118,7 +118,7 @@ def test_committed_schema_is_the_models():
 def test_paper_regenerates_byte_for_byte(tmp_path):
     """paper/EESM_GPU_TELEMETRY.md and paper/reference_tables.json are what `gitm-tui audit
     --paper` writes from a fresh run (same corpus: the calibrated one + the shared traces)."""
-    from engine.eesm.paper import default_traces, write_paper
+    from engine.study.paper import default_traces, write_paper
 
     traces = default_traces(ROOT)
     assert traces, "tests/data/traces is missing: the committed paper includes them"

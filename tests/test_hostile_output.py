@@ -21,7 +21,6 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from engine.analyze.compute import analyze_trace
-from engine.eesm.audit import AuditLedger
 from engine.regimes import Regime
 from engine.runtime.events import (
     DecodedBatch,
@@ -31,6 +30,7 @@ from engine.runtime.events import (
     RunStarted,
     TelemetryEvent,
 )
+from engine.study.audit import AuditLedger
 from engine.telemetry.sample import TelemetrySample
 from engine.trace.kineto import read_kineto
 from gitm_tui.analysis_app import kernel_details, make_analysis_app
@@ -472,7 +472,7 @@ def test_a_full_disk_is_one_line_and_exit_code_3_not_a_bug(capsys, monkeypatch, 
     assert main(["analyze", trace, "--out", str(tmp_path / "a")]) == 3
     _one_error_line(capsys.readouterr().err, "No space left on device")
     # the audit ledger
-    monkeypatch.setattr("engine.runtime.store.atomic_write_text", full)
+    monkeypatch.setattr("engine.store.runs.atomic_write_text", full)
     trace = str(KINETO / "a100_event_sync_multistream.json.gz")
     assert main(["audit", trace, "--seeds", "1", "--out", str(tmp_path / "l.json")]) == 3
     _one_error_line(capsys.readouterr().err, "l.json", "No space left on device")

@@ -8,7 +8,7 @@ import pytest
 from engine.levers.library import LEVERS, by_id
 from engine.levers.model import Safety, lever_specs
 from engine.manifest import CopyOp, HostOp, KernelOp, SyncOp
-from engine.optimizer.causes import Cause
+from engine.schedule.causes import Cause
 from engine.trace.segments import Kind
 from engine.workloads.sim import SimState, SimWorkload
 

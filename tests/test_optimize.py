@@ -15,8 +15,8 @@ import pytest
 
 from engine import optimize
 from engine.optimizer.loop import Optimizer
-from engine.runtime.journal import Journal, JournalError, State, read, recover
-from engine.runtime.store import is_live, scratch_dir
+from engine.store.journal import Journal, JournalError, State, read, recover
+from engine.store.runs import is_live, scratch_dir
 
 ROOT = Path(__file__).parents[1]
 CLI = [sys.executable, "-m", "gitm_tui"]
@@ -472,7 +472,7 @@ async def test_a_failure_before_the_phases_still_ends_the_run(monkeypatch):
 def _consistent(journal: Path) -> list[dict]:
     """Assert a journal is one run's own: sequence numbers 1..n, every transition legal from the
     state before it, exactly one run_finished and it is last; return its records."""
-    from engine.runtime.journal import ALLOWED
+    from engine.store.journal import ALLOWED
 
     recs = read(journal)
     assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1))
@@ -584,7 +584,7 @@ def test_the_journal_never_holds_nan(tmp_path):
 def test_a_dead_runs_leftover_temp_files_are_swept(tmp_path):
     """Minor of issue 13: SIGKILL between an atomic write's temp file and its rename leaves an
     orphan; recovery of that dead run removes it (and never a live run's)."""
-    from engine.runtime.store import atomic_write_text
+    from engine.store.runs import atomic_write_text
 
     runs = tmp_path / "runs"
     run = runs / "20261201-000000-abcdef"

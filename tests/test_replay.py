@@ -10,8 +10,8 @@ from engine.eesm.pipeline import decode_fused
 from engine.levers.library import LEVERS, by_id
 from engine.levers.model import Observation
 from engine.manifest import ExecConfig, WorkloadSpec
-from engine.optimizer.dag import build_dag, schedule
 from engine.planner.catalogue import by_id as hw_by_id
+from engine.schedule.dag import build_dag, schedule
 from engine.trace.trace import ApiKind
 from engine.workloads.sim import SimState, SimWorkload
 
@@ -40,7 +40,7 @@ def test_replay_reads_the_trace_only():
     import inspect
     from pathlib import Path
 
-    import engine.optimizer.dag as dag_mod
+    import engine.schedule.dag as dag_mod
 
     code = Path(dag_mod.__file__).read_text().split('"""', 2)[2]  # past the docstring
     assert "engine.device" not in code and "SimulatedGPU" not in code
@@ -166,7 +166,7 @@ def _same_schedule(a, b) -> bool:
 def test_compiled_replay_equals_the_python_reference(workload, model):
     """schedule (numba, dense ids) == schedule_ref (Python dicts), bit for bit, on the observed
     graph and on every lever's edited graph (graph launches, side streams, merged rows…)."""
-    from engine.optimizer.dag import schedule_ref
+    from engine.schedule.dag import schedule_ref
 
     wl = SimWorkload(workload)
     _, obs = _obs(wl, wl.base, model)
@@ -178,7 +178,7 @@ def test_compiled_replay_equals_the_python_reference(workload, model):
 
 def _launch_runs_ref(dag, pred, min_len=2):
     """The loop launch_runs replaced (program adjacency over non-removed host rows)."""
-    from engine.optimizer.dag import NOP
+    from engine.schedule.dag import NOP
 
     runs, cur, cur_stream = [], [], None
     for r in range(len(dag.api)):

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from engine.runtime.commands import CommandReader, DecisionError, send
-from engine.runtime.journal import Journal, State
-from engine.runtime.store import RunIdError, RunLock, is_live, new_run_id, run_path, runs_dir
+from engine.store.commands import CommandReader, DecisionError, send
+from engine.store.journal import Journal, State
+from engine.store.runs import RunIdError, RunLock, is_live, new_run_id, run_path, runs_dir
 
 
 def _run(states: dict[str, list[State]]) -> tuple[str, Journal]:

@@ -115,10 +115,11 @@ def test_auto_falls_back_to_the_simulator_and_says_why():
     except BackendUnavailable:
         real = None
     if real is not None:  # a GPU machine: auto must pick the real GPU
-        assert open_backend("auto")[0].name == "nvidia"
+        auto = open_backend("auto")[0]
+        assert auto is not None and auto.name == "nvidia"
         return
     b, notes = open_backend("auto")
-    assert b.name == "sim" and b.devices[0].name.startswith("simulated")
+    assert b is None  # no real GPU: the caller runs the simulator
     assert any(n.startswith("nvidia:") for n in notes) and any(n.startswith("amd:") for n in notes)
     with pytest.raises(ValueError, match="unknown device"):
         open_backend("tpu")

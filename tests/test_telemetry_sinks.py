@@ -8,7 +8,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.telemetry.backends import NvmlBackend, SimBackend
+from engine.device.backend import SimBackend
+from engine.telemetry.backends import NvmlBackend
 from engine.telemetry.sampler import Sampler
 from engine.telemetry.sinks import JsonlSink, PrometheusSink, mirror_run, read_jsonl
 from tests.fakes import NOT_SUPPORTED, FakeNvml, raises

@@ -11,7 +11,7 @@ from pydantic_core import PydanticSerializationError
 from engine.analyze.compute import AnalysisResult
 from engine.analyze.model import Analysis
 from engine.regimes import Label, Regime
-from engine.runtime.store import atomic_write_text
+from engine.store.runs import atomic_write_text
 from engine.text import clean, escape_json_text, map_strings, valid_unicode
 from engine.trace.evidence import Tier, tiers
 

@@ -1,5 +1,5 @@
 """What would help, for a trace people already have: each lever's replay transform applied to
-the trace's own dependency graph (engine.optimizer.dag) → predicted change of its span. Nothing
+the trace's own dependency graph (engine.schedule.dag) → predicted change of its span. Nothing
 is applied: these are the counterfactuals `gitm-tui analyze` reports.
 
 Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how sure it is:
@@ -48,8 +48,8 @@ from engine.levers.library import (
     capture_cuts,
 )
 from engine.levers.model import Edit, Observation, Prior
-from engine.optimizer.dag import NOP, ReplayDag, build_dag, schedule
 from engine.planner.catalogue import GpuPeaks
+from engine.schedule.dag import NOP, ReplayDag, build_dag, schedule
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind, Trace
 

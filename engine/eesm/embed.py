@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.eesm._jit import jit
+from engine.jit import jit
 from engine.trace.segments import Provenance
 
 ESTIMATED = np.uint8(int(Provenance.ESTIMATED))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.eesm._jit import jit
+from engine.jit import jit
 
 
 def phi(x: np.ndarray, beta: float) -> np.ndarray:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.eesm import embed, kappa, viterbi
-from engine.eesm._jit import jit
+from engine.jit import jit
 
 
 def work_arrays(n: int) -> tuple[np.ndarray, ...]:

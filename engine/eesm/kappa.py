@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from engine.eesm._jit import jit
+from engine.jit import jit
 
 
 @jit

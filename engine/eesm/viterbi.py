@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.eesm._jit import jit
+from engine.jit import jit
 
 
 def sticky_log_transitions(n_states: int, p_stay: float) -> np.ndarray:

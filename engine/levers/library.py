@@ -25,9 +25,9 @@ import numpy as np
 from engine.device.kernel_model import blocks_per_sm
 from engine.levers.model import Applicability, Edit, LeverSpec, Observation, Prior, lever_specs
 from engine.manifest import CopyOp, HostOp, KernelOp, RecordOp, SyncOp, WaitOp
-from engine.optimizer.dag import NOP, ReplayDag
 from engine.planner.catalogue import GpuPeaks
 from engine.regimes import Regime
+from engine.schedule.dag import NOP, ReplayDag
 from engine.telemetry.sample import ClockEventReason
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind

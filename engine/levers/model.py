@@ -11,9 +11,9 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.optimizer.causes import Cause
-from engine.optimizer.dag import ReplayDag, Schedule
 from engine.planner.catalogue import GpuPeaks
+from engine.schedule.causes import Cause
+from engine.schedule.dag import ReplayDag, Schedule
 from engine.telemetry.sample import TelemetrySample
 
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from engine.optimizer.causes import Cause
-from engine.optimizer.dag import ReplayDag, Schedule
 from engine.optimizer.monitor import Residuals
 from engine.planner.catalogue import by_id
 from engine.regimes import Regime
+from engine.schedule.causes import Cause
+from engine.schedule.dag import ReplayDag, Schedule
 from engine.telemetry.sample import ClockEventReason, TelemetrySample
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind
@@ -298,8 +298,8 @@ def attribute(
     when not given); ``telemetry`` feeds the clock series."""
     if dag is None:
         from engine.eesm.pipeline import decode_fused
-        from engine.optimizer.dag import build_dag
-        from engine.optimizer.dag import schedule as _schedule
+        from engine.schedule.dag import build_dag
+        from engine.schedule.dag import schedule as _schedule
 
         hw = by_id(res.graph.hardware)
         labels = decode_fused(res.trace.segments).labels

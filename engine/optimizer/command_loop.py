@@ -17,7 +17,7 @@ from typing import Any
 from engine.optimizer.attribution import RankedHypotheses
 from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
 from engine.optimizer.monitor import InvariantResult
-from engine.runtime.journal import State
+from engine.store.journal import State
 from engine.workloads.command import (
     CommandError,
     CommandMeasurement,

@@ -28,14 +28,14 @@ from engine.levers.library import LEVERS, Lever
 from engine.levers.library import by_id as lever_by_id
 from engine.levers.model import Observation, Safety
 from engine.optimizer.attribution import RankedHypotheses, attribute
-from engine.optimizer.causes import Cause
-from engine.optimizer.dag import build_dag, schedule
 from engine.optimizer.monitor import InvariantResult, check_invariants, residuals
 from engine.planner.catalogue import GpuPeaks
 from engine.planner.catalogue import by_id as hardware_by_id
 from engine.planner.graph import predict_graph
-from engine.runtime.journal import Journal, State
-from engine.runtime.store import atomic_write_text
+from engine.schedule.causes import Cause
+from engine.schedule.dag import build_dag, schedule
+from engine.store.journal import Journal, State
+from engine.store.runs import atomic_write_text
 from engine.workloads.sim import Measurement, SimState, SimWorkload
 
 

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.journal import read
-from engine.runtime.store import atomic_write_text
+from engine.store.journal import read
+from engine.store.runs import atomic_write_text
 from engine.text import clean, map_strings
 
 #: the most characters of one string in report.md (a note holds a program's output, a lever

@@ -27,8 +27,8 @@ from engine.manifest import (
     WorkloadSpec,
     flatten_ops,
 )
-from engine.optimizer.dag import ReplayDag, Schedule, schedule
 from engine.planner.catalogue import CLASS_PEAK, GpuPeaks
+from engine.schedule.dag import ReplayDag, Schedule, schedule
 from engine.trace.segments import Kind, Klass, Provenance, Segments, dtype_peaks
 from engine.trace.trace import ApiKind, Trace
 
@@ -295,7 +295,7 @@ def predict_trace_graph(trace: Trace, hw: GpuPeaks) -> Graph:
       observed time with the wave-quantisation loss removed (a grid of 1.1 waves pays for 2);
     * anything else: its observed time (no basis to predict it; it cannot violate).
     """
-    from engine.optimizer.dag import build_dag
+    from engine.schedule.dag import build_dag
 
     dag = build_dag(trace, hw, iterations=1)
     seg = trace.segments.take(dag.d_row)

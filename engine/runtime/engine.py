@@ -17,7 +17,7 @@
 Phases 2-5 are engine/runtime/phases.py; decoded rows reach subscribers through
 engine/runtime/stream.py. Numeric work runs in worker threads; the event loop only moves data.
 A phase that finishes early leaves its time to the next. Every state transition is journaled
-before it happens, and the run holds its run lock (engine/runtime/store.py) throughout.
+before it happens, and the run holds its run lock (engine/store/runs.py) throughout.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from engine.runtime.events import (
     TelemetryEvent,
 )
 from engine.runtime.phases import OptimizePhases, recover_earlier_runs
-from engine.runtime.store import RunLock, new_run_id, run_path
 from engine.runtime.stream import DecodedStream
 from engine.runtime.warmup import in_daemon_thread
+from engine.store.runs import RunLock, new_run_id, run_path
 from engine.workloads.command import CommandError
 
 __all__ = ["PHASES", "Engine", "RunConfig", "phase_deadline"]
@@ -85,13 +85,11 @@ class Engine:
         if config.device != "sim":
             from engine.telemetry.backends import open_backend
 
-            backend, self.device_notes = open_backend(config.device)
-            if backend.name != "sim":
-                self.backend = backend
+            self.backend, self.device_notes = open_backend(config.device)
         self.run_id = new_run_id()
         self.run_dir = run_path(self.run_id)
         #: held for the whole run: recovery and `gitm-tui approve` tell a live run from a dead
-        #: one by it (engine/runtime/store.py)
+        #: one by it (engine/store/runs.py)
         self.lock = RunLock(self.run_dir)
         self.device_label = (
             "this machine (command workload: measured for real, no device trace)"

@@ -15,7 +15,6 @@ import platform
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.runtime.commands import CommandReader
 from engine.runtime.events import (
     HypothesesReport,
     InterventionUpdate,
@@ -23,8 +22,9 @@ from engine.runtime.events import (
     OptimizeStatus,
     ReportWritten,
 )
-from engine.runtime.journal import UNFINISHED, Journal, State, _recover_run, recover, states
 from engine.runtime.stream import decode_whole
+from engine.store.commands import CommandReader
+from engine.store.journal import UNFINISHED, Journal, State, _recover_run, recover, states
 from engine.trace.segments import Segments
 
 if TYPE_CHECKING:

@@ -4,7 +4,8 @@
   its limit, SM/memory clocks, temperature, clock-event reasons, PCIe and NVLink throughput,
   uncorrected ECC, process count, Hopper GPM metrics where supported.
 * ``AmdSmiBackend`` — AMD through ``amdsmi``; ``PyrsmiBackend`` — the ``pyrsmi`` fallback.
-* ``SimBackend`` — the simulated GPU's own model.
+* the simulated GPU's own model is ``engine.device.backend.SimBackend`` (the device layer sits
+  above this one).
 
 Every field may be unsupported on a given GPU: it is then ``None`` (absent), never 0, and the
 other fields still flow. A GPU lost mid-run (NVML ``GpuIsLost``: an Xid, fell off the bus) is
@@ -22,15 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import BackendUnavailable
 from engine.telemetry.sample import TelemetrySample
 
-
-class BackendUnavailable(Exception):
-    """A backend cannot start: ``reason`` says why, ``remedy`` what to do."""
-
-    def __init__(self, backend: str, reason: str, remedy: str) -> None:
-        super().__init__(f"{backend}: {reason} — {remedy}")
-        self.backend, self.reason, self.remedy = backend, reason, remedy
+__all__ = ["Backend", "BackendUnavailable", "open_backend"]
 
 
 @dataclass
@@ -465,30 +461,14 @@ def _mib(v: Any) -> int | None:
     return int(f * 2**20) if f is not None else None
 
 
-# ---------------------------------------------------------------------------------- simulated
-class SimBackend(Backend):
-    """The simulated GPU's telemetry (its power/thermal model), sampled on demand."""
-
-    def __init__(self, workload: str = "hft-lob", seed: int = 0) -> None:
-        super().__init__(name="sim")
-        from engine.device.simulator import SimulatedGPU
-        from engine.manifest import load_hardware, load_workload
-
-        hw = load_hardware()
-        self.gpu = SimulatedGPU(hw, load_workload(workload), seed=seed)
-        self.devices.append(DeviceInfo(0, f"simulated {hw.name}", None, hw.memory_bytes))
-
-    def sample(self) -> list[TelemetrySample]:
-        return self.gpu.run(1).telemetry
-
-
 # ---------------------------------------------------------------------------------- discovery
-def open_backend(kind: str = "auto") -> tuple[Backend, list[str]]:
-    """Open a backend: ``nvidia``, ``amd`` or ``sim`` exactly (BackendUnavailable if it cannot
-    start), or ``auto``: the first real one that works, else the simulator. Returns the backend
-    and notes (why each real backend was passed over)."""
+def open_backend(kind: str = "auto") -> tuple[Backend | None, list[str]]:
+    """Open a backend: ``nvidia`` or ``amd`` exactly (BackendUnavailable if it cannot start),
+    ``sim`` (None: the caller simulates), or ``auto``: the first real one that works, else None.
+    Returns the backend and notes (why each real backend was passed over). The simulated
+    device's own telemetry is engine/device/backend.py's ``SimBackend``."""
     if kind == "sim":
-        return SimBackend(), []
+        return None, []
     if kind == "nvidia":
         return NvmlBackend(), []
     if kind == "amd":
@@ -512,4 +492,4 @@ def open_backend(kind: str = "auto") -> tuple[Backend, list[str]]:
             return b, notes
         notes.append(f"{b.name}: the library works but reports no GPU")
         b.close()
-    return SimBackend(), notes
+    return None, notes

@@ -23,7 +23,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from engine.eesm._jit import jit
+from engine.jit import jit
 
 _V = ir.VectorType(ir.IntType(8), 64)
 _I64 = ir.IntType(64)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.telemetry.backends import BackendUnavailable
+from engine.errors import BackendUnavailable
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify
 from engine.trace.trace import HostEvents, Trace, api_kind_from_name

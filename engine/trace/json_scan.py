@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.eesm._jit import jit
+from engine.jit import jit
 from engine.trace.bytemask import ctz, eq64, escaped, load64, masks64, prefix_xor
 
 _QUOTE, _BSLASH = 34, 92

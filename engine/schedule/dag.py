@@ -23,13 +23,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # the planner imports this module to schedule its predicted graph
-    from engine.planner.catalogue import GpuPeaks
-from engine.eesm._jit import jit
+from engine.jit import jit
+from engine.manifest import GpuPeaks
 from engine.trace.segments import Kind, Klass, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
 

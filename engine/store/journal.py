@@ -3,7 +3,7 @@
 
 Lifecycle: PROPOSED → APPROVED → APPLYING → APPLIED → VERIFIED | ROLLED_BACK, or
 PROPOSED → REJECTED. ``recover(runs)`` finds interventions left in APPLYING/APPLIED by a run
-that died — dead means its run lock (engine/runtime/store.py) can be taken: a live run is never
+that died — dead means its run lock (engine/store/runs.py) can be taken: a live run is never
 touched — restores the workload state saved before the apply, journals ROLLED_BACK and rewrites
 that run's report from its journal. Where the saved state cannot be used, nothing is claimed:
 the intervention is journalled as *not restored* and the report says so.
@@ -24,7 +24,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.store import (
+from engine.store.runs import (
     JOURNAL,
     RunLock,
     append_line,

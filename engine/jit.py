@@ -1,4 +1,5 @@
-"""The one numba decorator every EESM kernel uses: cached to disk, GIL released, no object mode."""
+"""The one numba decorator every kernel uses (EESM, importers, replay): cached to disk, GIL released,
+no object mode. At the bottom of the package layers: any layer may compile a kernel."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.runtime.journal import State, read
-from engine.runtime.store import COMMANDS, JOURNAL, append_line, is_live, run_path, runs_dir
+from engine.store.journal import State, read
+from engine.store.runs import COMMANDS, JOURNAL, append_line, is_live, run_path, runs_dir
 
 #: the states each decision applies to (the engine enforces the same)
 NEEDS: dict[str, tuple[State, ...]] = {

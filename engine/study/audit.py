@@ -27,8 +27,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from engine.eesm import interventions as ops
 from engine.eesm.pipeline import EesmModel, Variant, decode
+from engine.study import interventions as ops
 from engine.trace.segments import Segments
 
 LEDGER_VERSION = 1
@@ -329,7 +329,7 @@ def _versions() -> dict[str, str]:
 
 
 def write_ledger(ledger: AuditLedger, path: Path) -> None:
-    from engine.runtime.store import atomic_write_text
+    from engine.store.runs import atomic_write_text
 
     atomic_write_text(path, ledger.model_dump_json(indent=1))
 
