@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from engine.analyze.export import write_outputs
 from engine.analyze.model import Analysis
 from engine.analyze.semantics import COUNTING_MODES
 from engine.trace.errors import TraceImportError
+from engine.trace.files import not_regular, open_regular
 from engine.trace.kineto import read_kineto
 from engine.trace.nsys import read_nsys
 from engine.trace.trace import Trace
@@ -30,14 +32,28 @@ class FileOutcome:
 
 
 def expand(paths: list[str]) -> tuple[list[Path], list[FileOutcome]]:
-    """Return the trace files named or contained (one level) in ``paths``, and per-path errors."""
+    """Return the trace files named or contained (one level) in ``paths``, and per-path errors
+    (a path that does not exist, cannot be listed or is not a regular file: a FIFO or a device
+    would block or never end)."""
     files: list[Path] = []
     errors: list[FileOutcome] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(
-                f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
-            )
+        try:
+            mode = p.stat().st_mode
+        except FileNotFoundError:
+            errors.append(FileOutcome(str(p), error=f"{p}: no such file or directory"))
+            continue
+        except OSError as e:
+            errors.append(FileOutcome(str(p), error=f"{p}: cannot read: {e.strerror or e}"))
+            continue
+        if stat.S_ISDIR(mode):
+            try:
+                found = sorted(f for f in p.iterdir() if _is_trace_file(f))
+            except OSError as e:
+                errors.append(
+                    FileOutcome(str(p), error=f"{p}: cannot list directory: {e.strerror or e}")
+                )
+                continue
             if not found:
                 errors.append(
                     FileOutcome(
@@ -46,20 +62,31 @@ def expand(paths: list[str]) -> tuple[list[Path], list[FileOutcome]]:
                     )
                 )
             files.extend(found)
-        elif p.exists():
-            files.append(p)
+        elif (problem := not_regular(mode)) is not None:
+            errors.append(FileOutcome(str(p), error=f"{p}: {problem}"))
         else:
-            errors.append(FileOutcome(str(p), error=f"{p}: no such file or directory"))
+            files.append(p)
     return files, errors
 
 
-def read_trace(path: Path) -> Trace:
-    """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON."""
+def _is_trace_file(f: Path) -> bool:
+    """A regular file with a trace's suffix (one that cannot be stat'ed is left out)."""
+    if not f.name.endswith(TRACE_SUFFIXES):
+        return False
     try:
-        with path.open("rb") as f:
+        return stat.S_ISREG(f.stat().st_mode)
+    except OSError:
+        return False
+
+
+def read_trace(path: Path) -> Trace:
+    """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON.
+    TraceImportError for any file that cannot be read (not a regular file included)."""
+    with open_regular(path) as f:
+        try:
             head = f.read(16)
-    except OSError as e:
-        raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
+        except OSError as e:
+            raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
     if head.startswith(b"SQLite format 3"):
         return read_nsys(path)
     return read_kineto(path)

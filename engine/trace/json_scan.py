@@ -1,7 +1,9 @@
-"""Numba scanner for Chrome-trace JSON: finds each element of the ``traceEvents`` array in a
-byte buffer, 64 bytes at a time (byte-class masks: see ``bytemask``), with each event's ``cat``;
-then parses the events we keep strictly, reading the fields we use into columns — ``ts`` and
-``dur`` *exactly* (decimal µs → int64 ns, no float64 rounding).
+"""Numba scanner for Chrome-trace JSON: follows the top-level object to its own ``traceEvents``
+key (``find_top_key``), finds each element of that array in a byte buffer, 64 bytes at a time
+(byte-class masks: see ``bytemask``), with each event's ``cat`` — buffer after buffer, its state
+carried so each byte is scanned once (``scan_stream``), nesting bounded; then parses the events
+we keep strictly, reading the fields we use into columns — ``ts`` and ``dur`` *exactly* (decimal
+µs → int64 ns, no float64 rounding; beyond ±MAX_TIME_NS, OUT_OF_RANGE rather than an overflow).
 
 Why not a JSON library alone: a 2 M-event trace is ~0.5 GB of text; decoding it whole costs
 over a gigabyte of objects, and float64 ``ts`` values of epoch-µs lose the nanoseconds. Scanning
@@ -15,6 +17,7 @@ import numpy as np
 
 from engine.jit import jit
 from engine.trace.bytemask import ctz, eq64, escaped, load64, masks64, prefix_xor
+from engine.trace.limits import MAX_TIME_NS
 
 _QUOTE, _BSLASH = 34, 92
 _LBRACE, _RBRACE, _LBRACK, _RBRACK = 123, 125, 91, 93
@@ -36,7 +39,12 @@ CATEGORIES = (
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_RUNTIME, CAT_DRIVER, CAT_SYNC, CAT_PROFILER = range(7)
 CAT_CPU_OP, CAT_ANNOTATION, CAT_MTIA = 7, 8, 9
 NO_TIME = np.iinfo(np.int64).min
-MALFORMED = -2  # scan_events' closed_at when the array is not valid JSON
+#: a ts/dur that is a number but not a time int64 nanoseconds can hold with headroom
+OUT_OF_RANGE = NO_TIME + 1
+_MAX_WHOLE_US = MAX_TIME_NS // 1000
+MALFORMED = -2  # scan_stream's closed_at when the array is not valid JSON
+TOO_DEEP = -3  # scan_stream's closed_at when an element nests deeper than max_depth
+ODD_CAT = -4  # scan_stream's closed_at: more than CAT_BLANKS blanks around a "cat" key's colon
 
 
 def category_table() -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +59,9 @@ def _is_ws(c: int) -> bool:
 
 @jit
 def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
-    """Parse the JSON number at k (microseconds) exactly into int64 nanoseconds."""
+    """Parse the JSON number at k (microseconds) exactly into int64 nanoseconds: NO_TIME if
+    there is none, OUT_OF_RANGE if its magnitude is MAX_TIME_NS or more (never an overflow)."""
+    k0 = k
     neg = False
     if k < e and buf[k] == 45:  # '-'
         neg = True
@@ -59,7 +69,8 @@ def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
     whole = 0
     digits = 0
     while k < e and 48 <= buf[k] <= 57:
-        whole = whole * 10 + (buf[k] - 48)
+        if whole <= _MAX_WHOLE_US:  # past it the value is out of range: stop before overflow
+            whole = whole * 10 + (buf[k] - 48)
         k += 1
         digits += 1
     if digits == 0:
@@ -79,8 +90,7 @@ def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
     while nfrac < 3:
         frac *= 10
         nfrac += 1
-    ns = whole * 1000 + frac + (1 if round_up else 0)
-    if k < e and (buf[k] == 101 or buf[k] == 69):  # exponent: rare; fall back to float
+    if k < e and (buf[k] == 101 or buf[k] == 69):  # exponent: rare; scaled as a float
         k += 1
         esign = 1
         if k < e and buf[k] == 45:
@@ -90,11 +100,22 @@ def _parse_us_to_ns(buf: np.ndarray, k: int, e: int) -> int:
             k += 1
         ex = 0
         while k < e and 48 <= buf[k] <= 57:
-            ex = ex * 10 + (buf[k] - 48)
+            if ex < 1000:  # 10**±1000 is already inf / 0 as a float
+                ex = ex * 10 + (buf[k] - 48)
             k += 1
-        if ex > 9:  # beyond ±1e9 µs of scaling a timestamp is garbage, not a time
-            return NO_TIME
-        ns = int(round(ns * 10.0 ** (esign * ex)))
+        if whole > _MAX_WHOLE_US:  # a long mantissa: only its float value can be scaled
+            f = abs(_parse_float(buf, k0, e)) * 1000.0
+        else:
+            f = float(whole * 1000 + frac + (1 if round_up else 0)) * 10.0 ** (esign * ex)
+        if not f < MAX_TIME_NS:  # NaN and inf too
+            return OUT_OF_RANGE
+        ns = int(round(f))
+    else:
+        if whole > _MAX_WHOLE_US:
+            return OUT_OF_RANGE
+        ns = whole * 1000 + frac + (1 if round_up else 0)
+        if ns >= MAX_TIME_NS:
+            return OUT_OF_RANGE
     return -ns if neg else ns
 
 
@@ -105,37 +126,73 @@ def _grown(a: np.ndarray, cap: int) -> np.ndarray:
     return out
 
 
+#: blanks allowed on each side of a "cat" key's colon (writers put 0 or 1): bounding them bounds
+#: how far past a block the scanner reads, so a chunk can be scanned up to LOOKAHEAD from its end
+CAT_BLANKS = 64
+#: bytes past a block's start that scanning the block may read: the block, a "cat" key starting
+#: in it, its colon and blanks, and the longest kept category value with its quotes
+LOOKAHEAD = 256
+assert 64 + 5 + 2 * CAT_BLANKS + 3 + max(map(len, CATEGORIES)) <= LOOKAHEAD
+
+
 @jit
 def _cat_value(buf: np.ndarray, k: int, cats: np.ndarray, catlens: np.ndarray) -> int:
     """At k, just past a top-level "cat" string: its category code if it is the key of a
-    string we keep; -1 for a value we do not keep; -2 if it is not a key (a "cat" value)."""
+    string we keep; -1 for a value we do not keep; -2 if it is not a key (a "cat" value); -3
+    if more than CAT_BLANKS blanks stand on a side of the colon (reads at most LOOKAHEAD - 64
+    bytes from k - 5)."""
     n = buf.shape[0]
-    while k < n and _is_ws(buf[k]):
+    stop = min(n, k + CAT_BLANKS + 1)
+    while k < stop and _is_ws(buf[k]):
         k += 1
-    if k >= n or buf[k] != _COLON:
+    if k >= n:
+        return -1
+    if k == stop:
+        return -3
+    if buf[k] != _COLON:
         return -2
     k += 1
-    while k < n and _is_ws(buf[k]):
+    stop = min(n, k + CAT_BLANKS + 1)
+    while k < stop and _is_ws(buf[k]):
         k += 1
-    if k >= n or buf[k] != _QUOTE:
+    if k >= n:
+        return -1
+    if k == stop:
+        return -3
+    if buf[k] != _QUOTE:
         return -1
     j = k + 1
-    while j < n and buf[j] != _QUOTE and buf[j] != _BSLASH:
+    stop = min(n, j + cats.shape[1] + 1)  # a longer value is not one of ours
+    while j < stop and buf[j] != _QUOTE and buf[j] != _BSLASH:
         j += 1
-    if j >= n or buf[j] != _QUOTE:
+    if j >= stop or buf[j] != _QUOTE:
         return -1  # escapes in a category name: not one of ours (compared raw, as bytes)
     return _match(buf, k + 1, j - k - 1, cats, catlens)
+
+
+# the scan state carried from one buffer to the next (int64 array, updated in place)
+S_DEPTH, S_EL_START, S_EL_CODE, S_IN_STR, S_ESC = range(5)
+
+
+@jit
+def new_scan_state() -> np.ndarray:
+    """The scan state at the start of the array: between two elements, outside any string."""
+    state = np.zeros(5, np.int64)
+    state[S_EL_CODE] = -2
+    return state
 
 
 @jit
 def _scan_blocks(
     buf: np.ndarray,
     b: int,
+    limit: int,
     starts: np.ndarray,
     ends: np.ndarray,
     codes: np.ndarray,
     cats: np.ndarray,
     catlens: np.ndarray,
+    max_depth: int,
     count: int,
     depth: int,
     el_start: int,
@@ -143,21 +200,23 @@ def _scan_blocks(
     resume: int,
     in_str: np.uint64,
     esc_carry: np.uint64,
+    first: np.ndarray,
 ) -> tuple[int, int, int, int, int, int, int, np.uint64, np.uint64]:
-    """scan_events' loop over 64-byte blocks from b, until the buffer or the array ends or the
-    next block might not fit in starts/ends; returns the state to resume from: (b, count,
-    depth, el_start, el_code, resume, closed_at, in_str, esc_carry). A function of its own so
-    the arrays it writes are never reassigned in the loop (numba would count references on
-    each visit of a bracket)."""
+    """scan_stream's loop over 64-byte blocks from b while b < limit, until the array ends or
+    the next block might not fit in starts/ends; returns the state to resume from: (b, count,
+    depth, el_start, el_code, resume, closed_at, in_str, esc_carry). An element that began
+    before this buffer (el_start -1) and ends in it is not in starts/ends: first[0] gets one
+    past its end and first[1] its code. A function of its own so the arrays it writes are
+    never reassigned in the loop (numba would count references on each visit of a bracket)."""
     n = buf.shape[0]
     cap = starts.shape[0]
     closed_at = -1
     tail = np.empty(128, np.uint8)
-    while b < n and count + 32 <= cap:  # a block completes at most 32 elements ("{}")
+    while b < limit and count + 32 <= cap:  # a block completes at most 32 elements ("{}")
         if b + 68 <= n:
             blk = buf
             at = b
-        else:  # the last block(s): classify a padded copy
+        else:  # the last block(s) of the stream: classify a padded copy
             tail[:] = 32
             tail[: n - b] = buf[b:n]
             blk = tail
@@ -186,6 +245,19 @@ def _scan_blocks(
             if cat & bit:  # the event's top-level "cat" key gives its category
                 if depth == 1 and el_code == -2:
                     el_code = _cat_value(buf, p + 5, cats, catlens)
+                    if el_code == -3:
+                        resume = p
+                        return (
+                            b,
+                            count,
+                            depth,
+                            el_start,
+                            el_code,
+                            resume,
+                            ODD_CAT,
+                            in_str,
+                            esc_carry,
+                        )
                 continue
             c = buf[p]
             if c == _LBRACE or c == _LBRACK:
@@ -193,6 +265,9 @@ def _scan_blocks(
                     el_start = p
                     el_code = -2  # no "cat" key seen yet
                 depth += 1
+                if depth > max_depth:
+                    resume = p
+                    return b, count, depth, el_start, el_code, resume, TOO_DEEP, in_str, esc_carry
                 continue
             if depth == 0:  # the array's ']', or a '}' that closes nothing (not JSON)
                 closed_at = p if c == _RBRACK else MALFORMED
@@ -200,7 +275,10 @@ def _scan_blocks(
                 return b, count, depth, el_start, el_code, resume, closed_at, in_str, esc_carry
             depth -= 1
             if depth == 0:
-                if buf[el_start] == _LBRACE:
+                if el_start < 0:  # began in an earlier buffer
+                    first[0] = p + 1
+                    first[1] = max(el_code, -1)
+                elif buf[el_start] == _LBRACE:
                     starts[count] = el_start
                     ends[count] = p + 1
                     codes[count] = max(el_code, -1)
@@ -211,16 +289,33 @@ def _scan_blocks(
 
 
 @jit
-def scan_events(
-    buf: np.ndarray, pos: int, cats: np.ndarray, catlens: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
-    """Scan array elements from ``pos`` (inside ``traceEvents``, between two elements).
+def scan_stream(
+    buf: np.ndarray,
+    pos: int,
+    limit: int,
+    state: np.ndarray,
+    cats: np.ndarray,
+    catlens: np.ndarray,
+    max_depth: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, int, int, int]:
+    """Scan array elements from ``pos``, 64-byte blocks starting before ``limit``, carrying
+    ``state`` (new_scan_state at the array's start; updated in place) from the previous
+    buffer, so that a stream is scanned one buffer after the other, each byte once.
 
-    Returns (starts, ends, codes, count, resume, closed_at): the complete object elements
-    found (ends one past their '}') with their category codes; ``resume`` = where an
-    unfinished element (or the unread rest) begins; ``closed_at`` = index of the array's ']'
-    if it was reached, -1 if not yet, or ``MALFORMED`` when a stray '}' makes the array
-    invalid JSON (``resume`` = where). Non-object elements are skipped.
+    The caller keeps ``limit + LOOKAHEAD <= len(buf)`` except on the stream's last buffer,
+    where ``limit = len(buf)``: a block may read that far ahead (a "cat" key's value).
+
+    Returns (starts, ends, codes, count, stop, resume, closed_at, first_end, first_code): the
+    object elements begun and completed in this buffer (ends one past their '}') with their
+    category codes; ``stop`` = where scanning stopped (the next buffer begins its scan there);
+    ``resume`` = where the last complete element ended (or the open one began: the state's
+    S_EL_START, -1 if before this buffer); ``closed_at`` = index of the array's ']' if it
+    was reached, -1 if not, ``MALFORMED`` when a stray '}' makes the array invalid JSON,
+    ``TOO_DEEP`` when an element nests deeper than ``max_depth`` (counted from the element),
+    ``ODD_CAT`` for a "cat" key with more than CAT_BLANKS blanks at its colon (``resume`` =
+    where, for those three); ``first_end`` = one past the end of the element that was open
+    when this buffer began, if it ends here (else -1), ``first_code`` its category code.
+    Non-object elements are skipped.
 
     64 bytes at a time: byte-class masks give the quotes (less escaped ones), hence which bytes
     are inside strings, hence the brackets that count; only those are visited one by one, to
@@ -228,22 +323,28 @@ def scan_events(
     strictly by ``extract_fields``.
     """
     n = buf.shape[0]
-    cap = n // 128 + 64  # real events are 150-400 bytes; tiny ones make the arrays grow
+    cap = max(0, min(limit, n) - pos) // 128 + 64  # real events are 150-400 bytes
     starts = np.empty(cap, np.int64)
     ends = np.empty(cap, np.int64)
     codes = np.empty(cap, np.int64)
-    b, count, depth, el_start, el_code, resume = pos, 0, 0, pos, -2, pos
-    in_str = np.uint64(0)  # all ones when the previous block ended inside a string
-    esc_carry = np.uint64(0)  # 1 when it ended in a backslash that escapes the next byte
+    first = np.full(2, -1, np.int64)
+    b, count, resume = pos, 0, pos
+    depth = state[S_DEPTH]
+    el_start = -1 if depth > 0 else pos
+    el_code = state[S_EL_CODE]
+    in_str = np.uint64(0) - np.uint64(state[S_IN_STR])  # all ones inside a string
+    esc_carry = np.uint64(state[S_ESC])  # 1 after a backslash that escapes the next byte
     while True:
         b, count, depth, el_start, el_code, resume, closed_at, in_str, esc_carry = _scan_blocks(
             buf,
             b,
+            limit,
             starts,
             ends,
             codes,
             cats,
             catlens,
+            max_depth,
             count,
             depth,
             el_start,
@@ -251,8 +352,9 @@ def scan_events(
             resume,
             in_str,
             esc_carry,
+            first,
         )
-        if b >= n or closed_at != -1:
+        if b >= limit or closed_at != -1:
             break
         cap *= 2
         starts = _grown(starts, cap)
@@ -260,7 +362,146 @@ def scan_events(
         codes = _grown(codes, cap)
     if closed_at == -1 and depth > 0:
         resume = el_start
-    return starts[:count], ends[:count], codes[:count], count, resume, closed_at
+    state[S_DEPTH] = depth
+    state[S_EL_START] = el_start
+    state[S_EL_CODE] = el_code
+    state[S_IN_STR] = 1 if in_str else 0
+    state[S_ESC] = int(esc_carry)
+    return (
+        starts[:count], ends[:count], codes[:count], count, b, resume, closed_at,
+        first[0], first[1],
+    )  # fmt: skip
+
+
+@jit
+def scan_events(
+    buf: np.ndarray, pos: int, cats: np.ndarray, catlens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    """Scan a whole buffer from ``pos`` (inside ``traceEvents``, between two elements): the
+    one-buffer form of scan_stream, without a depth limit.
+
+    Returns (starts, ends, codes, count, resume, closed_at): the complete object elements
+    found with their category codes; ``resume`` = where an unfinished element (or the unread
+    rest) begins; ``closed_at`` as scan_stream's (never TOO_DEEP here)."""
+    out = scan_stream(buf, pos, buf.shape[0], new_scan_state(), cats, catlens, 1 << 62)
+    return out[0], out[1], out[2], out[3], out[5], out[6]
+
+
+# ------------------------------------------------------------------ the top-level object
+#: find_top_key's results
+FIND_MORE, FIND_KEY, FIND_END, FIND_NOT_OBJECT, FIND_TOO_DEEP = range(5)
+# its state (int64 array, updated in place): nesting depth, inside a string, after a backslash,
+# what comes next in the top-level object, how much of "traceEvents" the key read so far
+# matches (-1: not it), file offset of that key's opening quote, whether the object began
+F_DEPTH, F_IN_STR, F_ESC, F_MODE, F_MATCH, F_KEY_AT, F_BEGUN = range(7)
+_M_KEY, _M_COLON, _M_VALUE, _M_AFTER = range(4)  # a key (or '}'), ':', a value, ',' or '}'
+_TRACE_EVENTS = np.frombuffer(b"traceEvents", np.uint8).copy()
+_N_TE = len(b"traceEvents")
+
+
+@jit
+def new_find_state(after_array: bool) -> np.ndarray:
+    """find_top_key's state at the file's start, or just after the traceEvents array."""
+    state = np.zeros(7, np.int64)
+    state[F_MATCH] = -1
+    state[F_KEY_AT] = -1
+    if after_array:
+        state[F_DEPTH] = 1
+        state[F_MODE] = _M_AFTER
+        state[F_BEGUN] = 1
+    return state
+
+
+@jit
+def find_top_key(
+    buf: np.ndarray, pos: int, base: int, state: np.ndarray, max_depth: int
+) -> tuple[int, int]:
+    """Follow the file's top-level object from buf[pos] (``buf[0]`` at file offset ``base``),
+    ``state`` carried from the previous buffer, to the value of its own "traceEvents" key —
+    a key spelled so in a nested object is not it. Returns (what, index): FIND_KEY and the
+    index of that value's first byte (state[F_KEY_AT] = the key's file offset); FIND_MORE
+    (the buffer ended first); FIND_END and the index of the object's closing brace;
+    FIND_NOT_OBJECT and the index of a first byte that is not '{'; FIND_TOO_DEEP and the
+    index of the bracket that nests deeper than ``max_depth``. Byte by byte: the metadata
+    around the event array is a few KB."""
+    n = buf.shape[0]
+    depth = state[F_DEPTH]
+    in_str = state[F_IN_STR]
+    esc = state[F_ESC]
+    mode = state[F_MODE]
+    match = state[F_MATCH]
+    begun = state[F_BEGUN]
+    what = FIND_MORE
+    i = pos
+    while i < n:
+        c = buf[i]
+        key = depth == 1 and mode == _M_KEY  # inside a key of the top-level object
+        if in_str:
+            if esc:
+                esc = 0
+                match = -1 if key else match  # an escape in the key: not spelled so
+            elif c == _BSLASH:
+                esc = 1
+                match = -1 if key else match
+            elif c == _QUOTE:
+                in_str = 0
+                if key:
+                    mode = _M_COLON
+                    if match != _N_TE:
+                        match = -1
+            elif key and match >= 0:
+                match = match + 1 if match < _N_TE and c == _TRACE_EVENTS[match] else -1
+            i += 1
+            continue
+        if _is_ws(c):
+            i += 1
+            continue
+        if not begun:
+            if c != _LBRACE:
+                what = FIND_NOT_OBJECT
+                break
+            begun = 1
+        if depth == 1 and mode == _M_VALUE and match == _N_TE:
+            what = FIND_KEY  # the value of the top-level traceEvents key starts here
+            break
+        if c == _QUOTE:
+            in_str = 1
+            if depth == 1:
+                if mode == _M_KEY:
+                    match = 0
+                    state[F_KEY_AT] = base + i
+                else:
+                    mode = _M_AFTER
+        elif c == _LBRACE or c == _LBRACK:
+            if depth == 1:
+                mode = _M_AFTER
+            depth += 1
+            if depth > max_depth:
+                what = FIND_TOO_DEEP
+                break
+            if depth == 1:
+                mode = _M_KEY
+        elif c == _RBRACE or c == _RBRACK:
+            depth -= 1
+            if depth <= 0:
+                what = FIND_END
+                break
+        elif depth == 1:
+            if c == _COLON and mode == _M_COLON:
+                mode = _M_VALUE
+            elif c == _COMMA:
+                mode = _M_KEY
+                match = -1
+            elif mode == _M_VALUE:
+                mode = _M_AFTER  # a number or literal
+        i += 1
+    state[F_DEPTH] = depth
+    state[F_IN_STR] = in_str
+    state[F_ESC] = esc
+    state[F_MODE] = mode
+    state[F_MATCH] = match
+    state[F_BEGUN] = begun
+    return what, i
 
 
 # ----------------------------------------------------------------------------- field extraction

@@ -1,10 +1,14 @@
 """Import PyTorch-profiler (Kineto) / Chrome-trace JSON, plain or gzip, NVIDIA or AMD, into a Trace.
 
-Pipeline: stream-decompress in chunks → the numba scanner (json_scan) finds every event and
-keeps the GPU and runtime categories → a second numba pass parses each kept event strictly (it
-must be valid JSON) and reads the fields we use straight into arrays, ``ts``/``dur`` exactly
-into int64 ns; only distinct kernel names become Python strings.
-Memory stays in the tens of MB whatever the file size, and no per-event Python runs.
+Pipeline: stream-decompress in chunks (every member of a multi-member gzip file) → the numba
+scanner (json_scan) follows the top-level object to its own ``traceEvents`` array, finds every
+event and keeps the GPU and runtime categories, its state carried from chunk to chunk so each
+byte is scanned once → a second numba pass parses each kept event strictly (it must be valid
+JSON) and reads the fields we use straight into arrays, ``ts``/``dur`` exactly into int64 ns
+(beyond ±2**62 ns an event is malformed: skipped and counted); only distinct kernel names
+become Python strings. Memory stays in the tens of MB whatever the file size, and no
+per-event Python runs. What one file may make the reader do — element size, decompressed size,
+gzip ratio, nesting — is bounded by engine.trace.limits (GITM_MAX_* variables).
 
 What becomes what:
 * ``kernel`` → KERNEL rows (launch geometry, registers, shared memory; Kineto's
@@ -21,11 +25,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import json
-import queue
-import threading
-import zlib
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
@@ -34,23 +35,17 @@ from typing import Any
 
 import numpy as np
 
-try:  # ISA-L's inflate is ~3x zlib's on x86-64 and arm64 (python-isal); plain zlib otherwise
-    from isal import isal_zlib as _zlib
-except ImportError:  # pragma: no cover - isal is a core dependency; this keeps odd platforms going
-    _zlib = zlib  # type: ignore[misc]
-
 from engine.trace import json_scan as js
+from engine.trace.chrome_stream import EventStream, chunks, metadata, prefetched
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
+from engine.trace.limits import ReadLimits, check_times
 from engine.trace.segments import DTYPE_CODE, Kind, NameTable, Provenance, Segments
 from engine.trace.shapes import OpWork, innermost_known, kernel_dtype, may_derive, op_work
 from engine.trace.taxonomy import classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
 CHUNK = 16 << 20  # decompressed bytes per scan step
-_PROBE = 1 << 16  # head of a chunk scanned with the element the last chunk left unfinished
-_KEY = b'"traceEvents"'
-_INFLATE_ERRORS: tuple[type[BaseException], ...] = (zlib.error, getattr(_zlib, "error", zlib.error))
 
 
 _TOP, _TOPLENS = js.key_table(js.TOP_KEYS)
@@ -104,87 +99,6 @@ def _chunk_buffers_reused() -> Iterator[None]:
             libc.malloc_trim(0)
 
 
-def _prefetched(chunks: Iterator[bytes], depth: int = 2) -> Generator[bytes, None, None]:
-    """Run ``chunks`` (read + inflate, which release the GIL) in a thread, ``depth`` ahead of the
-    consumer; its exceptions are re-raised here, in order. Closing the iterator stops it."""
-    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item: tuple[str, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for c in chunks:
-                if not put(("chunk", c)):
-                    return
-        except BaseException as e:  # forwarded to the consumer, which raises it
-            put(("error", e))
-            return
-        put(("end", None))
-
-    t = threading.Thread(target=produce, name="gitm-inflate", daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "chunk":
-                yield item
-            elif kind == "error":
-                raise item
-            else:
-                return
-    finally:
-        stop.set()
-        t.join()
-
-
-def _chunks(path: Path) -> Iterator[bytes]:
-    """Yield decompressed chunks of the file (gzip detected by its magic bytes)."""
-    try:
-        f = path.open("rb")
-    except OSError as e:
-        raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
-    with f:
-        head = f.read(2)
-        if not head:
-            raise TraceImportError(path, "empty file")
-        f.seek(0)
-        if head != b"\x1f\x8b":
-            while block := f.read(CHUNK):
-                yield block
-            return
-        z = _zlib.decompressobj(wbits=31)
-        # cap each output chunk at CHUNK: gzip'd traces inflate ~20x, and uncapped 4 MB reads
-        # became 80 MB chunks (peak memory, page faults, big copies)
-        data = b""
-        while True:
-            if not data:
-                data = f.read(1 << 20)
-                if not data:
-                    break
-            try:
-                out = z.decompress(data, CHUNK)
-            except _INFLATE_ERRORS as e:
-                raise TraceImportError(path, f"corrupt gzip data ({e})") from None
-            data = z.unconsumed_tail
-            if out:
-                yield out
-            if z.eof:
-                break
-        if not z.eof:
-            raise TraceImportError(path, "truncated gzip file (the stream ends early)")
-        tail = z.flush()
-        if tail:
-            yield tail
-
-
 class _Columns:
     """Per-chunk arrays of the kept events, concatenated at the end."""
 
@@ -194,7 +108,9 @@ class _Columns:
         self.names = NameTable()
         self.name_of_hash: dict[int, int] = {}
         self.api_of_name: dict[int, int] = {}
-        self.malformed = 0
+        self.malformed = 0  # events without a usable time, skipped
+        self.malformed_gpu = 0  # of them, GPU activity (kernels, copies, memsets, ranges)
+        self.out_of_range = 0  # of them, with a ts or dur beyond ±MAX_TIME_NS
         self.ranges = 0  # cuda_profiler_range rows (CUPTI profiler mode)
         # cuda_sync rows that name the event they wait for (Kineto ≥ 2023: "Stream Wait Event",
         # "Event Sync"): they give the record/wait runtime calls their stream and event id
@@ -214,6 +130,9 @@ _KIND[js.CAT_MEMCPY] = Kind.MEMCPY
 _KIND[js.CAT_MEMSET] = Kind.MEMSET
 _KIND[js.CAT_SYNC] = Kind.SYNC
 _KIND[js.CAT_PROFILER] = Kind.RANGE
+#: GPU activity: the categories and the row kinds they become
+_GPU_CATS = np.array([js.CAT_KERNEL, js.CAT_MEMCPY, js.CAT_MEMSET, js.CAT_PROFILER])
+_TIMED_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM, Kind.RANGE)
 
 
 def _decode_name(buf: np.ndarray, s: int, e: int, escaped: bool) -> str:
@@ -306,8 +225,13 @@ def _add(
     # names of device rows are kernels; of host rows, the runtime calls that give API kinds
     ints, ts, dur, occ, flops, ns, ne, esc, h = _extract(buf, starts, ends, codes, helper)
     miss = js.MISSING
-    bad = ts == js.NO_TIME
-    cols.malformed += int(bad.sum())
+    # no usable time: ts missing or not a number, or ts / dur beyond ±MAX_TIME_NS (an event
+    # without a dur is an instant, dur 0)
+    bad = (ts == js.NO_TIME) | (ts == js.OUT_OF_RANGE) | (dur == js.OUT_OF_RANGE)
+    if bad.any():
+        cols.malformed += int(bad.sum())
+        cols.malformed_gpu += int(np.isin(codes[bad], _GPU_CATS).sum())
+        cols.out_of_range += int(((ts == js.OUT_OF_RANGE) | (dur == js.OUT_OF_RANGE)).sum())
     dur = np.where((dur == js.NO_TIME) | (dur < 0), 0, dur)
     corr = ints[:, js.F_CORR]
     host = np.isin(codes, (js.CAT_RUNTIME, js.CAT_DRIVER)) & ~bad & (corr != miss) & (corr >= 0)
@@ -497,13 +421,19 @@ def _derive(
     return Segments(**out)
 
 
-def read_kineto(path: str | Path) -> Trace:
-    """Import one Kineto/Chrome-trace JSON file (.json or .json.gz); raise TraceImportError."""
+def _chunks(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
+    """The file's decompressed chunks of at most CHUNK bytes (engine.trace.chrome_stream.chunks;
+    limits from the environment unless given)."""
+    return chunks(path, limits or ReadLimits.from_env(path), CHUNK)
+
+
+def read_kineto(path: str | Path, limits: ReadLimits | None = None) -> Trace:
+    """Import one Kineto/Chrome-trace JSON file (.json or .json.gz); raise TraceImportError.
+    ``limits``: what the file may make the reader do (default: ReadLimits.from_env, the
+    defaults moved by any GITM_MAX_* variable; see engine.trace.limits)."""
     path = Path(path)
-    cats, catlens = js.category_table()
+    limits = limits or ReadLimits.from_env(path)
     cols = _Columns()
-    prefix = bytearray()  # bytes before the traceEvents key (top-level metadata)
-    suffix = bytearray()  # bytes after the array's closing bracket
     # three stages: inflate (thread) → scan (here; numba releases the GIL) → field extraction
     # (one worker, in order, so names are interned in file order; it parses half of each
     # block's events on a helper thread: the parse is the longest stage)
@@ -514,9 +444,32 @@ def read_kineto(path: str | Path) -> Trace:
         ThreadPoolExecutor(1, thread_name_prefix="gitm-extract") as pool,
         ThreadPoolExecutor(1, thread_name_prefix="gitm-extract-half") as helper,
     ):
-        chunk_iter = _prefetched(_chunks(path))
+
+        def parse(
+            data: bytes, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, base: int
+        ) -> None:
+            """Queue the parse of the kept events data[starts[r]:ends[r]], in file order."""
+            buf = np.frombuffer(data, dtype=np.uint8)
+
+            def job() -> None:
+                try:  # the kept events must be valid JSON: checked as their fields are read
+                    _add(cols, buf, starts, ends, codes, helper)
+                except _InvalidEvent as e:
+                    where = f"decompressed byte {base + e.at:,}"
+                    raise TraceImportError(
+                        path, f"invalid JSON in traceEvents ({e.why} at {where})"
+                    ) from None
+
+            jobs.append(pool.submit(job))
+            while len(jobs) > 2:  # bound the blocks in flight (memory), surface errors
+                jobs.popleft().result()
+
+        reader = EventStream(path, limits, parse)
+        chunk_iter = prefetched(_chunks(path, limits))
         try:
-            _read_events(path, chunk_iter, pool, helper, jobs, cols, cats, catlens, prefix, suffix)
+            for chunk in chunk_iter:
+                reader.feed(chunk)
+            reader.finish()
         except TraceImportError:
             while jobs:  # a block before the failing point may hold the first error: report it
                 jobs.popleft().result()
@@ -529,141 +482,8 @@ def read_kineto(path: str | Path) -> Trace:
             chunk_iter.close()
         while jobs:
             jobs.popleft().result()  # raises a worker's TraceImportError
-    meta = _metadata(path, bytes(prefix), bytes(suffix))
+    meta = metadata(path, bytes(reader.prefix), bytes(reader.suffix))
     return _build(path, cols, meta)
-
-
-def _read_events(
-    path: Path,
-    chunks: Iterator[bytes],
-    pool: ThreadPoolExecutor,
-    helper: ThreadPoolExecutor,
-    jobs: deque[Future[None]],
-    cols: _Columns,
-    cats: np.ndarray,
-    catlens: np.ndarray,
-    prefix: bytearray,
-    suffix: bytearray,
-) -> None:
-    """Split the stream into prefix / events / suffix; scan the events as they come.
-
-    Each inflated chunk is scanned where it lies (no copy): only the element left unfinished
-    at the end of one chunk is joined with the head of the next, and scanned on its own."""
-
-    def scan(data: bytes, pos: int, base: int) -> tuple[int, int | None]:
-        resume, closed, job = _scan_block(path, data, pos, base, cols, cats, catlens, helper)
-        if job is not None:
-            jobs.append(pool.submit(job))
-            while len(jobs) > 2:  # bound the blocks in flight (memory), surface errors
-                jobs.popleft().result()
-        return resume, closed
-
-    state = "find"  # find → events → tail
-    pending = b""  # the element left unfinished by the last chunk (a few hundred bytes)
-    base = 0  # file offset (decompressed) of pending[0], then of data[0]
-    for chunk in chunks:
-        if state == "tail":
-            suffix += chunk
-            continue
-        if state == "find":  # the traceEvents key, most often in the first chunk
-            head = bytes(prefix) + chunk if prefix else chunk
-            key_at = head.find(_KEY)
-            bracket = head.find(b"[", key_at + len(_KEY)) if key_at >= 0 else -1
-            if bracket < 0:
-                prefix += chunk
-                if len(prefix) > 256 << 20:
-                    raise TraceImportError(path, "no traceEvents array in the first 256 MB")
-                continue
-            between = head[key_at + len(_KEY) : bracket].strip()
-            if between != b":":
-                raise TraceImportError(path, "traceEvents is not an array")
-            prefix[:] = head[:key_at]
-            data, pos = head, bracket + 1  # data[0] is the file's first byte: base stays 0
-            state = "events"
-        elif pending:  # finish the unfinished element with the head of this chunk
-            head = pending + chunk[:_PROBE]
-            resume, closed = scan(head, 0, base)
-            if closed is not None:
-                suffix += head[closed:] + chunk[_PROBE:]
-                state = "tail"
-                continue
-            if resume < len(pending):  # it is longer than the probe: join the whole chunk
-                data, pos = pending + chunk, 0
-            else:  # go on in the chunk itself, past the elements the head completed
-                data, pos = chunk, resume - len(pending)
-                base += len(pending)
-        else:
-            data, pos = chunk, 0
-        resume, closed = scan(data, pos, base)
-        if closed is not None:
-            suffix += data[closed:]
-            state = "tail"
-            continue
-        pending = data[resume:]
-        base += resume
-    if state == "find":
-        if not prefix.strip():
-            raise TraceImportError(path, "empty file")
-        head = bytes(prefix[:1]).strip()
-        if head not in (b"{", b"["):
-            raise TraceImportError(path, "not JSON (expected a Chrome-trace object)")
-        raise TraceImportError(path, "no traceEvents array: not a Chrome/Kineto trace")
-    if state == "events":
-        raise TraceImportError(path, "truncated JSON: traceEvents array never closes")
-
-
-def _scan_block(
-    path: Path,
-    data: bytes,
-    pos: int,
-    base: int,
-    cols: _Columns,
-    cats: np.ndarray,
-    catlens: np.ndarray,
-    helper: ThreadPoolExecutor,
-) -> tuple[int, int | None, Callable[[], None] | None]:
-    """Scan ``data`` from ``pos`` (``data[0]`` is at file offset ``base`` of the decompressed
-    text); return (resume offset, suffix offset or None, the job that parses its kept events,
-    or None)."""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    starts, ends, codes, _, resume, closed_at = js.scan_events(buf, pos, cats, catlens)
-    if closed_at == js.MALFORMED:
-        raise TraceImportError(path, "invalid JSON in traceEvents (a '}' closes nothing)")
-    keep = np.flatnonzero(codes >= 0)
-    if not keep.size:
-        job = None
-    else:
-        # the job holds only the kept rows (the scan's arrays are sized for every event)
-        starts, ends, codes = starts[keep], ends[keep], codes[keep]
-
-        def job() -> None:
-            try:  # the kept events must be valid JSON: checked as their fields are read
-                _add(cols, buf, starts, ends, codes, helper)
-            except _InvalidEvent as e:
-                where = f"decompressed byte {base + e.at:,}"
-                raise TraceImportError(
-                    path, f"invalid JSON in traceEvents ({e.why} at {where})"
-                ) from None
-
-    if closed_at >= 0:
-        return len(data), closed_at + 1, job
-    return resume, None, job
-
-
-def _metadata(path: Path, prefix: bytes, suffix: bytes) -> dict[str, Any]:
-    """Parse the top-level object without its traceEvents (deviceProperties, distributedInfo…)."""
-    text = prefix + b'"traceEvents": null' + suffix
-    try:
-        meta = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        stripped = suffix.strip()
-        if not stripped.endswith(b"}"):
-            raise TraceImportError(path, "truncated JSON after the traceEvents array") from None
-        raise TraceImportError(path, "invalid JSON around the traceEvents array") from None
-    if not isinstance(meta, dict):
-        raise TraceImportError(path, "not a Chrome-trace object")
-    meta.pop("traceEvents", None)
-    return meta
 
 
 def _cat(parts: list[dict[str, np.ndarray]], key: str, dtype: type) -> np.ndarray:
@@ -733,6 +553,18 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         api_end_ns=_cat(h, "api_end_ns", np.int64),
         api=_cat(h, "api", np.uint8),
     )
+    timed = np.isin(seg.kind, np.array(_TIMED_KINDS, np.uint8))
+    if cols.malformed_gpu and not timed.any():  # not "CPU-only": the GPU rows were dropped
+        raise TraceImportError(
+            path,
+            f"every GPU event ({cols.malformed_gpu:,}) is malformed: its ts or dur is missing, "
+            "not a number, or out of range (beyond ±2**62 ns, 146 years)",
+        )
+    check_times(
+        path,
+        np.concatenate([seg.start_ns, host.api_start_ns]),
+        np.concatenate([seg.end_ns, host.api_end_ns]),
+    )
     if cols.waits:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in cols.waits[0]})
     seg = _derive(seg, cols.names, _cat(h, "tid", np.int64), host, cols)
@@ -748,6 +580,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
         "base_time_ns": base if isinstance(base, int) and not isinstance(base, bool) else None,
         "malformed_events": cols.malformed,
+        "out_of_range_times": cols.out_of_range,
         "profiler_ranges": cols.ranges,
         "schema_version": schema if isinstance(schema, (int, str)) else None,
         "profiler_steps": sorted(cols.steps),

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from engine.trace.errors import TraceImportError
+from engine.trace.files import check_regular
+from engine.trace.limits import MAX_TIME_NS, check_times
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
@@ -78,14 +80,29 @@ _VERSIONED = re.compile(r"_v\d+$")  # cudaMemcpy_v3020: CUPTI's versioned entry-
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    if not path.exists():
-        raise TraceImportError(path, "cannot read: no such file")
+    """Open the export read-only. The path goes into a ``file:`` URI percent-encoded
+    (Path.as_uri), so '#', '?' and '%' in a name are the name, not a fragment, a query or an
+    escape; ``mode=ro`` never creates a file (a missing one is an error)."""
+    check_regular(path)  # a FIFO would block SQLite's open
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise TraceImportError(path, f"not a readable SQLite database ({_one_line(e)})") from None
+    # text that is not UTF-8 (kernel names in a damaged export) is read with U+FFFD, not fatal
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    try:
         con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.DatabaseError as e:
-        raise TraceImportError(path, f"not a readable SQLite database ({e})") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+        con.close()
+        raise TraceImportError(path, f"not a readable SQLite database ({_one_line(e)})") from None
     return con
+
+
+def _one_line(e: BaseException) -> str:
+    """An error's text on one line (SQLite quotes schema text, which may hold line breaks)."""
+    if isinstance(e, UnicodeDecodeError):  # raised by sqlite3 for a schema that is not UTF-8
+        return "its schema holds text that is not UTF-8: a damaged file"
+    return " ".join(str(e).split())
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -144,7 +161,8 @@ def _rows(
 
 
 def read_nsys(path: str | Path) -> Trace:
-    """Import an Nsight Systems SQLite export; raise TraceImportError for anything else."""
+    """Import an Nsight Systems SQLite export (opened read-only; never created or written);
+    raise TraceImportError for anything else."""
     path = Path(path)
     con = _connect(path)
     try:
@@ -175,11 +193,11 @@ def read_nsys(path: str | Path) -> Trace:
         if _SYNC in tables:
             _link_syncs(con, host)
         gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
-    except sqlite3.DatabaseError as e:
-        raise TraceImportError(path, f"unreadable Nsight export ({e})") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+        raise TraceImportError(path, f"unreadable Nsight export ({_one_line(e)})") from None
     except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong type in a column
         raise TraceImportError(
-            path, f"corrupt Nsight export: a column holds a bad value ({e})"
+            path, f"corrupt Nsight export: a column holds a bad value ({_one_line(e)})"
         ) from None
     finally:
         con.close()
@@ -187,9 +205,14 @@ def read_nsys(path: str | Path) -> Trace:
     malformed = 0
     if parts:
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        # a row that ends before it starts (a corrupt or half-written export) has no usable
-        # time: skipped and counted, like the Kineto importer's events without a timestamp
-        backwards = cols["end_ns"] < cols["start_ns"]
+        # a row that ends before it starts (a corrupt or half-written export), or whose times
+        # are beyond ±MAX_TIME_NS, has no usable time: skipped and counted, like the Kineto
+        # importer's events without a timestamp
+        backwards = (
+            (cols["end_ns"] < cols["start_ns"])
+            | (np.abs(cols["start_ns"].astype(np.float64)) >= MAX_TIME_NS)
+            | (np.abs(cols["end_ns"].astype(np.float64)) >= MAX_TIME_NS)
+        )
         malformed = int(backwards.sum())
         if malformed:
             cols = {k: v[~backwards] for k, v in cols.items()}
@@ -199,6 +222,11 @@ def read_nsys(path: str | Path) -> Trace:
         seg = seg.take(np.argsort(seg.start_ns, kind="stable"))
     else:
         seg = Segments.empty()
+    check_times(
+        path,
+        np.concatenate([seg.start_ns, host.api_start_ns]),
+        np.concatenate([seg.end_ns, host.api_end_ns]),
+    )
     props: dict[str, Any] = {
         "format": "nsys",
         "devices": gpus,
@@ -394,10 +422,14 @@ def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEven
     d = _fetch(con, _RUNTIME, ["start", "end", "correlationId", "nameId"])
     n = len(d.get("start", ()))
     corr = _ints(d, "correlationId", n)
-    keep = corr > 0
-    corr = corr[keep]
-    start = _ints(d, "start", n)[keep]
-    end = _ints(d, "end", n)[keep]
+    start, end = _ints(d, "start", n), _ints(d, "end", n)
+    # rows without a correlation id, or with times beyond ±MAX_TIME_NS (a damaged export)
+    keep = (
+        (corr > 0)
+        & (np.abs(start.astype(np.float64)) < MAX_TIME_NS)
+        & (np.abs(end.astype(np.float64)) < MAX_TIME_NS)
+    )
+    corr, start, end = corr[keep], start[keep], end[keep]
     cache: dict[int, int] = {}
     api = np.zeros(len(corr), np.uint8)  # LAUNCH when the export has no nameId column
     twins = 0

@@ -1,0 +1,408 @@
+"""The byte stream of a Chrome-trace JSON file: its decompressed chunks (plain, or every member
+of a gzip file), the top-level object around the ``traceEvents`` array, and the array's
+elements, scanned once each with the scanner's state carried from chunk to chunk.
+
+Nothing here knows what an event means: the kept ones are handed to a ``parse`` callback
+(engine.trace.kineto reads their fields). Every limit of engine.trace.limits is enforced here.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import zlib
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+try:  # ISA-L's inflate is ~3x zlib's on x86-64 and arm64 (python-isal); plain zlib otherwise
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal is a core dependency; this keeps odd platforms going
+    _zlib = zlib  # type: ignore[misc]
+
+from engine.trace import json_scan as js
+from engine.trace.errors import TraceImportError
+from engine.trace.files import open_regular
+from engine.trace.limits import RATIO_FLOOR, ReadLimits, size_text
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_INFLATE_ERRORS: tuple[type[BaseException], ...] = (zlib.error, getattr(_zlib, "error", zlib.error))
+# a chunk is scanned up to LOOKAHEAD bytes from its end; those bytes are scanned with the head
+# of the next chunk, as a seam of this many bytes
+_SEAM = 2 * js.LOOKAHEAD + 64
+_CATS, _CATLENS = js.category_table()
+
+
+def prefetched(chunks: Iterator[bytes], depth: int = 2) -> Generator[bytes, None, None]:
+    """Run ``chunks`` (read + inflate, which release the GIL) in a thread, ``depth`` ahead of the
+    consumer; its exceptions are re-raised here, in order. Closing the iterator stops it."""
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for c in chunks:
+                if not put(("chunk", c)):
+                    return
+        except BaseException as e:  # forwarded to the consumer, which raises it
+            put(("error", e))
+            return
+        put(("end", None))
+
+    t = threading.Thread(target=produce, name="gitm-inflate", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "chunk":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()
+        t.join()
+
+
+def _read(f: BinaryIO, path: Path, n: int) -> bytes:
+    try:
+        return f.read(n)
+    except OSError as e:  # EIO on a failing disk, …: this file's error, not the batch's
+        raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
+
+
+def chunks(path: Path, limits: ReadLimits, chunk: int) -> Iterator[bytes]:
+    """Yield decompressed chunks of at most ``chunk`` bytes of the file (gzip detected by its
+    magic bytes; every member of a multi-member gzip file), within the size and ratio limits;
+    TraceImportError when the file cannot be read or passes a limit."""
+    with open_regular(path) as f:
+        head = _read(f, path, 2)
+        if not head:
+            raise TraceImportError(path, "empty file")
+        f.seek(0)
+        if head != _GZIP_MAGIC:
+            total = 0
+            while block := _read(f, path, chunk):
+                total += len(block)
+                if total > limits.max_trace_bytes:
+                    raise TraceImportError(
+                        path,
+                        f"larger than {size_text(limits.max_trace_bytes)} "
+                        "(limit: GITM_MAX_TRACE_BYTES)",
+                    )
+                yield block
+            return
+        yield from _inflate(f, path, limits, chunk)
+
+
+def _inflate(f: BinaryIO, path: Path, limits: ReadLimits, chunk: int) -> Iterator[bytes]:
+    """Inflate a gzip file member after member (``cat a.gz b.gz`` is one valid gzip file, RFC
+    1952 §2.2); bytes after the last member that are not one are an error, not ignored."""
+    z = _zlib.decompressobj(wbits=31)
+    data = b""  # compressed bytes read and not yet inflated
+    read = 0  # compressed bytes read from the file
+    total = 0  # bytes inflated
+    while True:
+        if not data:
+            data = _read(f, path, 1 << 20)
+            read += len(data)
+            if not data:
+                break
+        try:
+            # cap each output chunk at ``chunk``: gzip'd traces inflate ~20x, and uncapped 4 MB
+            # reads became 80 MB chunks (peak memory, page faults, big copies)
+            out = z.decompress(data, chunk)
+        except _INFLATE_ERRORS as e:
+            raise TraceImportError(path, f"corrupt gzip data ({e})") from None
+        data = z.unconsumed_tail
+        if out:
+            total += len(out)
+            _check_inflated(path, limits, total, read - len(data) - len(z.unused_data))
+            yield out
+        if not z.eof:
+            continue
+        data = z.unused_data + data  # what follows this member
+        while len(data) < 2 and (more := _read(f, path, 1 << 20)):
+            read += len(more)
+            data += more
+        if not data:
+            return
+        if data[:2] != _GZIP_MAGIC:
+            raise TraceImportError(
+                path,
+                "corrupt gzip file: trailing bytes after the gzip stream are not gzip data "
+                "(a damaged or appended file)",
+            )
+        z = _zlib.decompressobj(wbits=31)  # the next member
+    raise TraceImportError(path, "truncated gzip file (the stream ends early)")
+
+
+def _check_inflated(path: Path, limits: ReadLimits, total: int, consumed: int) -> None:
+    """TraceImportError once ``total`` inflated bytes pass the size limit, or (past
+    RATIO_FLOOR) the ratio limit for the ``consumed`` compressed bytes."""
+    if total > limits.max_trace_bytes:
+        raise TraceImportError(
+            path,
+            f"decompresses to more than {size_text(limits.max_trace_bytes)} "
+            "(limit: GITM_MAX_TRACE_BYTES)",
+        )
+    if total > RATIO_FLOOR and total > limits.max_gzip_ratio * max(consumed, 1):
+        raise TraceImportError(
+            path,
+            f"inflates more than {limits.max_gzip_ratio:g}:1 ({total:,} bytes from "
+            f"{consumed:,}), a gzip bomb rather than a trace (limit: GITM_MAX_GZIP_RATIO)",
+        )
+
+
+class EventStream:
+    """The stream of one file, fed chunk by chunk: finds the top-level ``traceEvents`` key,
+    scans the events and hands the kept ones to the parser, keeps the metadata around them.
+
+    Each byte is scanned once: the scanner's state is carried from one chunk to the next.
+    A chunk is scanned where it lies (no copy) up to js.LOOKAHEAD bytes from its end; those
+    bytes are scanned with the head of the next chunk (a seam of _SEAM bytes). An element
+    still open at the end of a chunk is kept as the pieces scanned so far (only while it may
+    be a kept event) and joined once, when it ends. ``parse(data, starts, ends, codes, base)``
+    is handed the kept events (spans of ``data``, whose first byte is at file offset ``base``),
+    in file order."""
+
+    def __init__(
+        self,
+        path: Path,
+        limits: ReadLimits,
+        parse: Callable[[bytes, np.ndarray, np.ndarray, np.ndarray, int], None],
+    ) -> None:
+        self.path, self.limits, self.parse = path, limits, parse
+        self.stage = "find"  # find → events → tail
+        self.offset = 0  # file offset (decompressed) of the next chunk
+        self.prefix = bytearray()  # bytes before the traceEvents key (top-level metadata)
+        self.suffix = bytearray()  # bytes after the array's closing bracket
+        self.top = js.new_find_state(False)  # the top-level object, around the array
+        self.after_top = False  # the top-level object closed
+        self.scan = js.new_scan_state()
+        self.carry = b""  # bytes not scanned yet at the end of the last chunk
+        self.carry_at = 0
+        self.open_at = -1  # file offset of the element open at the end of the last chunk
+        self.pieces: list[bytes] | None = None  # its bytes scanned so far, if it may be kept
+        self.stopped = 0  # where the last scan stopped, in its buffer
+
+    # ---------------------------------------------------------------------------- stages
+    def feed(self, chunk: bytes) -> None:
+        """Read the next decompressed chunk."""
+        at = self.offset
+        self.offset += len(chunk)
+        if self.stage == "find":
+            start = self._find(chunk, at)
+            if start is not None:
+                self.stage = "events"
+                self._events(chunk, at, start)
+        elif self.stage == "events":
+            self._events(chunk, at, 0)
+        else:
+            self._tail(chunk, 0, at)
+
+    def finish(self) -> None:
+        """The stream ended: scan what is left; TraceImportError if the array never closed."""
+        path = self.path
+        if self.stage == "find":
+            if not bytes(self.prefix).lstrip(b"\xef\xbb\xbf").strip():
+                raise TraceImportError(path, "empty file")
+            raise TraceImportError(path, "truncated JSON: the file ends before a traceEvents array")
+        if self.stage == "events" and self.carry:
+            closed = self._scan(self.carry, self.carry_at, 0, len(self.carry))
+            if closed is not None:
+                self._tail(self.carry, closed, self.carry_at)
+        if self.stage == "events":
+            raise TraceImportError(path, "truncated JSON: traceEvents array never closes")
+
+    def _find(self, chunk: bytes, at: int) -> int | None:
+        """Follow the top-level object to its traceEvents key; return where the array's
+        elements begin in ``chunk``, or None if the key is not in it (it is kept as prefix)."""
+        path, lim = self.path, self.limits
+        start = 3 if at == 0 and chunk.startswith(b"\xef\xbb\xbf") else 0  # a UTF-8 BOM
+        what, i = js.find_top_key(
+            np.frombuffer(chunk, np.uint8), start, at, self.top, lim.max_json_depth
+        )
+        if what == js.FIND_MORE:
+            self.prefix += chunk
+            if len(self.prefix) > lim.max_element_bytes:
+                raise TraceImportError(
+                    path,
+                    f"no traceEvents array in the first {size_text(lim.max_element_bytes)} "
+                    "(the metadata before it is limited by GITM_MAX_ELEMENT_BYTES)",
+                )
+            return None
+        if what == js.FIND_KEY:
+            if chunk[i] != _LBRACKET:
+                raise TraceImportError(path, "traceEvents is not an array")
+            self.prefix += chunk[:i]
+            del self.prefix[int(self.top[js.F_KEY_AT]) :]
+            return i + 1
+        if what == js.FIND_TOO_DEEP:
+            raise self._too_deep(at + i)
+        if what == js.FIND_NOT_OBJECT and chunk[i] != _LBRACKET:
+            raise TraceImportError(path, "not JSON (expected a Chrome-trace object)")
+        raise TraceImportError(path, "no traceEvents array: not a Chrome/Kineto trace")
+
+    def _events(self, chunk: bytes, at: int, pos: int) -> None:
+        """Scan ``chunk`` (at file offset ``at``) from ``pos``: first the seam of what the last
+        chunk left unscanned, then the chunk in place up to LOOKAHEAD from its end."""
+        if self.carry:
+            carry, base = self.carry, self.carry_at
+            seam = carry + chunk[:_SEAM]
+            self.carry = b""
+            closed = self._scan(seam, base, 0, min(len(carry), len(seam) - js.LOOKAHEAD))
+            if closed is not None:
+                self._tail(seam, closed, base)
+                if len(chunk) > _SEAM:
+                    self._tail(chunk, _SEAM, at)
+                return
+            stop = self.stopped
+            if stop < len(carry):  # a chunk shorter than the lookahead: carry it on too
+                self.carry, self.carry_at = seam[stop:], base + stop
+                return
+            pos = stop - len(carry)
+        closed = self._scan(chunk, at, pos, len(chunk) - js.LOOKAHEAD)
+        if closed is not None:
+            self._tail(chunk, closed, at)
+            return
+        self.carry, self.carry_at = chunk[self.stopped :], at + self.stopped
+
+    def _tail(self, data: bytes, start: int, base: int) -> None:
+        """Keep ``data[start:]`` (file offset ``base`` + start) as metadata after the array;
+        follow the top-level object on: a second traceEvents key in it is refused."""
+        path, lim = self.path, self.limits
+        if self.stage != "tail":
+            self.stage = "tail"
+            self.top = js.new_find_state(True)
+        piece = data[start:]
+        self.suffix += piece
+        if len(self.prefix) + len(self.suffix) > lim.max_element_bytes:
+            raise TraceImportError(
+                path,
+                f"the metadata around traceEvents is larger than "
+                f"{size_text(lim.max_element_bytes)} (limit: GITM_MAX_ELEMENT_BYTES)",
+            )
+        if self.after_top:
+            return
+        what, i = js.find_top_key(
+            np.frombuffer(piece, np.uint8), 0, base + start, self.top, lim.max_json_depth
+        )
+        if what == js.FIND_KEY:
+            raise TraceImportError(path, _DUPLICATE)
+        if what == js.FIND_TOO_DEEP:
+            raise self._too_deep(base + start + i)
+        self.after_top = what == js.FIND_END
+
+    # ------------------------------------------------------------------------- scanning
+    def _scan(self, data: bytes, base: int, pos: int, limit: int) -> int | None:
+        """Scan ``data`` (``data[0]`` at file offset ``base``) from ``pos``, blocks starting
+        before ``limit``; queue the kept events' parse. Return the offset in ``data`` just
+        past the array's ']' if it closed here, else None (self.stopped = where it stopped)."""
+        path, lim = self.path, self.limits.max_element_bytes
+        buf = np.frombuffer(data, dtype=np.uint8)
+        starts, ends, codes, count, stop, resume, closed_at, first_end, first_code = js.scan_stream(
+            buf, pos, limit, self.scan, _CATS, _CATLENS, self.limits.max_json_depth - 2
+        )
+        self.stopped = stop
+        if closed_at == js.MALFORMED:
+            raise TraceImportError(path, "invalid JSON in traceEvents (a '}' closes nothing)")
+        if closed_at == js.TOO_DEEP:
+            raise self._too_deep(base + resume)
+        if closed_at == js.ODD_CAT:
+            raise TraceImportError(
+                path,
+                f'more than {js.CAT_BLANKS} blanks around an event\'s "cat" key at '
+                f"decompressed byte {base + resume:,}: not read (no profiler writes that)",
+            )
+        if first_end >= 0:  # the element open when this buffer began ends here
+            if base + first_end - self.open_at > lim:
+                raise self._too_large(self.open_at)
+            if self.pieces is not None and first_code >= 0:
+                whole = b"".join([*self.pieces, data[pos:first_end]])
+                if whole[:1] == b"{":
+                    one = np.zeros(1, np.int64)
+                    self.parse(whole, one, one + len(whole), one + first_code, self.open_at)
+            self.open_at, self.pieces = -1, None
+        if count:
+            sizes = ends - starts
+            if int(sizes.max()) > lim:
+                raise self._too_large(base + int(starts[int(np.argmax(sizes > lim))]))
+            keep = np.flatnonzero(codes >= 0)
+            if keep.size:  # the job holds only the kept rows
+                self.parse(data, starts[keep], ends[keep], codes[keep], base)
+        if closed_at >= 0:
+            return closed_at + 1
+        if self.scan[js.S_DEPTH] > 0:  # an element is still open: keep what may be needed
+            el_start = int(self.scan[js.S_EL_START])
+            if el_start >= 0:  # it began here
+                self.open_at, self.pieces = base + el_start, []
+            if base + stop - self.open_at > lim:
+                raise self._too_large(self.open_at)
+            if self.scan[js.S_EL_CODE] == -1:  # its category is not kept: its bytes are not
+                self.pieces = None
+            elif self.pieces is not None:
+                self.pieces.append(data[max(el_start, pos) : stop])
+        return None
+
+    def _too_large(self, at: int) -> TraceImportError:
+        lim = self.limits.max_element_bytes
+        return TraceImportError(
+            self.path,
+            f"an event at decompressed byte {at:,} is larger than {size_text(lim)} "
+            "(limit: GITM_MAX_ELEMENT_BYTES)",
+        )
+
+    def _too_deep(self, at: int) -> TraceImportError:
+        return TraceImportError(
+            self.path,
+            f"JSON nested more than {self.limits.max_json_depth} levels deep at decompressed "
+            f"byte {at:,} (limit: GITM_MAX_JSON_DEPTH)",
+        )
+
+
+_LBRACKET = ord("[")
+_DUPLICATE = (
+    "two top-level traceEvents keys: JSON readers disagree on which one counts (the first, "
+    "or the last as Python's json takes), so neither is read"
+)
+
+
+def metadata(path: Path, prefix: bytes, suffix: bytes) -> dict[str, Any]:
+    """Parse the top-level object without its traceEvents (deviceProperties, distributedInfo…);
+    a second top-level traceEvents key, however spelled (``trace\\u0045vents``), is refused."""
+    text = prefix + b'"traceEvents": null' + suffix
+    top: list[list[tuple[str, Any]]] = [[]]
+
+    def pairs(kv: list[tuple[str, Any]]) -> dict[str, Any]:
+        top[0] = kv  # objects end inner first: the last one is the top-level object
+        return dict(kv)
+
+    try:
+        meta = json.loads(text, object_pairs_hook=pairs)
+    except RecursionError:
+        raise TraceImportError(path, "JSON nested too deep around the traceEvents array") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        stripped = suffix.strip()
+        if not stripped.endswith(b"}"):
+            raise TraceImportError(path, "truncated JSON after the traceEvents array") from None
+        raise TraceImportError(path, "invalid JSON around the traceEvents array") from None
+    if not isinstance(meta, dict):
+        raise TraceImportError(path, "not a Chrome-trace object")
+    if sum(k == "traceEvents" for k, _ in top[0]) > 1:
+        raise TraceImportError(path, _DUPLICATE)
+    meta.pop("traceEvents", None)
+    return meta
