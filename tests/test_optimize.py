@@ -657,3 +657,31 @@ async def test_a_run_cancelled_before_its_report_still_gets_one():
     report = (eng.run_dir / "report.md").read_text()
     assert "Cut short (stopped)" in report and "| I1 |" in report
     assert not is_live(eng.run_dir)  # the lock went with the run
+
+
+@pytest.mark.parametrize("kind", ["integer", "symlink", "missing"])
+def test_recovery_never_claims_a_restore_it_could_not_do(tmp_path, kind):
+    """Issue 13 item 9: a saved state that is an integer, a link (even to a file inside the run)
+    or missing is not restored — and the journal, the result and the report say so."""
+    from engine.optimizer.report import rewrite_recovered
+
+    runs = tmp_path / "runs"
+    run = runs / "20261201-000000-abcdef"
+    j = Journal(run / "journal.jsonl")
+    j.append({"type": "run_started", "run_id": run.name, "workload": "kitti"})
+    j.transition("I1", State.PROPOSED)
+    j.transition("I1", State.APPROVED)
+    (run / "states").mkdir()
+    (run / "states" / "real.json").write_text('{"x": 1}')
+    if kind == "symlink":
+        (run / "states" / "I1_before.json").symlink_to(run / "states" / "real.json")
+    before = {"integer": 7, "symlink": "states/I1_before.json", "missing": "states/gone.json"}
+    j.transition("I1", State.APPLYING, state_before=before[kind])
+    (run / "state.json").write_text('{"applied": true}')
+    (rec,) = recover(runs)
+    assert rec.interventions == [] and rec.restored_state is None and "I1" in rec.unrestored
+    assert (run / "state.json").read_text() == '{"applied": true}'  # untouched
+    recs = _consistent(run / "journal.jsonl")
+    assert not any(r.get("to") == "ROLLED_BACK" for r in recs)
+    report = rewrite_recovered(run, rec.interventions, not_restored=rec.unrestored).read_text()
+    assert "I1 NOT restored" in report and "Recovered run" not in report
