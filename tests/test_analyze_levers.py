@@ -13,7 +13,7 @@ import pytest
 
 from engine.analyze.levers import estimate_levers, rank_estimates
 from engine.analyze.model import LeverEstimate
-from engine.levers.library import GRAPH_LAUNCH, GRAPH_NODE, MIN_GRAPH_KERNELS
+from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, MIN_GRAPH_KERNELS
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, schedule
 from engine.trace.segments import Kind, Klass, NameTable, Segments

@@ -202,7 +202,7 @@ def _launch_runs_ref(dag, pred, min_len=2):
 
 @pytest.mark.parametrize("workload", ["hft-lob", "af2", "kitti"])
 def test_launch_runs_vectorised_equals_the_loop(workload, model):
-    from engine.levers.library import launch_runs
+    from engine.levers.base import launch_runs
     from engine.trace.segments import Kind
 
     wl = SimWorkload(workload)

@@ -6,7 +6,7 @@ Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how 
 
 * **predicted** — the replay's point estimate with an interval (gain_low, gain_high). The
   interval comes from the stated ranges of the named priors the transform scales by
-  (engine/levers/library.py puts each range next to its prior, with its source): the transform
+  (engine/levers/priors.py puts each range next to its prior, with its source): the transform
   is replayed at every corner of those ranges. A lever without a prior gets a zero-width
   interval: the replay of its own model, which is not a claim that the model is right.
   Predicted levers are ranked by gain_low, the conservative end.
@@ -36,18 +36,11 @@ from typing import Literal
 import numpy as np
 
 from engine.analyze.model import LeverEstimate
-from engine.levers.library import (
-    GRAPH_LAUNCH,
-    GRAPH_NODE,
-    LAUNCH_OUTLIER,
-    LEVERS,
-    MIN_GRAPH_KERNELS,
-    CudaGraphs,
-    GraphCapture,
-    Lever,
-    capture_cuts,
-)
+from engine.levers.base import Lever
+from engine.levers.launch import CudaGraphs, GraphCapture, capture_cuts
+from engine.levers.library import LEVERS
 from engine.levers.model import Edit, Observation, Prior
+from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, LAUNCH_OUTLIER, MIN_GRAPH_KERNELS
 from engine.planner.catalogue import GpuPeaks
 from engine.schedule.dag import NOP, ReplayDag, build_dag, schedule
 from engine.trace.segments import Kind

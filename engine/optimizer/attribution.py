@@ -391,7 +391,8 @@ def _structural(
     window: float,
 ) -> dict[Cause, tuple[float, float, list[Evidence]]]:
     """Impact (share of the window) and confidence of each cause from trace patterns."""
-    from engine.levers import library as L  # the levers' own pattern finders
+    from engine.levers import base as L  # the levers' own pattern finders
+    from engine.levers.priors import FOREACH_MIN_RUN
 
     seg = res.trace.segments
     out: dict[Cause, tuple[float, float, list[Evidence]]] = {}
@@ -495,7 +496,7 @@ def _structural(
                 and int(dag.d_kind[d]) == Kind.KERNEL
             ),
         )
-        if not L._same_name_run(dag, run)
+        if not L.same_name_run(dag, run)
     ]
     ch = [d for run in chains for d in run]
     put(
@@ -556,7 +557,7 @@ def _structural(
         if dag.d_kind[d] == Kind.KERNEL
         and reg[d] == Regime.STALL
         and dag.d_klass[d] in (Klass.GEMM, Klass.CONV)
-        and L._fill(dag, d, hw) < 0.5
+        and L.fill(dag, d, hw) < 0.5
     ]
     put(
         Cause.LOW_OCCUPANCY,
@@ -567,9 +568,9 @@ def _structural(
     opt = [
         d
         for run in L.launch_runs(
-            dag, lambda d: int(dag.d_klass[d]) == Klass.ELEMENTWISE, L.FOREACH_MIN_RUN
+            dag, lambda d: int(dag.d_klass[d]) == Klass.ELEMENTWISE, FOREACH_MIN_RUN
         )
-        if L._same_name_run(dag, run)
+        if L.same_name_run(dag, run)
         for d in run
     ]
     put(

@@ -1,0 +1,184 @@
+"""What every lever builds on: the ``Lever`` base class and the graph helpers that find launch
+runs, fusable chains and precision/layout patterns in a trace's replay graph."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import numpy as np
+
+from engine.levers.model import Applicability, Edit, LeverSpec, Observation, Prior, lever_specs
+from engine.levers.priors import FOREACH_MIN_RUN
+from engine.manifest import KernelOp
+from engine.planner.catalogue import GpuPeaks
+from engine.schedule.dag import NOP, ReplayDag
+from engine.trace.segments import Klass
+from engine.trace.trace import ApiKind
+from engine.workloads.sim import SimState
+
+FP32_GEMM = re.compile(r"sgemm|simt", re.IGNORECASE)
+
+
+TF32_GEMM = re.compile(r"tf32|s1688|s16816", re.IGNORECASE)
+
+
+LAYOUT = re.compile(r"nchwtonhwc|nhwctonchw|transpose.*(nchw|nhwc)", re.IGNORECASE)
+
+
+SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
+
+
+FUSABLE = (Klass.ELEMENTWISE, Klass.NORM)
+
+
+LAUNCHES = (ApiKind.LAUNCH, ApiKind.GRAPH_NODE)
+
+
+# ------------------------------------------------------------------ graph helpers
+def kernel_floor(obs: Observation) -> float:
+    return float(obs.hw.kernel_floor_ns)
+
+
+def launch_runs(
+    dag: ReplayDag, pred: Callable[[int], bool] | np.ndarray, min_len: int = 2
+) -> list[list[int]]:
+    """Runs of device rows launched back to back (consecutive host launch rows, one stream,
+    nothing else on the host in between) that all satisfy ``pred`` (a function of the device
+    row, or a boolean mask over device rows): program adjacency. Removed (NOP) host rows do not
+    break a run."""
+    off, flat = dag.launch_lists()
+    rows = np.flatnonzero(dag.api != NOP)
+    d0 = np.full(len(rows), -1, np.int64)
+    cand = np.isin(dag.api[rows], LAUNCHES) & (np.diff(off)[rows] == 1)
+    d0[cand] = flat[off[rows[cand]]]
+    cand[cand] = dag.d_live[d0[cand]]
+    ok = cand.copy()
+    if callable(pred):
+        ok[cand] = np.fromiter((pred(d) for d in d0[cand].tolist()), np.bool_, int(cand.sum()))
+    else:
+        ok[cand] = np.asarray(pred, np.bool_)[d0[cand]]
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return []
+    stream = dag.d_stream[d0[idx]]
+    start = np.ones(len(idx), np.bool_)
+    start[1:] = (idx[1:] != idx[:-1] + 1) | (stream[1:] != stream[:-1])
+    cuts = [*np.flatnonzero(start).tolist(), len(idx)]
+    return [d0[idx[a:b]].tolist() for a, b in itertools.pairwise(cuts) if b - a >= min_len]
+
+
+def merge_rows(
+    dag: ReplayDag,
+    run: list[int],
+    dur: float,
+    flops: float,
+    nbytes: float,
+    host_of: np.ndarray | None = None,
+) -> None:
+    """Fuse ``run`` into its first row: new duration/counters; the others and their launch
+    calls disappear. ``host_of``: ``dag.host_of()``, computed once by a caller merging many
+    runs (merging does not change which host row launched a surviving row)."""
+    if host_of is None:
+        host_of = dag.host_of()
+    first = run[0]
+    dag.d_dur[first] = dur
+    dag.d_flops[first] = flops
+    dag.d_bytes[first] = nbytes
+    for d in run[1:]:
+        dag.remove_device_row(d)
+        h = int(host_of[d])
+        if h >= 0:
+            dag.remove_host_row(h)
+            dag.h_dev[h] = []
+
+
+def program_runs(ops: list[Any], pred: Callable[[Any], bool]) -> Iterator[tuple[int, int]]:
+    """(start, end) index ranges of adjacent kernel ops on one stream satisfying ``pred``."""
+    i = 0
+    while i < len(ops):
+        if isinstance(ops[i], KernelOp) and pred(ops[i]):
+            j = i + 1
+            while (
+                j < len(ops)
+                and isinstance(ops[j], KernelOp)
+                and pred(ops[j])
+                and ops[j].stream == ops[i].stream
+            ):
+                j += 1
+            if j - i >= 2:
+                yield i, j
+            i = j
+        else:
+            i += 1
+
+
+def fill(dag: ReplayDag, d: int, hw: GpuPeaks) -> float:
+    """Share of one wave's resident-block slots the row's grid fills (1 when unknown); blocks
+    per SM from the row's threads, registers and shared memory against the catalogue limits."""
+    if dag.d_grid[d] <= 0:
+        return 1.0
+    block = max(1, int(dag.d_block[d]))
+    per_sm = min(
+        hw.max_blocks_per_sm,
+        hw.max_threads_per_sm // block,
+        hw.regs_per_sm // max(1, int(dag.d_regs[d]) * block) if dag.d_regs[d] > 0 else 1 << 30,
+        hw.smem_per_sm // int(dag.d_smem[d]) if dag.d_smem[d] > 0 else 1 << 30,
+    )
+    return float(dag.d_grid[d]) / (max(1, per_sm) * hw.sm_count)
+
+
+# ------------------------------------------------------------------ base class
+class Lever:
+    """Base: subclasses set ``id`` and implement sites / transform / apply."""
+
+    id: ClassVar[str]
+    #: the named priors its transform scales by (their ranges give `analyze` its interval)
+    priors: ClassVar[tuple[Prior, ...]] = ()
+
+    @property
+    def spec(self) -> LeverSpec:
+        return lever_specs()[self.id]
+
+    def sites(self, state: SimState) -> Applicability:
+        raise NotImplementedError
+
+    def transform(self, obs: Observation) -> Edit:
+        raise NotImplementedError
+
+    def apply(self, state: SimState) -> SimState:
+        raise NotImplementedError
+
+
+def same_name_run(dag: ReplayDag, run: list[int]) -> bool:
+    return len(run) >= FOREACH_MIN_RUN and len({dag.d_name[d] for d in run}) == 1
+
+
+def stem(name: str) -> str:
+    m = re.search(r"<([^>]+)>", name)
+    return re.sub(r"\W+", "_", m.group(1) if m else name)[:40]
+
+
+@functools.lru_cache(maxsize=65536)
+def precision_of(name: str) -> str | None:
+    """'fp32' / 'tf32' matmul or conv kernel by name, else None (once per distinct name)."""
+    if FP32_GEMM.search(name) and "tensorop" not in name.lower():
+        return "fp32"
+    if TF32_GEMM.search(name):
+        return "tf32"
+    return None
+
+
+@functools.lru_cache(maxsize=65536)
+def is_layout_transform(name: str) -> bool:
+    return LAYOUT.search(name) is not None
+
+
+def state_hw(state: SimState) -> Any:
+    """The simulated device's spec (for geometry-dependent sites)."""
+    from engine.manifest import load_hardware
+
+    return load_hardware()

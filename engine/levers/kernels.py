@@ -1,0 +1,336 @@
+"""Levers on kernels: elementwise fusion, TF32 / BF16 precision, channels_last, cuDNN
+autotune, flash attention."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import numpy as np
+
+from engine.levers.base import (
+    FUSABLE,
+    SOFTMAX,
+    Lever,
+    is_layout_transform,
+    kernel_floor,
+    launch_runs,
+    merge_rows,
+    precision_of,
+    program_runs,
+    same_name_run,
+    stem,
+)
+from engine.levers.model import Applicability, Edit, Observation
+from engine.levers.priors import (
+    AUTOTUNE,
+    FLASH,
+    FUSED_SIDE_INPUT_SHARE,
+    MEM_EFF,
+    PEAK_RATIO,
+    SIDE_INPUT,
+)
+from engine.manifest import KernelOp
+from engine.regimes import Regime
+from engine.trace.segments import Kind, Klass
+from engine.workloads.sim import SimState
+
+
+class ElementwiseFusion(Lever):
+    id = "elementwise_fusion"
+    priors = (SIDE_INPUT,)
+
+    @staticmethod
+    def _op_ok(o: KernelOp) -> bool:
+        return o.klass in ("ELEMENTWISE", "NORM") and o.role == "compute"
+
+    def sites(self, state: SimState) -> Applicability:
+        runs = list(program_runs(state.program(), self._op_ok))
+        if not runs:
+            return Applicability(False, "no adjacent elementwise/norm kernels to fuse")
+        return Applicability(True, f"{len(runs)} chains of adjacent elementwise/norm kernels")
+
+    def transform(self, obs: Observation) -> Edit:
+        dag = obs.dag.copy()
+        fl = kernel_floor(obs)
+
+        ok = np.isin(dag.d_klass, FUSABLE) & (dag.d_kind == Kind.KERNEL)
+        runs = [
+            run
+            for run in launch_runs(dag, ok)
+            if not same_name_run(dag, run)  # a per-parameter loop: the fused optimizer's job
+        ]
+        host_of = dag.host_of()
+        side = obs.prior(SIDE_INPUT)
+        for run in runs:
+            b = np.nan_to_num(dag.d_bytes[run])
+            work = float(np.sum(np.maximum(0.0, dag.d_dur[run] - fl)))
+            total = float(b.sum())
+            fused = float(b.max() + side * (total - b.max())) if total else 0.0
+            # bytes not measured (a profiler trace without counters): members of equal
+            # traffic, so the same side-input share applies to the k - 1 others
+            ratio = fused / total if total > 0 else (1.0 + side * (len(run) - 1)) / len(run)
+            merged_flops = float(np.nansum(dag.d_flops[run]))
+            merge_rows(dag, run, fl + work * ratio, merged_flops, fused, host_of)
+        n = sum(len(r) for r in runs)
+        return Edit(dag, n, f"{n} kernels in {len(runs)} adjacent elementwise/norm chains fused")
+
+    def apply(self, state: SimState) -> SimState:
+        ops = state.program()
+        out: list[Any] = []
+        i = 0
+        for s, e in program_runs(ops, self._op_ok):
+            out.extend(ops[i:s])
+            run = ops[s:e]
+            b = [o.bytes for o in run]
+            fused = max(b) + FUSED_SIDE_INPUT_SHARE * (sum(b) - max(b))
+            out.append(
+                run[0].model_copy(
+                    update={
+                        "name": f"triton_poi_fused_{len(run)}_{stem(run[0].name)}",
+                        "flops": sum(o.flops for o in run),
+                        "bytes": fused,
+                        "grid": max(o.grid for o in run),
+                        "latency_ns": max(o.latency_ns for o in run),
+                        "repeat": 1,
+                    }
+                )
+            )
+            i = e
+        out.extend(ops[i:])
+        return state.with_program(out)
+
+
+class _Precision(Lever):
+    """Shared by TF32 and BF16: rescale compute time of matmul/conv rows by peak ratios."""
+
+    target: ClassVar[str]
+    sources: ClassVar[tuple[str, ...]]
+    bytes_factor: ClassVar[float]
+    new_prefix: ClassVar[str]
+    priors = (PEAK_RATIO,)
+
+    @staticmethod
+    def _row_source(name: str) -> str | None:
+        return precision_of(name)
+
+    def sites(self, state: SimState) -> Applicability:
+        ops = [
+            o
+            for o in state.program()
+            if isinstance(o, KernelOp) and o.klass in ("GEMM", "CONV") and o.dtype in self.sources
+        ]
+        if not ops:
+            return Applicability(False, f"no {'/'.join(self.sources).upper()} matmuls or convs")
+        return Applicability(
+            True, f"{len(ops)} {'/'.join(self.sources).upper()} matmul/conv launches"
+        )
+
+    def transform(self, obs: Observation) -> Edit:
+        dag = obs.dag.copy()
+        fl, peaks = kernel_floor(obs), obs.hw.peak_flops
+        realised, mem_eff = obs.prior(PEAK_RATIO), obs.prior(MEM_EFF)
+        n = 0
+        for d in np.flatnonzero(dag.d_live).tolist():
+            if int(dag.d_klass[d]) not in (Klass.GEMM, Klass.CONV):
+                continue
+            src = self._row_source(dag.d_name[d])
+            if src not in self.sources:
+                continue
+            work = max(0.0, dag.d_dur[d] - fl)
+            b = float(dag.d_bytes[d])
+            nbytes = (0.0 if b != b else b) * self.bytes_factor  # unknown bytes: none
+            mem = nbytes / (obs.hw.hbm_bandwidth_Bps * mem_eff) * 1e9
+            comp = work * peaks[src] / peaks[self.target] / realised
+            if int(dag.d_regime[d]) in (Regime.MEMORY, Regime.IDLE):
+                comp = work * self.bytes_factor  # memory- or launch-bound: traffic decides
+            dag.d_dur[d] = fl + max(comp, mem)
+            dag.d_bytes[d] = nbytes
+            n += 1
+        return Edit(
+            dag,
+            n,
+            f"{n} {'/'.join(self.sources).upper()} matmul/conv rows at {self.target.upper()} peak",
+        )
+
+    def apply(self, state: SimState) -> SimState:
+        out = []
+        for o in state.program():
+            if isinstance(o, KernelOp) and o.klass in ("GEMM", "CONV") and o.dtype in self.sources:
+                name = re.sub(
+                    r"(cutlass_\d+_)?(simt_sgemm|tensorop_s1688gemm|sm90_xmma_gemm_tf32f32_tf32f32_f32)",
+                    self.new_prefix,
+                    o.name,
+                )
+                o = o.model_copy(
+                    update={
+                        "dtype": self.target,
+                        "bytes": o.bytes * self.bytes_factor,
+                        "name": name,
+                    }
+                )
+            out.append(o)
+        return state.with_program(out)
+
+
+class Tf32Matmul(_Precision):
+    id = "tf32_matmul"
+    target = "tf32"
+    sources = ("fp32",)
+    bytes_factor = 1.0
+    new_prefix = "sm90_xmma_gemm_tf32f32_tf32f32_f32"
+
+
+class Bf16Autocast(_Precision):
+    id = "bf16_autocast"
+    target = "bf16"
+    sources = ("fp32", "tf32")
+    bytes_factor = 0.5
+    new_prefix = "sm90_xmma_gemm_bf16bf16_bf16f32_f32"
+
+
+class ChannelsLast(Lever):
+    id = "channels_last"
+
+    def sites(self, state: SimState) -> Applicability:
+        n = sum(isinstance(o, KernelOp) and o.role == "layout_transform" for o in state.program())
+        if not n:
+            return Applicability(False, "no NCHW/NHWC layout transforms in the step")
+        return Applicability(True, f"{n} layout-transform kernels around convolutions")
+
+    def transform(self, obs: Observation) -> Edit:
+        dag = obs.dag.copy()
+        host_of = dag.host_of()
+        rows = [
+            d for d in np.flatnonzero(dag.d_live).tolist() if is_layout_transform(dag.d_name[d])
+        ]
+        for d in rows:
+            dag.remove_device_row(d)
+            h = int(host_of[d])
+            if h >= 0:
+                dag.remove_host_row(h)
+                dag.h_dev[h] = []
+        return Edit(dag, len(rows), f"{len(rows)} layout-transform kernels removed")
+
+    def apply(self, state: SimState) -> SimState:
+        return state.with_program(
+            [
+                o
+                for o in state.program()
+                if not (isinstance(o, KernelOp) and o.role == "layout_transform")
+            ]
+        )
+
+
+class CudnnAutotune(Lever):
+    id = "cudnn_autotune"
+    priors = (AUTOTUNE,)
+
+    def sites(self, state: SimState) -> Applicability:
+        n = sum(isinstance(o, KernelOp) and o.algo == "heuristic" for o in state.program())
+        if not n:
+            return Applicability(False, "no convolutions on cuDNN's heuristic algorithm")
+        return Applicability(True, f"{n} convolution launches on the heuristic algorithm")
+
+    def transform(self, obs: Observation) -> Edit:
+        dag = obs.dag.copy()
+        fl = kernel_floor(obs)
+        sel = np.flatnonzero(
+            dag.d_live & (dag.d_klass == Klass.CONV) & (dag.d_regime == Regime.COMPUTE)
+        )
+        speedup = obs.prior(AUTOTUNE)
+        dag.d_dur[sel] = fl + (dag.d_dur[sel] - fl) / speedup
+        return Edit(
+            dag,
+            len(sel),
+            f"{len(sel)} compute-bound conv rows at {speedup:g}x (prior)",
+            prior_based=True,
+        )
+
+    def apply(self, state: SimState) -> SimState:
+        return state.with_program(
+            [
+                o.model_copy(update={"algo": "tuned"})
+                if isinstance(o, KernelOp) and o.algo == "heuristic"
+                else o
+                for o in state.program()
+            ]
+        )
+
+
+class SdpaFlash(Lever):
+    id = "sdpa_flash"
+    priors = (FLASH,)
+
+    def sites(self, state: SimState) -> Applicability:
+        groups = {
+            o.group
+            for o in state.program()
+            if isinstance(o, KernelOp) and o.role == "attention_math"
+        }
+        if not groups:
+            return Applicability(False, "no unfused (math) attention")
+        return Applicability(
+            True, f"unfused attention: {', '.join(sorted(g or '?' for g in groups))}"
+        )
+
+    def transform(self, obs: Observation) -> Edit:
+        dag = obs.dag.copy()
+        fl = kernel_floor(obs)
+        peak = obs.hw.peak_flops["bf16"]
+        flash, mem_eff = obs.prior(FLASH), obs.prior(MEM_EFF)
+
+        ok = (dag.d_kind == Kind.KERNEL) & np.isin(
+            dag.d_klass, (Klass.GEMM, Klass.REDUCTION, Klass.ATTENTION)
+        )
+        host_of = dag.host_of()
+        n = 0
+        for run in launch_runs(dag, ok, 3):
+            for i in range(len(run) - 2):
+                a, sm, b = run[i : i + 3]
+                if not (dag.d_live[a] and dag.d_live[sm] and dag.d_live[b]):
+                    continue
+                if int(dag.d_klass[a]) == Klass.REDUCTION or int(dag.d_klass[b]) == Klass.REDUCTION:
+                    continue
+                if not SOFTMAX.search(dag.d_name[sm]):
+                    continue
+                flops = float(np.nansum(dag.d_flops[[a, b]]))
+                score = float(np.nan_to_num(dag.d_bytes[sm])) / 2
+                nbytes = max(0.0, float(np.nansum(dag.d_bytes[[a, b]])) - 2 * score)
+                t = (
+                    max(
+                        flops / (peak * flash),
+                        nbytes / (obs.hw.hbm_bandwidth_Bps * mem_eff),
+                    )
+                    * 1e9
+                )
+                merge_rows(dag, [a, sm, b], fl + t, flops, nbytes, host_of)
+                dag.d_klass[a] = Klass.ATTENTION
+                n += 1
+        return Edit(dag, 3 * n, f"{n} GEMM→softmax→GEMM attentions fused", prior_based=False)
+
+    def apply(self, state: SimState) -> SimState:
+        ops = state.program()
+        out: list[Any] = []
+        i = 0
+        for s, e in program_runs(ops, lambda o: o.role == "attention_math"):
+            out.extend(ops[i:s])
+            run = ops[s:e]
+            flash = next(
+                (o.flash_bytes for o in run if o.flash_bytes), sum(o.bytes for o in run) / 10
+            )
+            out.append(
+                KernelOp(
+                    op="kernel",
+                    name=f"flash_fwd_kernel<{run[0].group or 'attn'}>",
+                    klass="ATTENTION",
+                    stream=run[0].stream,
+                    flops=sum(o.flops for o in run if o.klass == "GEMM"),
+                    bytes=flash,
+                    grid=max(o.grid for o in run),
+                    block=128,
+                )
+            )
+            i = e
+        out.extend(ops[i:])
+        return state.with_program(out)
