@@ -1,0 +1,1 @@
+"""One module per `gitm-tui` subcommand (gitm_tui/cli.py dispatches to them)."""

@@ -1,0 +1,134 @@
+"""`gitm-tui analyze TRACE…`: read the traces people already have (Kineto, Nsight), one or many."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from engine.text import clean
+from gitm_tui.commands.common import PROG, Parser, UsageError, error
+from gitm_tui.exit_codes import ExitCode
+
+
+def analyze_parser() -> Parser:
+    p = Parser(
+        prog=f"{PROG} analyze",
+        description="Decode the traces you already have (PyTorch profiler / Kineto JSON, "
+        "plain or .gz; Nsight Systems SQLite export) into regimes per stream.",
+    )
+    p.add_argument("paths", nargs="+", help="trace files or directories of rank traces")
+    p.add_argument("--hardware", help="catalogue id when the trace does not say (e.g. a100-80gb)")
+    p.add_argument(
+        "--out",
+        default="gitm-analysis",
+        help="write analysis.json, report.md, perfetto.json per file under this "
+        "directory (default: ./gitm-analysis)",
+    )
+    p.add_argument("--no-write", action="store_true", help="print only; write no files")
+    p.add_argument("--json", action="store_true", help="print the analyses as JSON on stdout")
+    p.add_argument("--top", type=int, default=20, help="kernels in the top-kernels table")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
+    p.add_argument(
+        "--ui",
+        action="store_true",
+        help="open the analysis screen (one file): timeline, kernel table, details",
+    )
+    p.add_argument(
+        "--counting",
+        choices=("exact", "hta"),
+        default="exact",
+        help="what counts as GPU time. exact (default): every kernel, memcpy and memset row, no "
+        "step filter, exact ns. hta: as Holistic Trace Analysis's default load counts, to "
+        "compare with it: drops GPU rows launched at or after the last ProfilerStep's start "
+        "and rows without a launch event (only when the trace has two or more ProfilerSteps), "
+        "rounds fractional timestamps to whole µs",
+    )
+    return p
+
+
+def cmd_analyze(argv: Sequence[str]) -> ExitCode:
+    import json
+
+    from engine.analyze.run import analyze_paths
+    from engine.planner.catalogue import catalogue
+
+    ns = analyze_parser().parse_args(argv)
+    known = [g.id for g in catalogue()]
+    if ns.hardware and ns.hardware not in known:
+        raise UsageError(f"unknown hardware {ns.hardware!r}; known: {', '.join(known)}")
+    if ns.top < 1 or (ns.workers is not None and ns.workers < 1):
+        raise UsageError("--top and --workers must be >= 1")
+    if ns.ui:
+        return analyze_ui(ns)
+    outcomes = analyze_paths(
+        ns.paths,
+        hardware=ns.hardware,
+        out_root=None if ns.no_write else ns.out,
+        top=ns.top,
+        workers=ns.workers,
+        counting=ns.counting,
+    )
+    good = [o for o in outcomes if o.analysis is not None]
+    if ns.json:
+        from engine.text import map_strings, valid_unicode
+
+        dumps = [o.analysis.model_dump(mode="json") for o in good if o.analysis is not None]
+        # ASCII JSON (every control character escaped), lone surrogates as in analysis.json
+        print(json.dumps(map_strings(dumps, valid_unicode), indent=2))
+    else:
+        from rich.console import Console
+        from rich.text import Text
+
+        from gitm_tui.analyze_view import rank_table, summary
+
+        # piped output is not 80 columns of wrapped cells: tables get room to stay tables
+        console = Console(width=None if sys.stdout.isatty() else 140)
+        for o in good:
+            assert o.analysis is not None
+            console.print(summary(o.analysis))
+            if o.outputs:
+                # Text: a path is never read as markup (file names come from outside)
+                console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
+        ranks = rank_table([o.analysis for o in good if o.analysis is not None])
+        if ranks is not None:
+            console.print(ranks)
+        elif len(good) > 1:  # several files but not the ranks of one job: say why no comparison
+            console.print(
+                "ranks not compared: the files do not carry distinct rank ids "
+                "(distributedInfo.rank) — not the ranks of one job",
+                style="dim",
+                highlight=False,
+            )
+    for o in outcomes:
+        if o.error:
+            error(o.error)
+    return ExitCode.INPUT if any(o.error for o in outcomes) else ExitCode.OK
+
+
+def analyze_ui(ns: argparse.Namespace) -> ExitCode:
+    from engine.analyze.compute import AnalysisResult, analyze_trace
+    from engine.analyze.run import expand, read_trace
+
+    files, errors = expand(ns.paths)
+    if errors:
+        error(errors[0].error or "")
+        return ExitCode.INPUT
+    if len(files) != 1:
+        raise UsageError(f"--ui opens one trace; got {len(files)} files")
+    from gitm_tui.analysis_app import make_analysis_app
+
+    def load(progress: Callable[[str], None]) -> AnalysisResult:
+        progress(f"reading {files[0].name}…")
+        trace = read_trace(files[0])
+        progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
+        return analyze_trace(
+            trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting
+        )
+
+    app = make_analysis_app(load=load, source=str(files[0]))
+    app.run()
+    if app.error is not None:  # shown after the screen is gone: one line, like the CLI's
+        error(app.error)
+        return ExitCode.INPUT
+    return ExitCode.OK

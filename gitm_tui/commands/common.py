@@ -1,0 +1,49 @@
+"""What every subcommand shares: the program name, the one-line stderr writers (every line
+cleaned by engine.text.clean), UsageError and an argparse parser that raises it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from engine.text import clean
+
+PROG = "gitm-tui"
+
+
+#: the most characters of one stderr line: a path may be 4,096 bytes, with room for the rest
+LINE_CHARS = 8192
+
+
+def say(message: str) -> None:
+    """Write ``gitm-tui: message`` to stderr as one cleaned line (engine.text.clean)."""
+    print(f"{PROG}: {clean(message, LINE_CHARS)}", file=sys.stderr)
+
+
+def first_line(e: Exception) -> str:
+    """The first line of an exception's message (pydantic's run to many)."""
+    return next(iter(str(e).splitlines()), repr(e))
+
+
+def error(message: str) -> None:
+    """Write the one error line, ``gitm-tui: error: message`` (cleaned, one line)."""
+    say(f"error: {message}")
+
+
+class UsageError(Exception):
+    """A bad command line: the message is the one line the user sees."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + exits 2; we want one line
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gitm-tui")
+    except PackageNotFoundError:  # running from a source tree without install
+        return "0+unknown"
