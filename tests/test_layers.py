@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT
 
 
 def test_import_contracts_hold():

@@ -34,11 +34,12 @@ from engine.analyze.compute import analyze_trace
 from engine.analyze.semantics import apply_counting
 from engine.trace.kineto import read_kineto
 from engine.trace.segments import Provenance
+from tests.paths import TRACES
 
 hta = pytest.importorskip("hta.trace_analysis")
 
-TRACES = Path(__file__).resolve().parent / "data" / "traces" / "kineto"
-KINETO = sorted(TRACES.glob("*.json.gz"))
+KINETO_DIR = TRACES / "kineto"
+KINETO = sorted(KINETO_DIR.glob("*.json.gz"))
 US = 1000  # HTA reports microseconds
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # what HTA's idle breakdown counts as work
 
@@ -147,6 +148,7 @@ def _compare(path: Path, trace, ta, per_event_slack_us: float, extra_slack_us: f
 
 
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_exact_counting_agrees_with_hta_including_the_last_step(path, tmp_path):
     trace = _read(path)
     counted, _ = apply_counting(trace, "exact")
@@ -156,6 +158,7 @@ def test_exact_counting_agrees_with_hta_including_the_last_step(path, tmp_path):
 
 
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_hta_counting_agrees_with_hta_default(path, tmp_path):
     trace = _read(path)
     counted, _ = apply_counting(trace, "hta")

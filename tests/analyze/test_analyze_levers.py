@@ -6,7 +6,6 @@ synthetic in each test's docstring."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +17,10 @@ from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, schedule
 from engine.trace.segments import Kind, Klass, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
+from tests.paths import TRACES
 
 HW = by_id("a100-40gb")
-REAL = Path(__file__).parent / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"
+REAL = TRACES / "kineto" / "a100_training_3streams.json.gz"
 L = 4_000  # ns from a launch call's start to its kernel's start (the replay reads it back)
 STREAM = 7
 ATEN = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>"

@@ -20,10 +20,10 @@ from engine.trace.nsys import read_nsys
 from engine.trace.segments import Kind, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
 from gitm_tui.cli import main
+from tests.paths import TRACES
 
-DATA = Path(__file__).resolve().parent / "data" / "traces"
-NSYS = DATA / "nsys" / "a100_cloverleaf.sqlite"
-ROCM = DATA / "kineto" / "mi250_rocm62_minitoy.json.gz"
+NSYS = TRACES / "nsys" / "a100_cloverleaf.sqlite"
+ROCM = TRACES / "kineto" / "mi250_rocm62_minitoy.json.gz"
 #: the pattern the copy-lever code parses copy names with (Kineto's form, and ours)
 COPY_NAME = re.compile(
     r"Memcpy (HtoD|DtoH|DtoD|HtoH|PtoP|[A-Za-z]+)(?: \((\w[\w ]*) -> (\w[\w ]*)\))?"

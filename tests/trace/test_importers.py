@@ -9,7 +9,6 @@ import itertools
 import json
 import sqlite3
 from decimal import Decimal
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +20,8 @@ from engine.trace.kineto import read_kineto
 from engine.trace.nsys import read_nsys
 from engine.trace.segments import Kind, Klass
 from engine.trace.taxonomy import classify
+from tests.paths import TRACES
 
-TRACES = Path(__file__).resolve().parent / "data" / "traces"
 KINETO = sorted((TRACES / "kineto").glob("*.json.gz"))
 NSYS = TRACES / "nsys" / "a100_cloverleaf.sqlite"
 

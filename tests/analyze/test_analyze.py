@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from engine.analyze.export import schema_json
 from engine.analyze.model import Analysis
 from engine.regimes import Label
 from gitm_tui.cli import main
+from tests.paths import ROOT, TRACES
 
-ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT / "tests" / "data" / "traces"
 ALL = sorted((TRACES / "kineto").glob("*.json.gz")) + sorted((TRACES / "nsys").glob("*.sqlite"))
 
 
@@ -108,7 +109,7 @@ def test_analysis_replays_the_levers_on_the_trace():
     kinds = set(tr.host.api.tolist())
     assert {ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC, ApiKind.SYNC, ApiKind.STREAM_WAIT} <= kinds
     a = analyze_trace(tr).analysis
-    # ranked by the conservative end of each interval (tests/test_analyze_levers.py)
+    # ranked by the conservative end of each interval (tests/analyze/test_analyze_levers.py)
     lows = [e.gain_low for e in a.interventions if e.status == "predicted"]
     assert a.interventions and lows == sorted(lows, reverse=True)
     top = {e.lever: e for e in a.interventions}
@@ -132,6 +133,7 @@ def _rank_copy(dst: Path, rank: int, stretch: float) -> None:
     dst.write_text(json.dumps(doc))
 
 
+@pytest.mark.slow
 def test_rank_directory_names_the_straggler(tmp_path, capsys):
     """A directory of one job's rank traces gets the per-rank table: regime mix per rank and the
     rank whose span is longest marked straggler; copies with one rank id get a note instead."""

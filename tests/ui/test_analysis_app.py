@@ -11,14 +11,9 @@ from engine.analyze.compute import analyze_trace
 from engine.trace.kineto import read_kineto
 from gitm_tui.analysis_app import RegimeTimeline, kernel_details, make_analysis_app
 from gitm_tui.timeline import bin_regimes, covered_until
+from tests.paths import TRACES
 
-TRACE = (
-    Path(__file__).resolve().parent
-    / "data"
-    / "traces"
-    / "kineto"
-    / "a100_training_3streams.json.gz"
-)
+TRACE = TRACES / "kineto" / "a100_training_3streams.json.gz"
 
 
 def test_covered_until_and_binning():

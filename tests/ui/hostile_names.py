@@ -7,7 +7,7 @@ a C1 CSI, DEL), bidi overrides, Rich markup and a lone-surrogate JSON escape; on
 8 MB kernel name; one has a file name made of escapes and markup; one SQLite file has a corrupt
 schema whose error message quotes a multi-line, escape-laden statement.
 
-``python tests/hostile_names.py DIR`` writes the corpus into DIR (the tests call
+``python tests/ui/hostile_names.py DIR`` writes the corpus into DIR (the tests call
 :func:`write_corpus`).
 """
 
@@ -19,7 +19,9 @@ import sqlite3
 import sys
 from pathlib import Path
 
-KINETO = Path(__file__).resolve().parent / "data" / "traces" / "kineto"
+from tests.paths import TRACES
+
+KINETO = TRACES / "kineto"
 
 #: one hostile prefix per kernel name, most dangerous first: the terminal summary shows the top
 #: kernels by time, which receive these in order
@@ -126,6 +128,6 @@ def write_corpus(out: Path) -> dict[str, Path]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python tests/hostile_names.py OUT_DIR")
+        sys.exit("usage: python tests/ui/hostile_names.py OUT_DIR")
     for role, path in write_corpus(Path(sys.argv[1])).items():
         print(f"{role}: {str(path)!a}")

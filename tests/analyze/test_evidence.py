@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,8 @@ from engine.trace.kineto import read_kineto
 from engine.trace.segments import Kind, Klass, Provenance, Segments
 from engine.trace.shapes import innermost_known, op_work
 from engine.trace.taxonomy import classify
+from tests.paths import TRACES
 
-TRACES = Path(__file__).resolve().parent / "data" / "traces"
 TRAINING = TRACES / "kineto" / "a100_training_3streams.json.gz"
 
 

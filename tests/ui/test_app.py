@@ -10,7 +10,7 @@ from gitm_tui.widgets.kappa_panel import KappaPanel
 from gitm_tui.widgets.kernel_table import KernelTable
 from gitm_tui.widgets.regime_strip import RegimeStrip
 from gitm_tui.widgets.run_header import RunHeader
-from tests.scripted_engine import PATTERN, ScriptedEngine
+from tests.ui.scripted_engine import PATTERN, ScriptedEngine
 
 SIZE = (120, 36)
 

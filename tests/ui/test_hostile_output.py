@@ -1,4 +1,4 @@
-"""The hostile-input corpus (tests/hostile_names.py, synthetic) through every output: the terminal
+"""The hostile-input corpus (tests/ui/hostile_names.py, synthetic) through every output: the terminal
 summary of `gitm-tui analyze` (pipe and TTY), --json, report.md / analysis.json / perfetto.json,
 the error lines, the analysis screen and the live dashboard. Nothing from outside may reach them
 raw: no ESC, BEL, NUL or C1 byte the app did not put there itself, markup shown literally, every
@@ -39,11 +39,11 @@ from gitm_tui.cli import main
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.screens import ConfirmScreen, InterventionScreen
 from gitm_tui.widgets.interventions import CauseTable, InterventionTable, ViolationTable
-from tests.hostile_names import HOSTILE_FILE_STEM, write_corpus
-from tests.scripted_engine import ScriptedEngine
+from tests.paths import ROOT, TRACES
+from tests.ui.hostile_names import HOSTILE_FILE_STEM, write_corpus
+from tests.ui.scripted_engine import ScriptedEngine
 
-ROOT = Path(__file__).resolve().parents[1]
-KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
+KINETO = TRACES / "kineto"
 
 #: characters no output may carry from outside: C0 controls but tab and newline (the app's own
 #: line structure), DEL, C1, bidi controls, line separators, lone surrogates

@@ -17,8 +17,8 @@ from engine import optimize
 from engine.optimizer.loop import Optimizer
 from engine.store.journal import Journal, JournalError, State, read, recover
 from engine.store.runs import is_live, scratch_dir
+from tests.paths import ROOT
 
-ROOT = Path(__file__).parents[1]
 CLI = [sys.executable, "-m", "gitm_tui"]
 
 
@@ -123,6 +123,7 @@ def _env(scratch: Path) -> dict[str, str]:
     return {**os.environ, "GITM_SCRATCH": str(scratch), "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.slow
 def test_sigkill_mid_apply_is_rolled_back_on_the_next_start(tmp_path):
     scratch = tmp_path / "scratch"
     env = _env(scratch)
@@ -186,6 +187,7 @@ def test_sigkill_mid_apply_is_rolled_back_on_the_next_start(tmp_path):
     assert "ROLLED_BACK" in row and "interrupted" in row  # the report agrees with the journal
 
 
+@pytest.mark.slow
 def test_approve_from_another_terminal(tmp_path):
     scratch = tmp_path / "scratch"
     env = _env(scratch)
@@ -271,6 +273,7 @@ def test_bad_target_and_policy_are_usage_errors():
         assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
 
 
+@pytest.mark.slow
 async def test_tui_approve_then_roll_back_by_hand():
     from engine.runtime import Engine, RunConfig
     from gitm_tui.app import Settings, make_app
@@ -319,6 +322,7 @@ async def test_tui_approve_then_roll_back_by_hand():
         await pilot.press("q")
 
 
+@pytest.mark.slow
 def test_command_workload_optimizes_a_real_numpy_job(tmp_path):
     """A real CPU process: block size and BLAS threads are levers; the checksum is the
     correctness check (a lever that corrupts the result is rolled back); noise-gated."""
@@ -487,6 +491,7 @@ def _consistent(journal: Path) -> list[dict]:
     return recs
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_never_touch_each_other(tmp_path):
     """Issue 13 item 1: a second run on the same scratch while the first is mid-apply must leave
     the first's journal and state alone (its run lock says it is alive); both finish with a
@@ -597,6 +602,7 @@ def test_a_dead_runs_leftover_temp_files_are_swept(tmp_path):
     assert not orphan.exists() and (run / "state.json").read_text() == "{}"
 
 
+@pytest.mark.slow
 async def test_quitting_the_dashboard_mid_apply_reports_what_was_done():
     """Issue 13 item 17: `q` during the apply phase, after one lever was verified, used to journal
     `run_finished: completed` and write no report. Now the run ends `stopped` and report.md
@@ -635,6 +641,7 @@ async def test_quitting_the_dashboard_mid_apply_reports_what_was_done():
     assert f"| {iid} | cuda_graphs | SAFE | VERIFIED |" in report
 
 
+@pytest.mark.slow
 async def test_a_run_cancelled_before_its_report_still_gets_one():
     """The dashboard's worker is cancelled on quit: cut short while waiting for approvals, the
     run ends `stopped` (not `completed`) with a report written from its journal."""

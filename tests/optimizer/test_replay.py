@@ -14,6 +14,7 @@ from engine.planner.catalogue import by_id as hw_by_id
 from engine.schedule.dag import build_dag, schedule
 from engine.trace.trace import ApiKind
 from engine.workloads.sim import SimState, SimWorkload
+from tests.paths import TRACES
 
 H100 = hw_by_id("h100-sxm")
 
@@ -129,11 +130,10 @@ def test_cuda_graphs_transform_collapses_launches(model):
 def test_kineto_wait_links_to_its_exact_record():
     """Kineto's cuda_sync rows name the cudaEventRecord a cudaStreamWaitEvent waits for: the
     replay of the imported trace makes stream 24's next kernel wait for stream 20's work."""
-    from pathlib import Path
 
     from engine.trace.kineto import read_kineto
 
-    path = Path(__file__).parent / "data/traces/kineto/a100_event_sync_multistream.json.gz"
+    path = TRACES / "kineto/a100_event_sync_multistream.json.gz"
     tr = read_kineto(path)
     h = tr.host
     rec = np.flatnonzero(h.correlation == 1385)[0]

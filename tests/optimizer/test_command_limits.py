@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from engine.workloads.command import CommandSpec, CommandWorkload
+from tests.paths import ROOT
 
-ROOT = Path(__file__).parents[1]
 CLI = [sys.executable, "-m", "gitm_tui"]
 
 
@@ -42,6 +42,7 @@ def _alive(pattern: str) -> bool:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_hanging_program_ends_with_the_budget(tmp_path):
     starts = tmp_path / "starts.txt"
     r = subprocess.run(

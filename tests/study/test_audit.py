@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +14,7 @@ from engine.device.simulator import simulate
 from engine.study import interventions as ops
 from engine.study.audit import AuditLedger, run_audit, verify
 from engine.trace.segments import Kind
-
-ROOT = Path(__file__).parents[1]
-TRACES = ROOT / "tests" / "data" / "traces"
+from tests.paths import ROOT, TRACES
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +68,7 @@ def test_fuse_merges_adjacent_fusable_kernels_with_counters_combined(seg_truth):
     assert len(ops.fuse(seg, 0.0, 0)[0]) == len(seg)  # prob 0: nothing fused
 
 
+@pytest.mark.slow
 def test_calibrated_ledger_verifies_and_a_tampered_one_is_rejected(tmp_path):
     led = run_audit(["calibrated"], seeds=2)
     assert {c.synthetic for c in led.corpus} == {True} and all(c.generated_by for c in led.corpus)
@@ -84,6 +82,7 @@ def test_calibrated_ledger_verifies_and_a_tampered_one_is_rejected(tmp_path):
     assert diffs and diffs[0].startswith("results[4].pcs.mean: ledger 0.5")
 
 
+@pytest.mark.slow
 def test_cli_audit_on_a_real_trace_and_verify(tmp_path):
     path = TRACES / "kineto" / "a100_training_3streams.json.gz"
     out = tmp_path / "audit_ledger.json"
@@ -115,6 +114,7 @@ def test_committed_schema_is_the_models():
     assert committed == AuditLedger.model_json_schema()
 
 
+@pytest.mark.slow
 def test_paper_regenerates_byte_for_byte(tmp_path):
     """paper/EESM_GPU_TELEMETRY.md and paper/reference_tables.json are what `gitm-tui audit
     --paper` writes from a fresh run (same corpus: the calibrated one + the shared traces)."""

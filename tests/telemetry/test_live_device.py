@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,7 @@ from engine.runtime import Engine, RunConfig
 from engine.runtime.events import LogEvent, RunStarted, TelemetryEvent
 from engine.telemetry.sinks import read_jsonl
 from tests.fakes import FakeNvml
-
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT
 
 
 @pytest.fixture
@@ -72,6 +70,7 @@ async def test_dashboard_shows_every_gpu(fake_gpus):
         await pilot.press("q")
 
 
+@pytest.mark.slow
 def test_without_a_gpu_nvidia_fails_with_one_line_and_auto_falls_back(tmp_path):
     try:
         backends.NvmlBackend()

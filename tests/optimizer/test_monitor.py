@@ -12,6 +12,7 @@ from engine.planner.catalogue import by_id
 from engine.trace.segments import Provenance, Segments
 from engine.trace.trace import Trace
 from engine.workloads.sim import SimWorkload
+from tests.paths import TRACES
 
 H100 = by_id("h100-sxm")
 
@@ -100,9 +101,6 @@ def test_concurrency_is_not_checkable_without_predicted_overlap():
     m = wl.measure(wl.base, seed=1)
     r = _inv(residuals(m.trace, predict_graph(wl.base.spec, H100)))["concurrency"]
     assert not r.checkable and "no concurrent" in r.reason
-
-
-TRACES = __import__("pathlib").Path(__file__).parent / "data" / "traces"
 
 
 def test_catalogue_has_the_required_gpus_with_sources_and_clocks():

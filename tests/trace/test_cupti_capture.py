@@ -16,8 +16,7 @@ from engine.trace.kineto import read_kineto
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind
 from tests.fakes import FakeCupti
-
-ROOT = Path(__file__).parents[1]
+from tests.paths import ROOT
 
 
 def test_capture_collects_kernels_copies_and_launches_live(tmp_path):

@@ -3,8 +3,8 @@
 Each builder writes one input into a directory and returns its path. They are scaled down so
 the suite stays fast: a bomb of a few MB tested against a limit lowered through its environment
 variable, a long element of a few hundred KB read in small chunks, and so on. Used by
-``tests/test_hostile_input.py``; runnable on its own to leave the corpus in a directory:
-``python -m tests.hostile_inputs DIR``.
+``tests/trace/test_hostile_input.py``; runnable on its own to leave the corpus in a directory:
+``python -m tests.trace.hostile_inputs DIR``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 NSYS = ROOT / "tests" / "data" / "traces" / "nsys" / "a100_cloverleaf.sqlite"
 
 #: kernels in the synthetic trace; each lasts KERNEL_US µs (so the GPU time is known)

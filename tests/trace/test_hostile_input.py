@@ -1,4 +1,4 @@
-"""`gitm-tui analyze` against hostile inputs (synthetic, built by tests/hostile_inputs.py): every
+"""`gitm-tui analyze` against hostile inputs (synthetic, built by tests/trace/hostile_inputs.py): every
 limit holds with one clear line and exit code 3, nothing hangs, nothing is silently misread, and
 one bad file in a batch never stops the others."""
 
@@ -17,7 +17,7 @@ from engine.trace import kineto
 from engine.trace.errors import TraceImportError
 from engine.trace.nsys import read_nsys
 from gitm_tui.cli import main
-from tests import hostile_inputs as hi
+from tests.trace import hostile_inputs as hi
 
 NS_PER_KERNEL = hi.KERNEL_US * 1000
 

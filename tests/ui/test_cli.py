@@ -10,6 +10,7 @@ import pytest
 
 from gitm_tui.cli import main
 from gitm_tui.exit_codes import ExitCode
+from tests.paths import ROOT
 
 
 def run_cli(*args, timeout=120):
@@ -18,6 +19,7 @@ def run_cli(*args, timeout=120):
     )
 
 
+@pytest.mark.slow
 def test_headless_prints_only_json_lines_and_exits_zero():
     p = run_cli("--no-ui", "--workload", "kitti", "--budget", "2s", "--seed", "1")
     assert p.returncode == 0, p.stderr
@@ -39,6 +41,7 @@ def test_engine_import_is_ui_free():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
+@pytest.mark.slow
 def test_headless_path_never_imports_textual():
     code = (
         "import sys; from gitm_tui.cli import main; "
@@ -89,9 +92,8 @@ def test_validate_writes_report(tmp_path, capsys):
 
 
 def test_exit_codes_are_documented_in_readme():
-    from pathlib import Path
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     for code in ExitCode:
         assert f"| {code.value} | `{code.name}`" in readme, code
 
