@@ -32,6 +32,7 @@ from engine.runtime.events import (
     RunStarted,
     TelemetryEvent,
 )
+from engine.store.journal import decision_refused
 from engine.text import clean
 from gitm_tui.exit_codes import ExitCode, write_refused
 from gitm_tui.render import SHOWN_CHARS, legend, outside_text
@@ -283,12 +284,8 @@ class GitmApp(App[int]):
             if iv is None or (action == "decide" and self.phase == "done"):
                 return None
             if action == "decide":
-                allowed = {
-                    "approve": ("PROPOSED",),
-                    "reject": ("PROPOSED", "APPROVED"),
-                    "rollback": ("VERIFIED",),
-                }[str(parameters[0])]
-                return True if iv.state in allowed else None
+                refused = decision_refused(str(parameters[0]), iv.id, iv.state)
+                return True if refused is None else None
         return True
 
     def on_data_table_row_highlighted(self, _: object) -> None:

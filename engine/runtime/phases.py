@@ -24,7 +24,15 @@ from engine.runtime.events import (
 )
 from engine.runtime.stream import decode_whole
 from engine.store.commands import CommandReader
-from engine.store.journal import UNFINISHED, Journal, State, _recover_run, recover, states
+from engine.store.journal import (
+    UNFINISHED,
+    Journal,
+    State,
+    _recover_run,
+    decision_refused,
+    recover,
+    states,
+)
 from engine.trace.segments import Segments
 
 if TYPE_CHECKING:
@@ -201,16 +209,14 @@ class OptimizePhases:
         if iv is None:
             eng.log("warning", f"no intervention {iid!r} in this run")
             return
+        why = decision_refused(action, iid, iv.state)
+        if why is not None:
+            eng.log("warning", why)
+            return
         try:
             if action == "approve":
-                if iv.state != State.PROPOSED:
-                    raise ValueError(f"{iid} is {iv.state.value}, not PROPOSED")
                 await asyncio.to_thread(opt.approve, iid, by)
             elif action == "reject":
-                if iv.state not in (State.PROPOSED, State.APPROVED):
-                    raise ValueError(
-                        f"{iid} is {iv.state.value}: only a pending intervention can be rejected"
-                    )
                 await asyncio.to_thread(opt.reject, iid, by)
             else:
                 eng.phase("apply", f"rolling back {iid}")

@@ -13,18 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.store.journal import State, read
+from engine.store.journal import DECISIONS, State, decision_refused, read
 from engine.store.runs import COMMANDS, JOURNAL, append_line, is_live, run_path, runs_dir
-
-#: the states each decision applies to (the engine enforces the same)
-NEEDS: dict[str, tuple[State, ...]] = {
-    "approve": (State.PROPOSED,),
-    "reject": (State.PROPOSED, State.APPROVED),
-    "rollback": (State.VERIFIED,),
-}
-
-
-_DONE = {"approve": "approved", "reject": "rejected", "rollback": "rolled back"}
 
 
 class DecisionError(ValueError):
@@ -41,15 +31,15 @@ class Decision:
 def send(run_id: str, action: str, iid: str, by: str) -> Path:
     """Append ``action`` on ``iid`` to run ``run_id``'s commands file; return the run's folder.
     DecisionError (or RunIdError, also a ValueError) says why it cannot be sent."""
-    if action not in NEEDS:
-        raise DecisionError(f"unknown decision {action!r}; one of {', '.join(NEEDS)}")
+    if action not in DECISIONS:
+        raise DecisionError(f"unknown decision {action!r}; one of {', '.join(DECISIONS)}")
     run_dir = run_path(run_id)
     journal = run_dir / JOURNAL
     if not journal.is_file() or journal.is_symlink():
         raise DecisionError(f"no run {run_id} under {runs_dir()}")
     recs = read(journal)
     if any(r.get("type") == "run_finished" for r in recs):
-        raise DecisionError(f"run {run_id} has finished; nothing can be {_DONE[action]} now")
+        raise DecisionError(f"run {run_id} has finished; no decision can be sent to it now")
     if not is_live(run_dir):
         raise DecisionError(
             f"run {run_id} is not running (it ended without finishing; the next start of "
@@ -62,11 +52,9 @@ def send(run_id: str, action: str, iid: str, by: str) -> Path:
     if iid not in states:
         have = ", ".join(sorted(states)) or "none yet"
         raise DecisionError(f"run {run_id} has no intervention {iid!r}; it has {have}")
-    if states[iid] not in NEEDS[action]:
-        need = " or ".join(s.value for s in NEEDS[action])
-        raise DecisionError(
-            f"{iid} is {states[iid].value}: only a {need} intervention can be {_DONE[action]}"
-        )
+    why = decision_refused(action, iid, states[iid])
+    if why is not None:
+        raise DecisionError(why)
     append_line(run_dir / COMMANDS, {"action": action, "id": iid, "by": by})
     return run_dir
 
@@ -97,7 +85,7 @@ class CommandReader:
                 continue
             if (
                 isinstance(c, dict)
-                and c.get("action") in NEEDS
+                and c.get("action") in DECISIONS
                 and isinstance(c.get("id"), str)
                 and len(c["id"]) <= 64
             ):

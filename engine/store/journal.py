@@ -58,6 +58,26 @@ ALLOWED: dict[State | None, set[State]] = {
 }
 UNFINISHED = (State.APPLYING, State.APPLIED)
 
+#: the states an operator decision applies to — the one rule `gitm-tui approve` (before it
+#: sends), the engine (before it acts) and the dashboard (which keys it offers) all read
+DECISIONS: dict[str, tuple[State, ...]] = {
+    "approve": (State.PROPOSED,),
+    "reject": (State.PROPOSED, State.APPROVED),
+    "rollback": (State.VERIFIED,),
+}
+
+
+def decision_refused(action: str, iid: str, state: State | str) -> str | None:
+    """Why ``action`` cannot apply to ``iid`` in ``state`` (one line), or None if it can."""
+    st = State(state)
+    if st in DECISIONS[action]:
+        return None
+    need = " or ".join(s.value for s in DECISIONS[action])
+    return f"{iid} is {st.value}: only a {need} intervention can be {_DONE[action]}"
+
+
+_DONE = {"approve": "approved", "reject": "rejected", "rollback": "rolled back"}
+
 
 class JournalError(RuntimeError):
     """A transition the lifecycle does not allow (a bug, not user input)."""
