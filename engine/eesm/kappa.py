@@ -179,3 +179,23 @@ def kappa_groups_ref(
                 out[rows[last : j + 1]] = k
                 last = j + 1
     return out
+
+
+# ----------------------------------------------------------------------------- the partition
+#: the κ gate's three sets, in the order ``partition_counts`` counts them
+PARTITION = ("M_id", "M_deg", "undetermined")
+
+
+def partition_counts(kappa: np.ndarray, degenerate: np.ndarray) -> np.ndarray:
+    """Rows in M_id (κ ≤ K_max), M_deg (κ > K_max) and undetermined (κ NaN: the window is not
+    full yet), as an int64 array in ``PARTITION`` order."""
+    und = np.isnan(kappa)
+    deg = np.asarray(degenerate, np.bool_)
+    return np.array([int((~und & ~deg).sum()), int(deg.sum()), int(und.sum())], np.int64)
+
+
+def partition_shares(counts: np.ndarray) -> dict[str, float]:
+    """The partition as shares of its rows (all 0 when there are none) — the one place the
+    dashboard, the run summary and `analyze` compute it."""
+    n = max(1, int(counts.sum()))
+    return {name: float(c) / n for name, c in zip(PARTITION, counts.tolist(), strict=True)}

@@ -100,14 +100,7 @@ class Decoded:
 
     def kappa_partition(self) -> dict[str, float]:
         """Return the shares of rows in M_id, M_deg and undetermined."""
-        n = max(1, len(self.labels))
-        und = int(np.isnan(self.kappa).sum())
-        deg = int(self.degenerate.sum())
-        return {
-            "M_id": (n - und - deg) / n if len(self.labels) else 0.0,
-            "M_deg": deg / n,
-            "undetermined": und / n,
-        }
+        return kappa.partition_shares(kappa.partition_counts(self.kappa, self.degenerate))
 
 
 def row_labels(kind: np.ndarray, klass: np.ndarray, regimes: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine.eesm import metrics
+from engine.eesm.kappa import partition_counts, partition_shares
 from engine.eesm.live import FinalRows
 from engine.eesm.pipeline import EesmModel, decode, row_labels
 from engine.regimes import N_LABELS, N_REGIMES, Label
@@ -33,9 +34,8 @@ class Tracker:
         self.rows += len(f.labels)
         self.counts += np.bincount(f.labels, minlength=N_LABELS)
         self.exact += int(f.exact.sum())
-        und = np.isnan(f.kappa)
         p = self.part.setdefault(f.stream, np.zeros(3, np.int64))
-        p += [int((~und & ~f.degenerate).sum()), int(f.degenerate.sum()), int(und.sum())]
+        p += partition_counts(f.kappa, f.degenerate)
         if f.truth is not None:
             # scored on decoded rows only: a copy or collective is labelled by what it is
             dec = f.labels < N_REGIMES
@@ -47,14 +47,11 @@ class Tracker:
         return {r.name: float(self.counts[r]) / n for r in Label if r < N_REGIMES or self.counts[r]}
 
     def stream_partition(self, stream: int) -> dict[str, float]:
-        p = self.part[stream]
-        n = max(1, int(p.sum()))
-        return {"m_id": p[0] / n, "m_deg": p[1] / n, "undetermined": p[2] / n}
+        """One stream's κ partition, keyed as ``KappaUpdate``'s fields (m_id, m_deg, …)."""
+        return {k.lower(): v for k, v in partition_shares(self.part[stream]).items()}
 
     def partition(self) -> dict[str, float]:
-        tot = sum(self.part.values(), np.zeros(3, np.int64))
-        n = max(1, int(tot.sum()))
-        return {"M_id": tot[0] / n, "M_deg": tot[1] / n, "undetermined": tot[2] / n}
+        return partition_shares(sum(self.part.values(), np.zeros(3, np.int64)))
 
     def exact_share(self) -> float:
         return self.exact / self.rows if self.rows else float("nan")
