@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.eesm.pipeline import EesmModel, decode_fused
+from engine.eesm.pipeline import EesmModel
 from engine.levers.library import LEVERS, Lever
 from engine.levers.library import by_id as lever_by_id
 from engine.levers.model import Observation, Safety
@@ -252,7 +252,7 @@ class Optimizer(LoopRun):
     def analyse(self, m: Measurement | None = None) -> Analysis:
         """Decode, predict, check invariants, build the replay graph, attribute."""
         m = m or self.current[0]
-        dec = decode_fused(m.trace.segments, self.model)
+        dec = m.decoded(self.model)
         dag = build_dag(m.trace, self.hw, m.iterations, regimes=dec.labels, window=m.window)
         base = schedule(dag)
         obs = Observation(dag, base, m.telemetry, self.hw, m.samples_per_iteration)

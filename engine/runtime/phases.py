@@ -22,7 +22,7 @@ from engine.runtime.events import (
     OptimizeStatus,
     ReportWritten,
 )
-from engine.runtime.stream import decode_whole
+from engine.runtime.stream import final_rows
 from engine.store.commands import CommandReader
 from engine.store.journal import (
     UNFINISHED,
@@ -287,8 +287,10 @@ class OptimizePhases:
         seg = Segments(**cols)
         eng.offset_ns = int(seg.end_ns.max())
         eng.check_warm(eng.decoder)
-        d = eng.decoder
-        finals = await asyncio.to_thread(decode_whole, seg, m.truth, d.model, d.use_numba)
+        # the same decode the analysis reads (decoded once per measurement; shifting every row
+        # by one offset changes no label)
+        dec = await asyncio.to_thread(m.decoded, self.opt.model)
+        finals = final_rows(seg, dec, m.truth)
         eng.stream.publish(finals, eng.gpu, config=config)
         eng.telemetry_out(m.telemetry)
         eng.stream.progress(eng.gpu, eng.config.budget_s)

@@ -12,7 +12,7 @@ import numpy as np
 from engine.eesm import metrics
 from engine.eesm.kappa import partition_counts, partition_shares
 from engine.eesm.live import FinalRows
-from engine.eesm.pipeline import EesmModel, decode, row_labels
+from engine.eesm.pipeline import Decoded, row_labels
 from engine.regimes import N_LABELS, N_REGIMES, Label
 from engine.runtime.bus import EventBus
 from engine.runtime.events import DecodedBatch, KappaUpdate, Progress
@@ -172,11 +172,8 @@ class DecodedStream:
         )
 
 
-def decode_whole(
-    seg: Segments, truth: np.ndarray | None, model: EesmModel, use_numba: bool
-) -> list[FinalRows]:
-    """Batch-decode a complete trace into per-stream final rows (start order)."""
-    dec = decode(seg, model, use_numba=use_numba)
+def final_rows(seg: Segments, dec: Decoded, truth: np.ndarray | None) -> list[FinalRows]:
+    """A completely decoded trace as per-stream final rows (start order)."""
     order = np.lexsort((seg.start_ns, seg.stream))
     cuts = np.flatnonzero(np.diff(seg.stream[order])) + 1
     out = []

@@ -8,13 +8,14 @@ the trace of the measured windows; ``correctness`` is the workload's own check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from engine.device.simulator import SimulatedGPU
+from engine.eesm.pipeline import Decoded, EesmModel, decode_fused
 from engine.manifest import (
     ExecConfig,
     HardwareSpec,
@@ -68,11 +69,18 @@ class Measurement:
     iterations: int
     window: tuple[int, int]
     samples_per_iteration: int
+    _decoded: Decoded | None = field(default=None, repr=False, compare=False)
 
     @property
     def mean_ns(self) -> float:
         """Mean time per sample over the windows."""
         return float(np.mean(self.per_sample_ns))
+
+    def decoded(self, model: EesmModel) -> Decoded:
+        """The trace decoded — once: the analysis and the dashboard share it."""
+        if self._decoded is None:
+            self._decoded = decode_fused(self.trace.segments, model)
+        return self._decoded
 
 
 class SimWorkload:
