@@ -6,7 +6,7 @@ stream are concatenated, κ and telemetry keep the latest. Nothing that matters 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,6 +18,8 @@ SCHEMA_VERSION = 1
 
 
 def _jsonable(v: Any) -> Any:
+    if is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _jsonable(getattr(v, f.name)) for f in fields(v)}
     if isinstance(v, np.ndarray):
         return [_jsonable(x) for x in v.tolist()] if v.dtype.kind == "f" else v.tolist()
     if isinstance(v, float) and v != v:
@@ -218,11 +220,59 @@ class RunFinished(Event):
 
 
 @dataclass(frozen=True)
+class ViolationView:
+    """One invariant broken by the rows of one name (engine.optimizer.monitor.Violation)."""
+
+    name: str
+    message: str
+    count: int
+    observed: float
+    predicted: float
+    residual: float
+    unit: str  # ns | bytes | overlap share
+    rows: tuple[int, ...] = ()  # the first trace rows involved
+
+
+@dataclass(frozen=True)
+class InvariantView:
+    """One invariant's verdict: checked (and its violations) or why it cannot be checked."""
+
+    invariant: str  # kernel_time | memory_traffic | concurrency
+    checkable: bool
+    checked: int
+    reason: str
+    violations: tuple[ViolationView, ...] = ()
+
+
+@dataclass(frozen=True)
+class EvidenceView:
+    """One piece of evidence for a cause: structural, Granger or AIPW."""
+
+    kind: str
+    what: str
+    value: float
+    p: float | None = None
+    p_adjusted: float | None = None
+
+
+@dataclass(frozen=True)
+class HypothesisView:
+    """One cause attribution ranked: its impact, confidence, whether it is claimed, why."""
+
+    cause: str
+    description: str
+    impact: float
+    confidence: float
+    claimed: bool
+    evidence: tuple[EvidenceView, ...] = ()
+
+
+@dataclass(frozen=True)
 class InvariantsReport(Event):
     """The monitor's verdict on the current state (DESIGN §5)."""
 
     kind: ClassVar[str] = "invariants"
-    results: tuple[dict[str, Any], ...]  # invariant, checkable, checked, reason, violations[]
+    results: tuple[InvariantView, ...]
 
 
 @dataclass(frozen=True)
@@ -230,7 +280,7 @@ class HypothesesReport(Event):
     """Attribution's ranked causes (claimed ones first)."""
 
     kind: ClassVar[str] = "hypotheses"
-    hypotheses: tuple[dict[str, Any], ...]  # cause, impact, confidence, claimed, evidence[]
+    hypotheses: tuple[HypothesisView, ...]
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.runtime.events import (
+    EvidenceView,
     HypothesesReport,
+    HypothesisView,
     InterventionUpdate,
     InvariantsReport,
+    InvariantView,
     OptimizeStatus,
     ReportWritten,
+    ViolationView,
 )
 from engine.runtime.stream import final_rows
 from engine.store.commands import CommandReader
@@ -316,30 +320,46 @@ class OptimizePhases:
         t = self.eng.elapsed()
         self.eng.bus.publish(
             InvariantsReport(
-                t_wall=t, results=tuple(r.as_dict(most=8, rows=True) for r in a.invariants)
+                t_wall=t,
+                results=tuple(
+                    InvariantView(
+                        invariant=r.invariant,
+                        checkable=r.checkable,
+                        checked=r.checked,
+                        reason=r.reason,
+                        violations=tuple(
+                            ViolationView(
+                                name=v.name,
+                                message=v.message,
+                                count=v.count,
+                                observed=v.observed,
+                                predicted=v.predicted,
+                                residual=v.residual,
+                                unit=v.unit,
+                                rows=tuple(v.rows),
+                            )
+                            for v in r.violations[:8]
+                        ),
+                    )
+                    for r in a.invariants
+                ),
             )
         )
         self.eng.bus.publish(
             HypothesesReport(
                 t_wall=t,
                 hypotheses=tuple(
-                    {
-                        "cause": h.cause.name,
-                        "description": h.cause.value,
-                        "impact": h.impact,
-                        "confidence": h.confidence,
-                        "claimed": h.claimed,
-                        "evidence": [
-                            {
-                                "kind": e.kind,
-                                "what": e.what,
-                                "value": e.value,
-                                "p": e.p,
-                                "p_adjusted": e.p_adjusted,
-                            }
+                    HypothesisView(
+                        cause=h.cause.name,
+                        description=h.cause.value,
+                        impact=h.impact,
+                        confidence=h.confidence,
+                        claimed=h.claimed,
+                        evidence=tuple(
+                            EvidenceView(e.kind, e.what, e.value, e.p, e.p_adjusted)
                             for e in h.evidence
-                        ],
-                    }
+                        ),
+                    )
                     for h in a.hypotheses.hypotheses
                     if h.impact > 0 or h.claimed
                 ),

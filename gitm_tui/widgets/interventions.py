@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
 from engine.runtime.budget import format_seconds
-from engine.runtime.events import InterventionUpdate
+from engine.runtime.events import HypothesisView, InterventionUpdate, InvariantView
 from gitm_tui.render import outside_text
 
 STATE_STYLE = {
@@ -96,42 +96,42 @@ class ViolationTable(DataTable[object]):
         ):
             self.add_column(label, key=key, width=width)
 
-    def show(self, results: tuple[dict[str, Any], ...]) -> None:
+    def show(self, results: tuple[InvariantView, ...]) -> None:
         self.clear()
         for r in results:
-            if not r["checkable"]:
+            if not r.checkable:
                 self.add_row(
-                    outside_text(r["invariant"]),
+                    outside_text(r.invariant),
                     Text("not checkable", style="italic #8a8a8a"),
                     "",
                     "",
                     "",
-                    outside_text(r["reason"]),
+                    outside_text(r.reason),
                 )
                 continue
-            if not r["violations"]:
+            if not r.violations:
                 self.add_row(
-                    outside_text(r["invariant"]),
-                    Text(f"holds on {r['checked']} rows", style="#5fd75f"),
+                    outside_text(r.invariant),
+                    Text(f"holds on {r.checked} rows", style="#5fd75f"),
                     "",
                     "",
                     "",
                     "",
                 )
-            for v in r["violations"]:
-                unit = v["unit"]
+            for v in r.violations:
+                unit = v.unit
                 fmt = (
                     (lambda x: f"{x / 1e3:.1f} µs")
                     if unit == "ns"
                     else ((lambda x: f"{x:.3g} B") if unit == "bytes" else (lambda x: f"{x:.0%}"))
                 )
                 self.add_row(  # names and messages quote the trace: Text, never markup
-                    outside_text(r["invariant"]),
-                    outside_text(v["name"], limit=44),
-                    str(v["count"]),
-                    fmt(v["observed"]),
-                    fmt(v["predicted"]),
-                    outside_text(v["message"]),
+                    outside_text(r.invariant),
+                    outside_text(v.name, limit=44),
+                    str(v.count),
+                    fmt(v.observed),
+                    fmt(v.predicted),
+                    outside_text(v.message),
                 )
 
 
@@ -151,17 +151,17 @@ class CauseTable(DataTable[object]):
         ):
             self.add_column(label, key=key, width=width)
 
-    def show(self, hyps: tuple[dict[str, Any], ...]) -> None:
+    def show(self, hyps: tuple[HypothesisView, ...]) -> None:
         self.clear()
         for h in hyps:
             claimed = (
-                Text("yes", style="bold #5fd75f") if h["claimed"] else Text("no", style="#8a8a8a")
+                Text("yes", style="bold #5fd75f") if h.claimed else Text("no", style="#8a8a8a")
             )
-            ev = "; ".join(e["what"] for e in h["evidence"][:2])
+            ev = "; ".join(e.what for e in h.evidence[:2])
             self.add_row(
-                outside_text(h["cause"]),
-                f"{h['impact']:.1%}",
-                f"{h['confidence']:.2f}",
+                outside_text(h.cause),
+                f"{h.impact:.1%}",
+                f"{h.confidence:.2f}",
                 claimed,
                 outside_text(ev),  # evidence quotes kernel names: Text, never markup
             )

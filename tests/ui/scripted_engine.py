@@ -14,9 +14,12 @@ from engine.regimes import Label, Regime
 from engine.runtime import EventBus, RunConfig
 from engine.runtime.events import (
     DecodedBatch,
+    EvidenceView,
     HypothesesReport,
+    HypothesisView,
     InterventionUpdate,
     InvariantsReport,
+    InvariantView,
     KappaUpdate,
     KernelsReady,
     LogEvent,
@@ -25,6 +28,7 @@ from engine.runtime.events import (
     Progress,
     RunStarted,
     TelemetryEvent,
+    ViolationView,
 )
 from engine.telemetry.sample import ClockEventReason, TelemetrySample
 
@@ -199,31 +203,30 @@ class ScriptedEngine:
             InvariantsReport(
                 t_wall=12.6,
                 results=(
-                    {
-                        "invariant": "kernel_time",
-                        "checkable": True,
-                        "checked": 93,
-                        "reason": "",
-                        "violations": [
-                            {
-                                "name": "adam_update_kernel<param>",
-                                "count": 48,
-                                "observed": 3952.0,
-                                "predicted": 2062.0,
-                                "residual": 1890.0,
-                                "unit": "ns",
-                                "message": "48 rows over the roofline's allowance",
-                                "rows": [1, 2],
-                            }
-                        ],
-                    },
-                    {
-                        "invariant": "concurrency",
-                        "checkable": False,
-                        "checked": 0,
-                        "reason": "the plan predicts no concurrent kernels",
-                        "violations": [],
-                    },
+                    InvariantView(
+                        "kernel_time",
+                        checkable=True,
+                        checked=93,
+                        reason="",
+                        violations=(
+                            ViolationView(
+                                name="adam_update_kernel<param>",
+                                message="48 rows over the roofline's allowance",
+                                count=48,
+                                observed=3952.0,
+                                predicted=2062.0,
+                                residual=1890.0,
+                                unit="ns",
+                                rows=(1, 2),
+                            ),
+                        ),
+                    ),
+                    InvariantView(
+                        "concurrency",
+                        checkable=False,
+                        checked=0,
+                        reason="the plan predicts no concurrent kernels",
+                    ),
                 ),
             )
         )
@@ -231,22 +234,16 @@ class ScriptedEngine:
             HypothesesReport(
                 t_wall=12.6,
                 hypotheses=(
-                    {
-                        "cause": "UNFUSED_ATTENTION",
-                        "description": "",
-                        "impact": 0.156,
-                        "confidence": 1.0,
-                        "claimed": True,
-                        "evidence": [
-                            {
-                                "kind": "structural",
-                                "what": "24 GEMM→softmax→GEMM attentions",
-                                "value": 0.156,
-                                "p": None,
-                                "p_adjusted": None,
-                            }
-                        ],
-                    },
+                    HypothesisView(
+                        cause="UNFUSED_ATTENTION",
+                        description="",
+                        impact=0.156,
+                        confidence=1.0,
+                        claimed=True,
+                        evidence=(
+                            EvidenceView("structural", "24 GEMM→softmax→GEMM attentions", 0.156),
+                        ),
+                    ),
                 ),
             )
         )

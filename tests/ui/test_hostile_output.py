@@ -24,11 +24,15 @@ from engine.analyze.compute import analyze_trace
 from engine.regimes import Regime
 from engine.runtime.events import (
     DecodedBatch,
+    EvidenceView,
     HypothesesReport,
+    HypothesisView,
     InvariantsReport,
+    InvariantView,
     LogEvent,
     RunStarted,
     TelemetryEvent,
+    ViolationView,
 )
 from engine.study.audit import AuditLedger
 from engine.telemetry.sample import TelemetrySample
@@ -340,31 +344,27 @@ class HostileEngine(ScriptedEngine):
             InvariantsReport(
                 t_wall=2.0,
                 results=(
-                    {
-                        "invariant": "kernel_time",
-                        "checkable": True,
-                        "checked": 3,
-                        "reason": "",
-                        "violations": [
-                            {
-                                "name": "[/]\x1b[2J kernel",
-                                "count": 1,
-                                "observed": 2.0,
-                                "predicted": 1.0,
-                                "residual": 1.0,
-                                "unit": "ns",
-                                "message": "[/] over \x1b]0;x\x07 its allowance",
-                                "rows": [0],
-                            }
-                        ],
-                    },
-                    {
-                        "invariant": "bytes",
-                        "checkable": False,
-                        "checked": 0,
-                        "reason": "[/] no counters \x1b[2J",
-                        "violations": [],
-                    },
+                    InvariantView(
+                        "kernel_time",
+                        checkable=True,
+                        checked=3,
+                        reason="",
+                        violations=(
+                            ViolationView(
+                                name="[/]\x1b[2J kernel",
+                                message="[/] over \x1b]0;x\x07 its allowance",
+                                count=1,
+                                observed=2.0,
+                                predicted=1.0,
+                                residual=1.0,
+                                unit="ns",
+                                rows=(0,),
+                            ),
+                        ),
+                    ),
+                    InvariantView(
+                        "bytes", checkable=False, checked=0, reason="[/] no counters \x1b[2J"
+                    ),
                 ),
             )
         )
@@ -372,14 +372,14 @@ class HostileEngine(ScriptedEngine):
             HypothesesReport(
                 t_wall=2.0,
                 hypotheses=(
-                    {
-                        "cause": "LAUNCH_BOUND",
-                        "description": "",
-                        "impact": 0.2,
-                        "confidence": 0.9,
-                        "claimed": True,
-                        "evidence": [{"kind": "structural", "what": "[/] \x1b[2J", "value": 1.0}],
-                    },
+                    HypothesisView(
+                        cause="LAUNCH_BOUND",
+                        description="",
+                        impact=0.2,
+                        confidence=0.9,
+                        claimed=True,
+                        evidence=(EvidenceView("structural", "[/] \x1b[2J", 1.0),),
+                    ),
                 ),
             )
         )
