@@ -20,8 +20,12 @@ planted cause, nothing is claimed (tests).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -45,6 +49,13 @@ _CAPPED = (
     | ClockEventReason.SW_THERMAL_SLOWDOWN
     | ClockEventReason.HW_SLOWDOWN
 )
+
+
+@lru_cache(maxsize=1)
+def structural_priors() -> dict[str, Any]:
+    """Return manifests/attribution.json: each cause's confidence, recoverable share and
+    thresholds (engineering priors, not fitted; the file says why each is what it is)."""
+    return json.loads(resources.files("manifests").joinpath("attribution.json").read_text())
 
 
 # ------------------------------------------------------------------ statistics
@@ -395,6 +406,8 @@ def _structural(
     from engine.levers.priors import FOREACH_MIN_RUN
 
     seg = res.trace.segments
+    pri = structural_priors()
+    C = pri["causes"]
     out: dict[Cause, tuple[float, float, list[Evidence]]] = {}
     dur = dag.d_dur
     reg = dag.d_regime
@@ -404,7 +417,7 @@ def _structural(
             return 0.0
         known = [d for d in rows_ if reg[d] != 255]
         if not known:
-            return 0.9
+            return float(pri["regime_unknown_agreement"])
         return float(np.mean([reg[d] in regimes for d in known]))
 
     def put(cause: Cause, t_ns: float, conf: float, what: str) -> None:
@@ -431,7 +444,9 @@ def _structural(
     put(
         Cause.LAUNCH_OVERHEAD,
         launch_idle,
-        0.9 if rows.gated.any() else 0.5,
+        C["LAUNCH_OVERHEAD"]["confidence"]
+        if rows.gated.any()
+        else C["LAUNCH_OVERHEAD"]["confidence_without_gated_rows"],
         f"device idle {launch_idle / 1e3:.0f} µs while the host was launching "
         f"({int(rows.gated.sum())} rows started as soon as launched)",
     )
@@ -448,14 +463,14 @@ def _structural(
     put(
         Cause.HOST_SYNC,
         _bubbles(res, mid, starts, ends_sorted),
-        0.9,
+        C["HOST_SYNC"]["confidence"],
         f"{len(mid)} mid-step syncs: device idle around them",
     )
     pageable = np.flatnonzero(dag.api == ApiKind.MEMCPY_SYNC).tolist()
     put(
         Cause.PAGEABLE_COPY,
         _bubbles(res, pageable, starts, ends_sorted),
-        0.9,
+        C["PAGEABLE_COPY"]["confidence"],
         f"{len(pageable)} host-blocking pageable copies: device idle around them",
     )
     for api, cause, what in (
@@ -464,7 +479,8 @@ def _structural(
     ):
         rr = np.flatnonzero(dag.api == api).tolist()
         idle = _idle_during(res, [(h_start[r], h_end[r]) for r in rr])
-        put(cause, idle, 0.9, f"{len(rr)} {what}: {idle / 1e3:.0f} µs with the device idle")
+        conf = C[cause.name]["confidence"]
+        put(cause, idle, conf, f"{len(rr)} {what}: {idle / 1e3:.0f} µs with the device idle")
     # serial copies: async copies on compute streams that no other stream's work overlapped
     stream_r = seg.stream[res.row]
     kinds_r = seg.kind[res.row]
@@ -483,7 +499,7 @@ def _structural(
     put(
         Cause.SERIAL_COPY,
         float(res.observed_ns[serial].sum()),
-        0.8,
+        C["SERIAL_COPY"]["confidence"],
         f"{len(serial)} async copies serialised with compute",
     )
     # kernel patterns (the levers' own finders on the replay graph)
@@ -501,7 +517,7 @@ def _structural(
     ch = [d for run in chains for d in run]
     put(
         Cause.UNFUSED_ELEMENTWISE,
-        float(dur[ch].sum()) * 0.5,
+        float(dur[ch].sum()) * C["UNFUSED_ELEMENTWISE"]["recoverable"],
         agree(ch, (Regime.MEMORY, Regime.IDLE)),
         f"{len(chains)} adjacent elementwise/norm chains ({len(ch)} kernels)",
     )
@@ -519,7 +535,12 @@ def _structural(
         f"{len(fp32)} FP32 SIMT matmul/conv rows",
     )
     lay = [d for d in range(len(dag.d_name)) if L.LAYOUT.search(dag.d_name[d])]
-    put(Cause.LAYOUT_TRANSFORM, float(dur[lay].sum()), 0.9, f"{len(lay)} layout-transform kernels")
+    put(
+        Cause.LAYOUT_TRANSFORM,
+        float(dur[lay].sum()),
+        C["LAYOUT_TRANSFORM"]["confidence"],
+        f"{len(lay)} layout-transform kernels",
+    )
     att = []
     for run in L.launch_runs(
         dag, lambda d: int(dag.d_klass[d]) in (Klass.GEMM, Klass.REDUCTION), 3
@@ -534,7 +555,7 @@ def _structural(
                 att += [a, s, b]
     put(
         Cause.UNFUSED_ATTENTION,
-        float(dur[att].sum()) * 0.5,
+        float(dur[att].sum()) * C["UNFUSED_ATTENTION"]["recoverable"],
         agree(att, (Regime.MEMORY,)) if att else 0.0,
         f"{len(att) // 3} GEMM→softmax→GEMM attentions",
     )
@@ -547,7 +568,7 @@ def _structural(
     put(
         Cause.CONV_ALGO,
         excess,
-        agree(conv_d, (Regime.COMPUTE,)) * 0.8 if conv_d else 0.0,
+        agree(conv_d, (Regime.COMPUTE,)) * C["CONV_ALGO"]["agreement_weight"] if conv_d else 0.0,
         f"{len(conv)} convolution rows {excess / 1e3:.0f} µs over their expected time",
     )
     hw = by_id(res.graph.hardware)
@@ -557,12 +578,12 @@ def _structural(
         if dag.d_kind[d] == Kind.KERNEL
         and reg[d] == Regime.STALL
         and dag.d_klass[d] in (Klass.GEMM, Klass.CONV)
-        and L.fill(dag, d, hw) < 0.5
+        and L.fill(dag, d, hw) < C["LOW_OCCUPANCY"]["wave_fill_below"]
     ]
     put(
         Cause.LOW_OCCUPANCY,
-        float(dur[low].sum()) * 0.5,
-        0.8 if low else 0.0,
+        float(dur[low].sum()) * C["LOW_OCCUPANCY"]["recoverable"],
+        C["LOW_OCCUPANCY"]["confidence"] if low else 0.0,
         f"{len(low)} starved GEMM/conv rows (STALL, grid < half a wave)",
     )
     opt = [
@@ -575,8 +596,8 @@ def _structural(
     ]
     put(
         Cause.OPTIMIZER_LAUNCHES,
-        float(dur[opt].sum()) * 0.5,
-        0.9 if opt else 0.0,
+        float(dur[opt].sum()) * C["OPTIMIZER_LAUNCHES"]["recoverable"],
+        C["OPTIMIZER_LAUNCHES"]["confidence"] if opt else 0.0,
         f"{len(opt)} per-parameter launches of one kernel",
     )
     # power cap: share of samples capped × compute-row time lost to the lower clock
@@ -590,7 +611,7 @@ def _structural(
     put(
         Cause.POWER_CAP,
         lost,
-        0.6 if lost else 0.0,
+        C["POWER_CAP"]["confidence"] if lost else 0.0,
         f"{len(capped)}/{len(tel)} telemetry samples clock-capped",
     )
     # small batch: the device idle share of the window (GPU not saturated)
@@ -598,8 +619,10 @@ def _structural(
     idle_share = max(0.0, 1 - busy / window)
     put(
         Cause.SMALL_BATCH,
-        idle_share * window * 0.5,
-        0.6 if idle_share > 0.3 else 0.0,
+        idle_share * window * C["SMALL_BATCH"]["recoverable"],
+        C["SMALL_BATCH"]["confidence"]
+        if idle_share > C["SMALL_BATCH"]["idle_share_above"]
+        else 0.0,
         f"device idle {idle_share:.0%} of the window",
     )
     return out
