@@ -14,7 +14,8 @@
    kept or rolled back by the gate; survivors re-ranked on the new state.
 5. **report** (4/24): the kept levers re-measured together; report.md + report.json.
 
-Phases 2-5 are engine/runtime/phases.py; decoded rows reach subscribers through
+Phases 2-5 are engine/runtime/phases.py; what runs where and the live sources are
+engine/runtime/sources.py; decoded rows reach subscribers through
 engine/runtime/stream.py. Numeric work runs in worker threads; the event loop only moves data.
 A phase that finishes early leaves its time to the next. Every state transition is journaled
 before it happens, and the run holds its run lock (engine/store/runs.py) throughout.
@@ -30,8 +31,7 @@ from typing import Any
 from engine.device.simulator import SimulatedGPU
 from engine.eesm.live import LiveDecoder, warm_up
 from engine.eesm.pipeline import EesmModel
-from engine.manifest import load_hardware, load_workload
-from engine.regimes import Regime
+from engine.manifest import load_hardware
 from engine.runtime import sources
 from engine.runtime.bus import EventBus
 from engine.runtime.config import APPROVAL_POLICIES, PHASES, RunConfig, phase_deadline
@@ -40,7 +40,6 @@ from engine.runtime.events import (
     LogEvent,
     PhaseChanged,
     RunFinished,
-    RunStarted,
     TelemetryEvent,
 )
 from engine.runtime.phases import OptimizePhases, recover_earlier_runs
@@ -63,44 +62,15 @@ class Engine:
         self.config = config
         self.bus = bus or EventBus()
         self.hw = load_hardware(config.hardware)
-        self.cmd_workload: Any = None
-        if config.workload == "command":  # a real process: CommandError on a bad definition
-            from engine.workloads.command import ChoiceLever, CommandSpec, CommandWorkload
-
-            self.cmd_workload = CommandWorkload(
-                CommandSpec(
-                    argv=config.command,
-                    metric=config.metric,
-                    goal=config.goal,  # type: ignore[arg-type]
-                    levers=tuple(ChoiceLever.parse(x) for x in config.levers),
-                    check=config.check,
-                )
-            )
-        capturing = bool(config.capture_program)
-        self.workload = None if (self.cmd_workload or capturing) else load_workload(config.workload)
-        # a real GPU (nvidia / amd, or auto when one works): telemetry is read from it and the
-        # run watches it; BackendUnavailable (one line for the user) when it cannot start
-        self.backend: Any = None
-        self.device_notes: list[str] = []
-        if config.device != "sim":
-            from engine.telemetry.backends import open_backend
-
-            self.backend, self.device_notes = open_backend(config.device)
+        target = sources.resolve(config, self.hw)  # what runs, on what device
+        self.workload, self.cmd_workload = target.workload, target.cmd_workload
+        self.backend, self.device_notes = target.backend, target.device_notes
+        self.device_label = target.device_label
         self.run_id = new_run_id()
         self.run_dir = run_path(self.run_id)
         #: held for the whole run: recovery and `gitm-tui approve` tell a live run from a dead
         #: one by it (engine/store/runs.py)
         self.lock = RunLock(self.run_dir)
-        self.device_label = (
-            "this machine (command workload: measured for real, no device trace)"
-            if self.cmd_workload
-            else f"simulated {self.hw.name}"
-        )
-        if self.backend is not None:
-            self.device_label = self.backend.label
-        if capturing:
-            where = self.backend.label if self.backend is not None else "the CUDA device"
-            self.device_label = f"{where} — CUPTI capture of {' '.join(config.capture_program)}"
         self.gpu: SimulatedGPU | None = None
         self.decoder: LiveDecoder = LiveDecoder(EesmModel.build(self.hw), use_numba=False)
         self.stream = DecodedStream(self.bus, self.elapsed, self.decoder.model.params.kappa.k_max)
@@ -251,7 +221,7 @@ class Engine:
         self.gpu = gpu = (
             SimulatedGPU(self.hw, self.workload, seed=cfg.seed) if self.workload else None
         )
-        self._announce()
+        sources.announce(self)
         self._sinks = sources.open_sinks(self)
         await recover_earlier_runs(self)
         if self.workload is not None and self.backend is None:  # command / real GPU: no decoding
@@ -314,43 +284,6 @@ class Engine:
             self.phase("done", status)
             self.bus.publish(fin)
         return fin
-
-    def _announce(self) -> None:
-        """Publish what this run is: ``RunStarted`` and the device's notes."""
-        cfg = self.config
-        if self.workload is not None:
-            name, title = self.workload.name, self.workload.title
-        elif cfg.capture_program:
-            name, title = "capture", " ".join(cfg.capture_program)
-        else:
-            name, title = "command", self.cmd_workload.title
-        self.bus.publish(
-            RunStarted(
-                t_wall=0.0,
-                run_id=self.run_id,
-                workload=name,
-                workload_title=title,
-                device=self.device_label,
-                simulated=self.workload is not None and self.backend is None,
-                budget_s=cfg.budget_s,
-                seed=cfg.seed,
-                streams=self.workload.streams if self.workload else (),
-                regimes=tuple(r.name for r in Regime),
-                target=cfg.target,
-                approve=cfg.approve,
-                run_dir=str(self.run_dir),
-            )
-        )
-        for note in self.device_notes:
-            self.bus.publish(LogEvent(t_wall=0.0, level="info", message=f"device: {note}"))
-        if cfg.device == "auto" and self.backend is None:
-            self.bus.publish(
-                LogEvent(
-                    t_wall=0.0,
-                    level="warning",
-                    message="no GPU found: running on the simulated H100 (gitm-tui doctor says why)",
-                )
-            )
 
     # ------------------------------------------------------------------ numba warm-up
     def check_warm(self, decoder: LiveDecoder) -> None:

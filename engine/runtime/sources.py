@@ -14,14 +14,111 @@ import contextlib
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.regimes import Regime
+from engine.runtime.events import LogEvent, RunStarted
 from engine.runtime.stream import NamesHolder
 
 if TYPE_CHECKING:
     from engine.device.simulator import SimulatedGPU
     from engine.eesm.live import LiveDecoder
+    from engine.manifest import HardwareSpec, WorkloadSpec
+    from engine.runtime.config import RunConfig
     from engine.runtime.engine import Engine
+
+
+@dataclass
+class Target:
+    """What a run runs and where: a built-in simulated workload, a real process (command
+    workload), or a program under CUPTI capture; a real GPU backend where one was asked for."""
+
+    workload: WorkloadSpec | None
+    cmd_workload: Any
+    backend: Any
+    device_notes: list[str]
+    device_label: str
+
+
+def resolve(config: RunConfig, hw: HardwareSpec) -> Target:
+    """The run's target from its configuration: CommandError on a bad command workload,
+    BackendUnavailable when a requested GPU backend cannot start (one line for the user)."""
+    cmd: Any = None
+    if config.workload == "command":
+        from engine.workloads.command import ChoiceLever, CommandSpec, CommandWorkload
+
+        cmd = CommandWorkload(
+            CommandSpec(
+                argv=config.command,
+                metric=config.metric,
+                goal=config.goal,  # type: ignore[arg-type]
+                levers=tuple(ChoiceLever.parse(x) for x in config.levers),
+                check=config.check,
+            )
+        )
+    capturing = bool(config.capture_program)
+    workload = None
+    if not (cmd or capturing):
+        from engine.manifest import load_workload
+
+        workload = load_workload(config.workload)
+    # a real GPU (nvidia / amd, or auto when one works): telemetry is read from it
+    backend: Any = None
+    notes: list[str] = []
+    if config.device != "sim":
+        from engine.telemetry.backends import open_backend
+
+        backend, notes = open_backend(config.device)
+    label = (
+        "this machine (command workload: measured for real, no device trace)"
+        if cmd
+        else f"simulated {hw.name}"
+    )
+    if backend is not None:
+        label = backend.label
+    if capturing:
+        where = backend.label if backend is not None else "the CUDA device"
+        label = f"{where} — CUPTI capture of {' '.join(config.capture_program)}"
+    return Target(workload, cmd, backend, notes, label)
+
+
+def announce(eng: Engine) -> None:
+    """Publish what this run is (``RunStarted``) and the device's notes."""
+    cfg = eng.config
+    if eng.workload is not None:
+        name, title = eng.workload.name, eng.workload.title
+    elif cfg.capture_program:
+        name, title = "capture", " ".join(cfg.capture_program)
+    else:
+        name, title = "command", eng.cmd_workload.title
+    eng.bus.publish(
+        RunStarted(
+            t_wall=0.0,
+            run_id=eng.run_id,
+            workload=name,
+            workload_title=title,
+            device=eng.device_label,
+            simulated=eng.workload is not None and eng.backend is None,
+            budget_s=cfg.budget_s,
+            seed=cfg.seed,
+            streams=eng.workload.streams if eng.workload else (),
+            regimes=tuple(r.name for r in Regime),
+            target=cfg.target,
+            approve=cfg.approve,
+            run_dir=str(eng.run_dir),
+        )
+    )
+    for note in eng.device_notes:
+        eng.bus.publish(LogEvent(t_wall=0.0, level="info", message=f"device: {note}"))
+    if cfg.device == "auto" and eng.backend is None:
+        eng.bus.publish(
+            LogEvent(
+                t_wall=0.0,
+                level="warning",
+                message="no GPU found: running on the simulated H100 (gitm-tui doctor says why)",
+            )
+        )
 
 
 async def stream_simulated(eng: Engine, gpu: SimulatedGPU, decoder: LiveDecoder) -> None:
