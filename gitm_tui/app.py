@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -162,67 +163,94 @@ class GitmApp(App[int]):
 
     # ---------------------------------------------------------------- events → widgets
     def on_gitm_app_engine_event(self, message: EngineEvent) -> None:
-        ev = message.event
-        header = self.query_one(RunHeader)
-        if isinstance(ev, DecodedBatch):
-            strips = self.query(f"#strip-{ev.stream}")
-            if not strips:
-                self._mount_strip(ev.stream)
-                strips = self.query(f"#strip-{ev.stream}")
-            strips.first(RegimeStrip).add(ev.labels, ev.degenerate, ev.names)
-            self.query_one(KernelTable).add(
-                ev.stream, ev.names, ev.start_ns, ev.end_ns, ev.labels, ev.degenerate, ev.config
-            )
-        elif isinstance(ev, KappaUpdate):
-            self.query_one(KappaPanel).update_kappa(ev)
-        elif isinstance(ev, TelemetryEvent):
-            panel = self.query_one(TelemetryPanel)
-            for sample in ev.samples():
-                panel.add(sample)
-        elif isinstance(ev, Progress):
-            header.elapsed, header.budget = ev.elapsed_s, ev.budget_s
-            self.query_one(OptimizeBar).elapsed = ev.elapsed_s
-        elif isinstance(ev, PhaseChanged):
-            self.phase = header.phase = ev.phase
-            if ev.phase != "paused":
-                bar = self.query_one(OptimizeBar)
-                bar.phase = ev.phase
-                if ev.phase in PHASE_NAMES:
-                    bar.deadline = phase_deadline(bar.budget, ev.phase)
-            self.refresh_bindings()
-        elif isinstance(ev, InterventionUpdate):
-            table = self.query_one(InterventionTable)
-            first = not table.row_count
-            table.update_iv(ev)
-            if first:  # the loop's decisions are made here: put the cursor on them
-                table.focus()
-            self.refresh_bindings()
-        elif isinstance(ev, InvariantsReport):
-            self.query_one(ViolationTable).show(ev.results)
-        elif isinstance(ev, HypothesesReport):
-            self.query_one(CauseTable).show(ev.hypotheses)
-        elif isinstance(ev, OptimizeStatus):
-            bar = self.query_one(OptimizeBar)
-            bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
-            bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
-        elif isinstance(ev, ReportWritten):
-            self._log_line(f"{ev.summary}; report {ev.path}", "bold")
-        elif isinstance(ev, KernelsReady):
-            header.kernels = (
-                f"{ev.backend} ✓ {ev.seconds:.1f}s"
-                if ev.backend == "numba"
-                else "numpy (numba unavailable)"
-            )
-            self.query_one("#warming").add_class("-hidden")
-        elif isinstance(ev, LogEvent):
-            style = {"error": "bold red", "warning": "yellow"}.get(ev.level, "")
-            self._log_line(f"{ev.level}: {ev.message}", style)
-        elif isinstance(ev, RunStarted):
-            self._on_started(ev, header)
-        elif isinstance(ev, RunFinished):
-            self._on_finished(ev)
+        self._show(message.event)
 
-    def _on_started(self, ev: RunStarted, header: RunHeader) -> None:
+    # one handler per event type: singledispatch picks it by the event's class
+    @functools.singledispatchmethod
+    def _show(self, ev: Event) -> None:
+        """An event kind the dashboard does not show."""
+
+    @_show.register
+    def _(self, ev: DecodedBatch) -> None:
+        strips = self.query(f"#strip-{ev.stream}")
+        if not strips:
+            self._mount_strip(ev.stream)
+            strips = self.query(f"#strip-{ev.stream}")
+        strips.first(RegimeStrip).add(ev.labels, ev.degenerate, ev.names)
+        self.query_one(KernelTable).add(
+            ev.stream, ev.names, ev.start_ns, ev.end_ns, ev.labels, ev.degenerate, ev.config
+        )
+
+    @_show.register
+    def _(self, ev: KappaUpdate) -> None:
+        self.query_one(KappaPanel).update_kappa(ev)
+
+    @_show.register
+    def _(self, ev: TelemetryEvent) -> None:
+        panel = self.query_one(TelemetryPanel)
+        for sample in ev.samples():
+            panel.add(sample)
+
+    @_show.register
+    def _(self, ev: Progress) -> None:
+        header = self.query_one(RunHeader)
+        header.elapsed, header.budget = ev.elapsed_s, ev.budget_s
+        self.query_one(OptimizeBar).elapsed = ev.elapsed_s
+
+    @_show.register
+    def _(self, ev: PhaseChanged) -> None:
+        self.phase = self.query_one(RunHeader).phase = ev.phase
+        if ev.phase != "paused":
+            bar = self.query_one(OptimizeBar)
+            bar.phase = ev.phase
+            if ev.phase in PHASE_NAMES:
+                bar.deadline = phase_deadline(bar.budget, ev.phase)
+        self.refresh_bindings()
+
+    @_show.register
+    def _(self, ev: InterventionUpdate) -> None:
+        table = self.query_one(InterventionTable)
+        first = not table.row_count
+        table.update_iv(ev)
+        if first:  # the loop's decisions are made here: put the cursor on them
+            table.focus()
+        self.refresh_bindings()
+
+    @_show.register
+    def _(self, ev: InvariantsReport) -> None:
+        self.query_one(ViolationTable).show(ev.results)
+
+    @_show.register
+    def _(self, ev: HypothesesReport) -> None:
+        self.query_one(CauseTable).show(ev.hypotheses)
+
+    @_show.register
+    def _(self, ev: OptimizeStatus) -> None:
+        bar = self.query_one(OptimizeBar)
+        bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
+        bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
+
+    @_show.register
+    def _(self, ev: ReportWritten) -> None:
+        self._log_line(f"{ev.summary}; report {ev.path}", "bold")
+
+    @_show.register
+    def _(self, ev: KernelsReady) -> None:
+        self.query_one(RunHeader).kernels = (
+            f"{ev.backend} ✓ {ev.seconds:.1f}s"
+            if ev.backend == "numba"
+            else "numpy (numba unavailable)"
+        )
+        self.query_one("#warming").add_class("-hidden")
+
+    @_show.register
+    def _(self, ev: LogEvent) -> None:
+        style = {"error": "bold red", "warning": "yellow"}.get(ev.level, "")
+        self._log_line(f"{ev.level}: {ev.message}", style)
+
+    @_show.register
+    def _(self, ev: RunStarted) -> None:
+        header = self.query_one(RunHeader)
         header.workload, header.device, header.simulated = ev.workload, ev.device, ev.simulated
         header.budget = ev.budget_s
         bar = self.query_one(OptimizeBar)
@@ -236,7 +264,8 @@ class GitmApp(App[int]):
                 f"device: {ev.device} — a calibrated simulation, no GPU is used", "yellow"
             )
 
-    def _on_finished(self, ev: RunFinished) -> None:
+    @_show.register
+    def _(self, ev: RunFinished) -> None:
         self.finished = ev
         shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
         self._log_line(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
