@@ -403,7 +403,12 @@ class GitmApp(App[int]):
         self.exit(int(self._exit_code()))
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.settings.lag))
+        keys = [
+            (b.key_display or b.key, b.description)
+            for b in self.BINDINGS
+            if isinstance(b, Binding) and b.description
+        ]
+        self.push_screen(HelpScreen(self.settings.lag, keys))
 
 
 def make_app(settings: Settings, engine: EngineLike) -> GitmApp:

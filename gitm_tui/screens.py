@@ -17,6 +17,7 @@ coloured by the bottleneck regime EESM decoded for it:
 
   [b #5fd75f]COMPUTE[/]  tensor / ALU pipes busy     [b #5fafff]MEMORY[/]  HBM bandwidth-bound
   [b #ff8700]STALL[/]    waiting on latency or deps  [#8a8a8a]IDLE[/]    launch-bound, tiny kernel
+  [b #00d7d7]COPY[/]     a memcpy / memset           [b #d787ff]COMM[/]    a collective (NCCL / RCCL)
 
 A shaded cell ▒ lies in M_deg: the covariance of recent pressures is ill-conditioned
 (κ > K_max), so its label is low-confidence. Labels become final {lag} segments after
@@ -27,11 +28,13 @@ each with its share of the budget (bar under the header: gain against the target
 Interventions are proposed with a predicted gain (replayed on the trace) and the causes
 attribution found; nothing changes the workload until it is approved. Each applied lever is
 measured and kept only if it beats the noise floor and passes the workload's correctness check.
-
-Keys:  p pause/resume   a approve   x reject   b roll back   d details (selected intervention)
-       f finish the apply phase (go to the report)
-       tab switch tables (Interventions · Violations · Causes · Log)   q quit   ? help
 """
+
+
+def keys_text(bindings: list[tuple[str, str]]) -> str:
+    """The key list of the help screen, from the app's own bindings (never typed twice)."""
+    keys = "   ".join(f"[b]{key}[/b] {what.lower()}" for key, what in bindings)
+    return f"Keys:  {keys}\n       [b]tab[/b] switch tables (Interventions · Violations · Causes · Log)\n"
 
 
 class HelpScreen(ModalScreen[None]):
@@ -39,12 +42,14 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, lag: int) -> None:
+    def __init__(self, lag: int, bindings: list[tuple[str, str]]) -> None:
+        """``bindings``: (key, what it does) of the app's keys, in the app's order."""
         super().__init__()
         self.lag = lag
+        self.bindings = bindings
 
     def compose(self) -> ComposeResult:
-        yield Static(HELP.format(lag=self.lag), id="help")
+        yield Static(HELP.format(lag=self.lag) + "\n" + keys_text(self.bindings), id="help")
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from textual.widgets import Static
+
 from engine.runtime import Engine, RunConfig
 from gitm_tui.app import Settings, make_app
 from gitm_tui.render import spark, strip_cells
@@ -54,6 +56,10 @@ async def test_pause_key_sends_the_command_and_quit_stops_the_engine():
         await pilot.press("question_mark")
         await pilot.pause(0.1)
         assert isinstance(app.screen, HelpScreen)
+        shown = str(app.screen.query_one("#help", Static).render())
+        for b in app.BINDINGS:  # the key list is the app's own bindings, every one of them
+            assert f"{b.key_display or b.key} {b.description.lower()}" in shown
+        assert "COPY" in shown and "COMM" in shown
         await pilot.press("escape")
         await pilot.pause(0.05)
         await pilot.press("q")
