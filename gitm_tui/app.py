@@ -12,6 +12,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
 
 from engine.runtime import Engine, EventBus, RunConfig
@@ -93,6 +94,10 @@ class GitmApp(App[int]):
         Binding("question_mark", "help", "Help", key_display="?"),
     ]
 
+    #: the run's phase (starting, warmup, profile … report, paused, done): the keys on offer
+    #: follow it (check_action), so a change refreshes them
+    phase: reactive[str] = reactive("starting", init=False)
+
     class EngineEvent(Message):
         """One engine event, carried from the events worker to the UI."""
 
@@ -105,7 +110,6 @@ class GitmApp(App[int]):
         self.settings = settings
         self.engine = engine
         self.subscription = engine.bus.subscribe()  # before the run starts: miss nothing
-        self.phase = "starting"
         self.run_id = ""
         self.finished: RunFinished | None = None
         #: the run failed because the file system refused a write (disk full, read-only):
@@ -205,6 +209,8 @@ class GitmApp(App[int]):
             bar.phase = ev.phase
             if ev.phase in PHASE_NAMES:
                 bar.deadline = phase_deadline(bar.budget, ev.phase)
+
+    def watch_phase(self) -> None:
         self.refresh_bindings()
 
     @_show.register
