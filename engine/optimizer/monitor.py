@@ -90,9 +90,8 @@ class InvariantResult:
     reason: str
     violations: list[Violation] = field(default_factory=list)
 
-    def as_dict(self, most: int | None = None, rows: bool = False) -> dict[str, Any]:
-        """The verdict as plain data (run report, bus event): the first ``most`` violations,
-        each with the trace rows involved when ``rows``."""
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as plain data (report.json)."""
         return {
             "invariant": self.invariant,
             "checkable": self.checkable,
@@ -108,9 +107,8 @@ class InvariantResult:
                     "predicted": v.predicted,
                     "residual": v.residual,
                     "unit": v.unit,
-                    **({"rows": v.rows} if rows else {}),
                 }
-                for v in self.violations[:most]
+                for v in self.violations
             ],
         }
 

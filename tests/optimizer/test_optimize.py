@@ -273,34 +273,43 @@ def test_bad_target_and_policy_are_usage_errors():
         assert r.returncode == 2 and msg in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
 
 
+async def _approve_in_tui(app, pilot, lever: str):
+    """Wait for ``lever`` to be proposed, approve it with a and y, wait until it is VERIFIED;
+    return the intervention table, the intervention's id and the waiting helper."""
+    from gitm_tui.screens import ConfirmScreen
+    from gitm_tui.widgets.interventions import InterventionTable
+
+    table = app.query_one(InterventionTable)
+
+    async def until(pred, rounds=400):
+        for _ in range(rounds):
+            await pilot.pause(0.05)
+            if pred():
+                return
+        raise AssertionError("timed out")
+
+    await until(lambda: any(v.lever == lever for v in table.latest.values()))
+    iid = next(k for k, v in table.latest.items() if v.lever == lever)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(iid))
+    await pilot.press("a")
+    await until(lambda: isinstance(app.screen, ConfirmScreen))
+    await pilot.press("y")
+    await until(lambda: table.latest[iid].state == "VERIFIED")
+    return table, iid, until
+
+
 @pytest.mark.slow
 async def test_tui_approve_then_roll_back_by_hand():
     from engine.runtime import Engine, RunConfig
     from gitm_tui.app import Settings, make_app
     from gitm_tui.screens import ConfirmScreen
-    from gitm_tui.widgets.interventions import InterventionTable
     from gitm_tui.widgets.kernel_table import KernelTable
 
     eng = Engine(RunConfig(workload="hft-lob", budget_s=40, tick_s=0.05, approve="manual"))
     app = make_app(Settings(), eng)
     async with app.run_test(size=(130, 42)) as pilot:
-        table = app.query_one(InterventionTable)
-
-        async def until(pred, rounds=400):
-            for _ in range(rounds):
-                await pilot.pause(0.05)
-                if pred():
-                    return
-            raise AssertionError("timed out")
-
-        await until(lambda: any(v.lever == "cuda_graphs" for v in table.latest.values()))
-        iid = next(k for k, v in table.latest.items() if v.lever == "cuda_graphs")
-        table.focus()
-        table.move_cursor(row=table.get_row_index(iid))
-        await pilot.press("a")
-        await until(lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
-        await until(lambda: table.latest[iid].state == "VERIFIED")
+        table, iid, until = await _approve_in_tui(app, pilot, "cuda_graphs")
         assert table.latest[iid].approved_by == "tui" and table.latest[iid].measured_gain > 0.15
         kernels = app.query_one(KernelTable)  # shows the configuration running now, alone
         await until(lambda: kernels.config == "baseline + cuda_graphs")
@@ -609,29 +618,11 @@ async def test_quitting_the_dashboard_mid_apply_reports_what_was_done():
     says it was cut short and what was kept."""
     from engine.runtime import Engine, RunConfig
     from gitm_tui.app import Settings, make_app
-    from gitm_tui.screens import ConfirmScreen
-    from gitm_tui.widgets.interventions import InterventionTable
 
     eng = Engine(RunConfig(workload="hft-lob", budget_s=40, tick_s=0.05, approve="manual"))
     app = make_app(Settings(), eng)
     async with app.run_test(size=(130, 42)) as pilot:
-        table = app.query_one(InterventionTable)
-
-        async def until(pred, rounds=400):
-            for _ in range(rounds):
-                await pilot.pause(0.05)
-                if pred():
-                    return
-            raise AssertionError("timed out")
-
-        await until(lambda: any(v.lever == "cuda_graphs" for v in table.latest.values()))
-        iid = next(k for k, v in table.latest.items() if v.lever == "cuda_graphs")
-        table.focus()
-        table.move_cursor(row=table.get_row_index(iid))
-        await pilot.press("a")
-        await until(lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
-        await until(lambda: table.latest[iid].state == "VERIFIED")
+        _, iid, _ = await _approve_in_tui(app, pilot, "cuda_graphs")
         await pilot.press("q")
     recs = _consistent(eng.run_dir / "journal.jsonl")
     assert recs[-1]["status"] == "stopped"
