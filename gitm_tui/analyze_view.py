@@ -9,7 +9,8 @@ from rich.text import Text
 from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis
 from engine.regimes import Label
-from gitm_tui.render import REGIME_STYLE, SHOWN_CHARS
+from gitm_tui.render import SHOWN_CHARS
+from gitm_tui.theme import regime_style
 
 
 def _ms(ns: float) -> str:
@@ -43,7 +44,7 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
     reg = Table(title="GPU time by label", title_justify="left", box=None, pad_edge=False)
     tot = max(1, sum(a.time_by_regime_ns.values()))
     for r in Label:
-        reg.add_column(Text(r.name, style=REGIME_STYLE[r]), justify="right")
+        reg.add_column(Text(r.name, style=regime_style(r)), justify="right")
     reg.add_row(*[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Label])
 
     st = Table(title="streams", title_justify="left", box=None, pad_edge=False)
@@ -92,7 +93,7 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
             f"{k.calls:,}",
             _ms(k.total_ns),
             f"{k.share_of_gpu_time:.1%}",
-            Text(f"{k.regime} {k.regime_share:.0%}", style=REGIME_STYLE[r]),
+            Text(f"{k.regime} {k.regime_share:.0%}", style=regime_style(r)),
             k.tier,
             "—" if k.confidence is None else f"{k.confidence:.2f}",
             "—" if k.achieved_fraction is None else f"{k.achieved_fraction:.1%}",

@@ -1,433 +1,182 @@
-"""The Textual dashboard. ``make_app`` is the one factory the CLI, tests and screenshot script use."""
+"""The one Textual app of gitm-tui. Its modes are screens in ``gitm_tui/modes/``:
+
+- ``dashboard`` — a live engine run (``gitm-tui``): regimes, κ, telemetry, the optimize loop;
+- ``analysis`` — one trace read by ``gitm-tui analyze PATH --ui``;
+- ``audit`` — an audit ledger (``gitm-tui audit --ui LEDGER``).
+
+An app holds the modes it was given something to show and opens on the first; the others are
+one key (``m``) or one palette command away. The palette (ctrl+p) also offers every key of the
+screen it opened on (``KeysProvider``), and the colours come from the theme (``gitm_tui/theme.py``).
+``make_app``, ``make_analysis_app`` and ``make_audit_app`` are the factories the CLI, tests and
+screenshot script use.
+"""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
-from rich.text import Text
-from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.message import Message
-from textual.reactive import reactive
-from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.screen import Screen
 
-from engine.runtime import Engine, EventBus, RunConfig
-from engine.runtime.config import PHASES, phase_deadline
-from engine.runtime.events import (
-    DecodedBatch,
-    Event,
-    HypothesesReport,
-    InterventionUpdate,
-    InvariantsReport,
-    KappaUpdate,
-    KernelsReady,
-    LogEvent,
-    OptimizeStatus,
-    PhaseChanged,
-    Progress,
-    ReportWritten,
-    RunFinished,
-    RunStarted,
-    TelemetryEvent,
-)
-from engine.store.journal import decision_refused
-from engine.text import clean
-from gitm_tui.exit_codes import ExitCode, write_refused
-from gitm_tui.render import SHOWN_CHARS, legend, outside_text
-from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
-from gitm_tui.widgets.interventions import (
-    CauseTable,
-    InterventionTable,
-    OptimizeBar,
-    ViolationTable,
-)
-from gitm_tui.widgets.kappa_panel import KappaPanel
-from gitm_tui.widgets.kernel_table import KernelTable
-from gitm_tui.widgets.regime_strip import RegimeStrip
-from gitm_tui.widgets.run_header import RunHeader
-from gitm_tui.widgets.telemetry_panel import TelemetryPanel
+from gitm_tui import theme
+from gitm_tui.exit_codes import ExitCode
+from gitm_tui.modes.analysis import AnalysisScreen
+from gitm_tui.modes.audit import AuditScreen
+from gitm_tui.modes.dashboard import DashboardScreen, EngineLike, Settings
 
-PHASE_NAMES = {name for name, _ in PHASES}
+if TYPE_CHECKING:
+    from engine.analyze.compute import AnalysisResult
+    from engine.runtime import RunConfig
+    from engine.study.audit import AuditLedger
+
+__all__ = ["EngineLike", "GitmApp", "Settings", "make_analysis_app", "make_app", "make_audit_app"]
+
+#: the modes in the order ``m`` cycles them, with what the palette says of each
+MODES_SHOWN = {
+    "dashboard": "the live run: regimes, κ, telemetry, the optimize loop",
+    "analysis": "the analysed trace: timeline, kernels, details",
+    "audit": "the audit ledger: PCS matrix, equivalence, κ geometry",
+}
+
+S = TypeVar("S", bound=Screen[None])
 
 
-class EngineLike(Protocol):
-    """What the app needs of an engine (the real Engine, or a scripted one in tests)."""
+class KeysProvider(Provider):
+    """The keys of the screen the palette opened on, as commands: the same actions, offered
+    only where the key is (a key dimmed in the footer is not offered)."""
 
-    bus: EventBus
-    config: RunConfig
+    def _commands(self) -> Iterator[tuple[str, str, Callable[[], object]]]:
+        seen: set[tuple[int, str]] = set()
+        for key, active in self.screen.active_bindings.items():
+            b = active.binding
+            if not b.description or not active.enabled or (id(active.node), b.action) in seen:
+                continue
+            seen.add((id(active.node), b.action))
+            run = functools.partial(self.app.run_action, b.action, active.node)
+            shown = b.key_display or key
+            yield f"{b.description} ({shown})", b.tooltip or f"the {shown} key", run
 
-    async def run(self) -> Any: ...
-    def pause(self) -> None: ...
-    def resume(self) -> None: ...
-    def stop(self) -> None: ...
-    def decide(self, action: str, iid: str, by: str = "operator") -> None: ...
-    def finish_apply(self) -> None: ...
+    async def discover(self) -> Hits:
+        for name, help_text, run in self._commands():
+            yield DiscoveryHit(name, run, help=help_text)
 
-
-@dataclass(frozen=True)
-class Settings:
-    """Dashboard behaviour that is not part of the engine's run."""
-
-    #: leave the app when the run finishes (screenshot script); default keeps it open to read
-    quit_when_done: bool = False
-    #: fixed-lag L, shown in the help screen
-    lag: int = 32
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, help_text, run in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), run, help=help_text)
 
 
 class GitmApp(App[int]):
-    """Live regimes per stream, κ gate, telemetry and log for one engine run."""
+    """gitm-tui's app: one screen per mode, one stylesheet, one theme."""
 
     CSS_PATH = "gitm.tcss"
     TITLE = "gitm-tui"
+    COMMANDS = App.COMMANDS | {KeysProvider}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("p", "toggle_pause", "Pause/Resume"),
-        Binding("a", "decide('approve')", "Approve"),
-        Binding("x", "decide('reject')", "Reject"),
-        Binding("b", "decide('rollback')", "Roll back"),
-        Binding("d", "details", "Details"),
-        Binding("f", "finish", "Finish apply"),
-        Binding("q", "quit_run", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("m", "next_mode", "Mode", tooltip="switch to the next mode this app holds"),
     ]
 
-    #: the run's phase (starting, warmup, profile … report, paused, done): the keys on offer
-    #: follow it (check_action), so a change refreshes them
-    phase: reactive[str] = reactive("starting", init=False)
-
-    class EngineEvent(Message):
-        """One engine event, carried from the events worker to the UI."""
-
-        def __init__(self, event: Event) -> None:
-            super().__init__()
-            self.event = event
-
-    def __init__(self, settings: Settings, engine: EngineLike) -> None:
+    def __init__(self, screens: Iterable[Screen[None]]) -> None:
+        """``screens``: the modes' screens (ids dashboard / analysis / audit); the first opens."""
+        screens = list(screens)
+        # the first mode is the one Textual starts in (no blank default screen first)
+        self.DEFAULT_MODE = str(screens[0].id)  # type: ignore[misc]
         super().__init__()
-        self.settings = settings
-        self.engine = engine
-        self.subscription = engine.bus.subscribe()  # before the run starts: miss nothing
-        self.run_id = ""
-        self.finished: RunFinished | None = None
-        #: the run failed because the file system refused a write (disk full, read-only):
-        #: the user's environment, not a bug — run_dashboard re-raises it for its one line
-        self.write_error: OSError | None = None
+        self.screens: dict[str, Screen[None]] = {}
+        for screen in screens:
+            assert screen.id in MODES_SHOWN, screen.id
+            self.screens[screen.id] = screen
+            self.add_mode(screen.id, functools.partial(lambda s: s, screen))
 
-    # ---------------------------------------------------------------- layout
-    def compose(self) -> ComposeResult:
-        yield RunHeader(id="header")
-        yield OptimizeBar(id="optimize")
-        with Horizontal(id="body"):
-            with Vertical(id="regimes") as regimes:
-                regimes.border_title = "regimes per stream"
-                yield Static(legend(), id="legend")
-                yield Static(
-                    "⧗ warming up numba kernels — decoding with the numpy reference meanwhile",
-                    id="warming",
-                )
-                yield Vertical(id="strips")
-                yield KernelTable(id="kernels")
-            with Vertical(id="side"):
-                yield KappaPanel(id="kappa")
-                yield TelemetryPanel(id="telemetry")
-        with TabbedContent(id="loop", initial="tab-interventions"):
-            with TabPane("Interventions", id="tab-interventions"):
-                yield InterventionTable(id="interventions")
-            with TabPane("Violations", id="tab-violations"):
-                yield ViolationTable(id="violations")
-            with TabPane("Causes", id="tab-causes"):
-                yield CauseTable(id="causes")
-            with TabPane("Log", id="tab-log"):
-                yield RichLog(id="log", wrap=True, markup=False, max_lines=500)
-        yield Footer()
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(theme.DEFAULTS)
 
     def on_mount(self) -> None:
-        self.consume_events()
-        self.drive_engine()
+        theme.use(self.theme_variables)
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
 
-    # ---------------------------------------------------------------- workers
-    @work(group="engine", exit_on_error=False, name="engine run")
-    async def drive_engine(self) -> None:
-        """Run the engine on this loop; its numeric work already runs in threads."""
-        try:
-            await self.engine.run()
-        except OSError as e:  # the engine journaled it and published run_finished: failed
-            if not write_refused(e):
-                raise
-            self.write_error = e
+    def _theme_changed(self, _new: object) -> None:
+        """Widgets that draw Rich text read the colours through theme.tone: give it the new ones."""
+        theme.use(self.theme_variables)
+        self.screen.refresh(recompose=False, layout=False, repaint=True)
 
-    @work(group="events", exit_on_error=False, name="engine events")
-    async def consume_events(self) -> None:
-        """Turn engine events into messages for the UI, in order."""
-        async for ev in self.subscription:
-            self.post_message(self.EngineEvent(ev))
+    def mode(self, kind: type[S]) -> S | None:
+        """Return this app's screen of ``kind`` (DashboardScreen, …), or None if it has none."""
+        return next((s for s in self.screens.values() if isinstance(s, kind)), None)
 
-    # ---------------------------------------------------------------- events → widgets
-    def on_gitm_app_engine_event(self, message: EngineEvent) -> None:
-        self._show(message.event)
+    @property
+    def dashboard(self) -> DashboardScreen:
+        screen = self.mode(DashboardScreen)
+        assert screen is not None, "this app holds no dashboard"
+        return screen
 
-    # one handler per event type: singledispatch picks it by the event's class
-    @functools.singledispatchmethod
-    def _show(self, ev: Event) -> None:
-        """An event kind the dashboard does not show."""
+    @property
+    def analysis(self) -> AnalysisScreen:
+        screen = self.mode(AnalysisScreen)
+        assert screen is not None, "this app holds no analysis"
+        return screen
 
-    @_show.register
-    def _(self, ev: DecodedBatch) -> None:
-        strips = self.query(f"#strip-{ev.stream}")
-        if not strips:
-            self._mount_strip(ev.stream)
-            strips = self.query(f"#strip-{ev.stream}")
-        strips.first(RegimeStrip).add(ev.labels, ev.degenerate, ev.names)
-        self.query_one(KernelTable).add(
-            ev.stream, ev.names, ev.start_ns, ev.end_ns, ev.labels, ev.degenerate, ev.config
-        )
+    @property
+    def audit(self) -> AuditScreen:
+        screen = self.mode(AuditScreen)
+        assert screen is not None, "this app holds no audit"
+        return screen
 
-    @_show.register
-    def _(self, ev: KappaUpdate) -> None:
-        self.query_one(KappaPanel).update_kappa(ev)
-
-    @_show.register
-    def _(self, ev: TelemetryEvent) -> None:
-        panel = self.query_one(TelemetryPanel)
-        for sample in ev.samples():
-            panel.add(sample)
-
-    @_show.register
-    def _(self, ev: Progress) -> None:
-        header = self.query_one(RunHeader)
-        header.elapsed, header.budget = ev.elapsed_s, ev.budget_s
-        self.query_one(OptimizeBar).elapsed = ev.elapsed_s
-
-    @_show.register
-    def _(self, ev: PhaseChanged) -> None:
-        self.phase = self.query_one(RunHeader).phase = ev.phase
-        if ev.phase != "paused":
-            bar = self.query_one(OptimizeBar)
-            bar.phase = ev.phase
-            if ev.phase in PHASE_NAMES:
-                bar.deadline = phase_deadline(bar.budget, ev.phase)
-
-    def watch_phase(self) -> None:
-        self.refresh_bindings()
-
-    @_show.register
-    def _(self, ev: InterventionUpdate) -> None:
-        table = self.query_one(InterventionTable)
-        first = not table.row_count
-        table.update_iv(ev)
-        if first:  # the loop's decisions are made here: put the cursor on them
-            table.focus()
-        self.refresh_bindings()
-
-    @_show.register
-    def _(self, ev: InvariantsReport) -> None:
-        self.query_one(ViolationTable).show(ev.results)
-
-    @_show.register
-    def _(self, ev: HypothesesReport) -> None:
-        self.query_one(CauseTable).show(ev.hypotheses)
-
-    @_show.register
-    def _(self, ev: OptimizeStatus) -> None:
-        bar = self.query_one(OptimizeBar)
-        bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
-        bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
-
-    @_show.register
-    def _(self, ev: ReportWritten) -> None:
-        self._log_line(f"{ev.summary}; report {ev.path}", "bold")
-
-    @_show.register
-    def _(self, ev: KernelsReady) -> None:
-        self.query_one(RunHeader).kernels = (
-            f"{ev.backend} ✓ {ev.seconds:.1f}s"
-            if ev.backend == "numba"
-            else "numpy (numba unavailable)"
-        )
-        self.query_one("#warming").add_class("-hidden")
-
-    @_show.register
-    def _(self, ev: LogEvent) -> None:
-        style = {"error": "bold red", "warning": "yellow"}.get(ev.level, "")
-        self._log_line(f"{ev.level}: {ev.message}", style)
-
-    @_show.register
-    def _(self, ev: RunStarted) -> None:
-        header = self.query_one(RunHeader)
-        header.workload, header.device, header.simulated = ev.workload, ev.device, ev.simulated
-        header.budget = ev.budget_s
-        bar = self.query_one(OptimizeBar)
-        bar.budget, bar.target, bar.policy = ev.budget_s, ev.target, ev.approve
-        self.run_id = ev.run_id
-        for s in ev.streams:
-            self._mount_strip(s)
-        self._log_line(f"run {ev.run_id}: {ev.workload_title}")
-        if ev.simulated:
-            self._log_line(
-                f"device: {ev.device} — a calibrated simulation, no GPU is used", "yellow"
-            )
-
-    @_show.register
-    def _(self, ev: RunFinished) -> None:
-        self.finished = ev
-        shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
-        self._log_line(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
-        v = ev.validation
-        if v:
-            self._log_line(
-                f"vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f}"
-            )
-        if ev.status == "failed":  # say it where it cannot be missed, and keep the log in view
-            self.notify(
-                "the run failed: the Log tab says why "
-                f"(q quits with exit code {int(self._exit_code())})",
-                severity="error",
-                timeout=30,
-            )
-            self.query_one("#loop", TabbedContent).active = "tab-log"
-        if self.settings.quit_when_done:
-            self.exit(int(self._exit_code()))
-
-    def _exit_code(self) -> ExitCode:
-        if self.finished is None or self.finished.status != "failed":
-            return ExitCode.OK
-        return ExitCode.INPUT if self.write_error is not None else ExitCode.INTERNAL
-
-    def _mount_strip(self, stream: int) -> None:
-        if not self.query(f"#strip-{stream}"):
-            self.query_one("#strips").mount(RegimeStrip(stream))
-
-    def _log_line(self, text: str, style: str = "") -> None:
-        """Write one log entry: its lines cleaned one by one (a program's output or an error
-        keeps its line breaks, loses its escape sequences); Text: never read as markup."""
-        lines = text.split("\n")
-        self.query_one(RichLog).write(
-            Text("\n".join(clean(line, SHOWN_CHARS) for line in lines), style=style)
-        )
-
-    # ---------------------------------------------------------------- actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "toggle_pause" and self.phase in ("done", "starting"):
-            return None  # shown dimmed: nothing to pause
-        if action == "finish":
-            return True if self.phase == "apply" else None
-        if action in ("decide", "details"):
-            iv = self.query_one(InterventionTable).selected()
-            if iv is None or (action == "decide" and self.phase == "done"):
-                return None
-            if action == "decide":
-                refused = decision_refused(str(parameters[0]), iv.id, iv.state)
-                return True if refused is None else None
+        if action == "next_mode":
+            return len(self.screens) > 1  # hidden with one mode: nowhere to go
         return True
 
-    def on_data_table_row_highlighted(self, _: object) -> None:
-        self.refresh_bindings()
+    def action_next_mode(self) -> None:
+        names = list(self.screens)
+        current = self.current_mode if self.current_mode in names else names[0]
+        self.switch_mode(names[(names.index(current) + 1) % len(names)])
 
-    def action_decide(self, action: str) -> None:
-        """Approve / reject / roll back the selected intervention, after a confirmation."""
-        iv = self.query_one(InterventionTable).selected()
-        if iv is None:
-            return
-        verb = {"approve": "Apply", "reject": "Reject", "rollback": "Roll back"}[action]
-        # built as Text, never as a markup string: lever and title may come from the user's
-        # flags or a program's output
-        question = Text(f"{verb} {clean(iv.id)} ")
-        question.append(outside_text(iv.lever, "bold"))
-        question.append(" — ").append(outside_text(iv.title)).append("?\n")
-        question.append(
-            f"predicted {iv.predicted_gain:+.1%} (confidence {iv.confidence:.2f})"
-            + (f", measured {iv.measured_gain:+.1%}" if iv.measured_gain is not None else "")
-        )
-        if action == "approve" and iv.safety != "SAFE":
-            question.append("\n").append(outside_text(iv.safety, "bold #ff5f5f")).append(
-                ": results may change beyond rounding."
-                if iv.safety == "NUMERICS"
-                else ": this changes node settings and needs admin rights."
-            )
-
-        def done(yes: bool | None) -> None:
-            if yes:
-                self.engine.decide(action, iv.id, "tui")
-                self._log_line(f"{action} {iv.id} {iv.lever} sent")
-
-        self.push_screen(ConfirmScreen(question), done)
-
-    def action_finish(self) -> None:
-        """Done deciding: the engine moves on to the report phase."""
-        self.engine.finish_apply()
-        self._log_line("apply phase finished by the operator")
-
-    def action_details(self) -> None:
-        iv = self.query_one(InterventionTable).selected()
-        if iv is None:
-            return
-        # built as Text, never as a markup string: every field here may come from outside
-        body = Text()
-        body.append(outside_text(f"{iv.id} {iv.lever}", "bold"))
-        body.append(" — ").append(outside_text(iv.title))
-        body.append("   [").append(outside_text(iv.safety)).append("]   state ")
-        body.append(outside_text(iv.state, "bold")).append("\n\n")
-        body.append("Claim → evidence", style="bold").append(" (attribution)\n")
-        for e in iv.evidence:
-            body.append("  • ").append(outside_text(e)).append("\n")
-        if not iv.evidence:
-            body.append("  (none recorded)\n")
-        body.append("\n")
-        body.append("Replay", style="bold")
-        body.append(" (counterfactual on the trace's dependency graph)\n  ")
-        body.append(outside_text(iv.replay or "—")).append("\n")
-        body.append(
-            f"  predicted {iv.predicted_gain:+.1%} less time per sample, "
-            f"confidence {iv.confidence:.2f}\n\n"
-        )
-        body.append("Measured", style="bold").append("\n  ")
-        body.append(
-            f"{iv.measured_gain:+.1%} vs the state it was applied to"
-            if iv.measured_gain is not None
-            else "not applied yet"
-        )
-        if iv.note:
-            body.append("\n  ").append(outside_text(iv.note))
-        if iv.approved_by:
-            body.append("\n  approved by ").append(outside_text(iv.approved_by))
-        body.append("\n\nFrom another terminal: gitm-tui approve|reject|rollback ")
-        body.append(outside_text(f"{self.run_id} {iv.id}"))
-        body.append("\n\nescape to close", style="dim")
-        self.push_screen(InterventionScreen(body))
-
-    def action_toggle_pause(self) -> None:
-        if self.phase == "paused":
-            self.engine.resume()
-        else:
-            self.engine.pause()
-
-    def action_quit_run(self) -> None:
-        self.engine.stop()
-        self.exit(int(self._exit_code()))
-
-    def action_help(self) -> None:
-        keys = [
-            (b.key_display or b.key, b.description)
-            for b in self.BINDINGS
-            if isinstance(b, Binding) and b.description
-        ]
-        self.push_screen(HelpScreen(self.settings.lag, keys))
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for name in self.screens:
+            if name != self.current_mode:
+                yield SystemCommand(
+                    f"{name.capitalize()} mode",
+                    MODES_SHOWN[name],
+                    functools.partial(self.switch_mode, name),
+                )
 
 
 def make_app(settings: Settings, engine: EngineLike) -> GitmApp:
-    """Return the dashboard for ``engine`` (the CLI, tests and screenshot script all call this)."""
-    return GitmApp(settings, engine)
+    """Return the app on the dashboard of ``engine``'s run (CLI, tests, screenshot script)."""
+    return GitmApp([DashboardScreen(settings, engine)])
+
+
+def make_analysis_app(
+    res: AnalysisResult | None = None,
+    load: Callable[[Callable[[str], None]], AnalysisResult] | None = None,
+    source: str = "",
+) -> GitmApp:
+    """Return the app on the analysis of a trace: for a result in hand, or for a loader that
+    the screen runs in a thread while it shows progress."""
+    return GitmApp([AnalysisScreen(res, load, source)])
+
+
+def make_audit_app(ledger: AuditLedger, path: str = "") -> GitmApp:
+    """Return the app on an audit ledger."""
+    return GitmApp([AuditScreen(ledger, path)])
 
 
 def run_dashboard(config: RunConfig) -> ExitCode:
     """Open the dashboard on a new engine run; return the exit code."""
     from engine.eesm.pipeline import EesmModel
+    from engine.runtime import Engine
 
     app = make_app(Settings(lag=EesmModel.build().params.fixed_lag), Engine(config))
     rc = app.run()
-    if app.write_error is not None:  # the CLI turns it into one line and exit code 3
-        raise app.write_error
+    write_error = app.dashboard.write_error
+    if write_error is not None:  # the CLI turns it into one line and exit code 3
+        raise write_error
     return ExitCode(rc) if rc is not None else ExitCode.OK

@@ -9,24 +9,13 @@ from rich.text import Text
 
 from engine.regimes import Label, Regime
 from engine.text import clean
+from gitm_tui.theme import regime_style, tone
 
 #: the most characters of one outside string (a kernel or device name, a note, a log line) that
 #: a widget or the terminal summary receives: long C++ template names run to about a thousand
 #: characters; laid out whole, an 8 MB name held the screen at 100 % CPU for minutes
 SHOWN_CHARS = 2000
 
-#: one colour per regime; the legend, strips and summaries all read it from here
-#: (keyed by value: Label shares Regime's values and adds what `analyze` labels copies,
-#: collectives and unknown kernels)
-REGIME_STYLE: dict[int, str] = {
-    Regime.COMPUTE: "bold #5fd75f",
-    Regime.MEMORY: "bold #5fafff",
-    Regime.STALL: "bold #ff8700",
-    Regime.IDLE: "#8a8a8a",
-    Label.UNKNOWN: "#d7d7af",
-    Label.COMM: "bold #d787ff",
-    Label.COPY: "bold #00d7d7",
-}
 #: a confident label is a full block; a label in M_deg (κ > K_max) is shaded
 CELL_CONFIDENT = "█"
 CELL_DEGENERATE = "▒"
@@ -39,13 +28,22 @@ def outside_text(text: str, style: str = "", limit: int = SHOWN_CHARS) -> Text:
     return Text(clean(text, limit), style=style)
 
 
+def mode_title(mode: str, subject: str) -> Text:
+    """Return the start of a mode's header line: ' gitm-tui MODE ' reversed, then what it shows
+    (a path or a workload: from outside, so cleaned)."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f" gitm-tui {mode} ".replace("  ", " "), style="bold reverse")
+    t.append(f"  {clean(subject, SHOWN_CHARS)}  ", style="bold")
+    return t
+
+
 def legend() -> Text:
     """Return the label legend line: the regimes, then what copies and collectives are."""
     t = Text()
     for r in (*Regime, Label.COPY, Label.COMM):
-        t.append(CELL_CONFIDENT * 2, style=REGIME_STYLE[r])
+        t.append(CELL_CONFIDENT * 2, style=regime_style(r))
         t.append(f" {r.name} ")
-    t.append(CELL_DEGENERATE * 2, style="#bcbcbc")
+    t.append(CELL_DEGENERATE * 2, style=tone("gitm-shaded"))
     t.append(" low confidence")
     return t
 
@@ -56,9 +54,9 @@ def strip_cells(labels: Sequence[int], degenerate: Sequence[bool], width: int) -
     t = Text(no_wrap=True, overflow="crop")
     pad = max(0, width - n)
     if pad:
-        t.append("·" * pad, style="#444444")
+        t.append("·" * pad, style=tone("gitm-faint"))
     for i in range(max(0, n - width), n):
-        style = REGIME_STYLE.get(int(labels[i]), "#444444")
+        style = regime_style(labels[i])
         t.append(CELL_DEGENERATE if degenerate[i] else CELL_CONFIDENT, style=style)
     return t
 
@@ -69,10 +67,10 @@ def shares_text(counts: Sequence[int]) -> Text:
     total = max(1, sum(counts))
     t = Text(no_wrap=True)
     for r in Regime:
-        t.append(f"{r.name[0]}{counts[r] / total:4.0%} ", style=REGIME_STYLE[r])
+        t.append(f"{r.name[0]}{counts[r] / total:4.0%} ", style=regime_style(r))
     for lab in (Label.COPY, Label.COMM):
         if len(counts) > lab and counts[lab]:
-            t.append(f"{lab.name.lower()}{counts[lab] / total:4.0%} ", style=REGIME_STYLE[lab])
+            t.append(f"{lab.name.lower()}{counts[lab] / total:4.0%} ", style=regime_style(lab))
     return t
 
 

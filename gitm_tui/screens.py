@@ -10,14 +10,15 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from engine.regimes import Label
+from gitm_tui.theme import regime_style
+
 HELP = """[b]gitm-tui — live regime decoding[/b]
 
 Each strip is one CUDA stream; each cell is one kernel or copy, newest on the right,
 coloured by the bottleneck regime EESM decoded for it:
 
-  [b #5fd75f]COMPUTE[/]  tensor / ALU pipes busy     [b #5fafff]MEMORY[/]  HBM bandwidth-bound
-  [b #ff8700]STALL[/]    waiting on latency or deps  [#8a8a8a]IDLE[/]    launch-bound, tiny kernel
-  [b #00d7d7]COPY[/]     a memcpy / memset           [b #d787ff]COMM[/]    a collective (NCCL / RCCL)
+{regimes}
 
 A shaded cell ▒ lies in M_deg: the covariance of recent pressures is ill-conditioned
 (κ > K_max), so its label is low-confidence. Labels become final {lag} segments after
@@ -29,6 +30,26 @@ Interventions are proposed with a predicted gain (replayed on the trace) and the
 attribution found; nothing changes the workload until it is approved. Each applied lever is
 measured and kept only if it beats the noise floor and passes the workload's correctness check.
 """
+
+
+#: the regimes as the help screen explains them, two to a line
+_MEANING = (
+    ("COMPUTE", "tensor / ALU pipes busy"),
+    ("MEMORY", "HBM bandwidth-bound"),
+    ("STALL", "waiting on latency or deps"),
+    ("IDLE", "launch-bound, tiny kernel"),
+    ("COPY", "a memcpy / memset"),
+    ("COMM", "a collective (NCCL / RCCL)"),
+)
+
+
+def regimes_text() -> str:
+    """The regime lines of the help screen (markup), coloured from the theme."""
+    cells = [
+        f"[{regime_style(Label[name])}]{name}[/]{' ' * (9 - len(name))}{what:<28}"
+        for name, what in _MEANING
+    ]
+    return "\n".join("  " + "".join(cells[i : i + 2]).rstrip() for i in range(0, len(cells), 2))
 
 
 def keys_text(bindings: list[tuple[str, str]]) -> str:
@@ -49,7 +70,10 @@ class HelpScreen(ModalScreen[None]):
         self.bindings = bindings
 
     def compose(self) -> ComposeResult:
-        yield Static(HELP.format(lag=self.lag) + "\n" + keys_text(self.bindings), id="help")
+        yield Static(
+            HELP.format(lag=self.lag, regimes=regimes_text()) + "\n" + keys_text(self.bindings),
+            id="help",
+        )
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -10,7 +10,7 @@ import numpy as np
 from rich.text import Text
 
 from engine.regimes import Label
-from gitm_tui.render import REGIME_STYLE
+from gitm_tui.theme import regime_style, tone
 
 #: busy share of a bin → glyph: mostly busy, partly busy, barely busy, idle
 _GLYPHS = ((0.5, "█"), (0.2, "▅"), (1e-9, "▂"))
@@ -53,7 +53,7 @@ def timeline_text(
     for r, b in zip(dom.tolist(), busy.tolist(), strict=True):
         glyph = next((g for lo, g in _GLYPHS if b >= lo), _IDLE)
         if glyph == _IDLE:
-            t.append(_IDLE, style="#444444")
+            t.append(_IDLE, style=tone("gitm-faint"))
         else:
-            t.append(glyph, style=REGIME_STYLE[r])
+            t.append(glyph, style=regime_style(r))
     return t

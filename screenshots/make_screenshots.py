@@ -60,7 +60,7 @@ async def shoot(name: str, workload: str, approve: str) -> None:
             await _until(pilot, lambda: top.lever in kernels.config)
             await pilot.pause(1.0)
         else:
-            await _until(pilot, lambda: app.phase in ("done",))
+            await _until(pilot, lambda: app.dashboard.phase in ("done",))
         app.query_one(KernelTable).flush()
         await pilot.pause(0.3)
         app.save_screenshot(str(HERE / name))
@@ -86,7 +86,7 @@ async def shoot_analysis() -> None:
     """The analysis screen on the real 3-stream A100 training trace the tests carry."""
     from engine.analyze.compute import analyze_trace
     from engine.trace.kineto import read_kineto
-    from gitm_tui.analysis_app import make_analysis_app
+    from gitm_tui.app import make_analysis_app
 
     trace = HERE.parent / "tests" / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"
     app = make_analysis_app(analyze_trace(read_kineto(trace), top=200))
@@ -101,7 +101,7 @@ async def shoot_analysis() -> None:
 async def shoot_audit() -> None:
     """The audit screen on a fresh calibrated-corpus ledger (2 seeds)."""
     from engine.study.audit import run_audit
-    from gitm_tui.audit_app import make_audit_app
+    from gitm_tui.app import make_audit_app
 
     app = make_audit_app(run_audit(["calibrated"], seeds=2), "audit_ledger.json")
     async with app.run_test(size=SIZE) as pilot:

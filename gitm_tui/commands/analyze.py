@@ -116,7 +116,7 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
         return ExitCode.INPUT
     if len(files) != 1:
         raise UsageError(f"--ui opens one trace; got {len(files)} files")
-    from gitm_tui.analysis_app import make_analysis_app
+    from gitm_tui.app import make_analysis_app
 
     def load(progress: Callable[[str], None]) -> AnalysisResult:
         progress(f"reading {files[0].name}…")
@@ -128,7 +128,7 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
 
     app = make_analysis_app(load=load, source=str(files[0]))
     app.run()
-    if app.error is not None:  # shown after the screen is gone: one line, like the CLI's
-        error(app.error)
+    if app.analysis.error is not None:  # shown after the screen is gone: one line, like the CLI's
+        error(app.analysis.error)
         return ExitCode.INPUT
     return ExitCode.OK

@@ -51,7 +51,7 @@ def cmd_audit(argv: Sequence[str]) -> ExitCode:
         except (OSError, ValueError) as e:
             error(f"{ns.ui}: not a readable audit ledger ({first_line(e)})")
             return ExitCode.INPUT
-        from gitm_tui.audit_app import make_audit_app
+        from gitm_tui.app import make_audit_app
 
         make_audit_app(ledger, str(ns.ui)).run()
         return ExitCode.OK

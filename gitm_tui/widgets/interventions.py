@@ -12,17 +12,27 @@ from textual.widgets import DataTable, Static
 from engine.runtime.budget import format_seconds
 from engine.runtime.events import HypothesisView, InterventionUpdate, InvariantView
 from gitm_tui.render import outside_text
+from gitm_tui.theme import tone
 
-STATE_STYLE = {
-    "PROPOSED": "bold #ffd75f",
-    "APPROVED": "#87afff",
-    "APPLYING": "bold #87afff",
-    "APPLIED": "#87afff",
-    "VERIFIED": "bold #5fd75f",
-    "ROLLED_BACK": "#ff5f5f",
-    "REJECTED": "#8a8a8a",
+#: how each lifecycle state and safety class is drawn: (emphasis, theme colour)
+STATE_TONE = {
+    "PROPOSED": ("bold ", "gitm-warn"),
+    "APPROVED": ("", "gitm-info"),
+    "APPLYING": ("bold ", "gitm-info"),
+    "APPLIED": ("", "gitm-info"),
+    "VERIFIED": ("bold ", "gitm-ok"),
+    "ROLLED_BACK": ("", "gitm-bad"),
+    "REJECTED": ("", "gitm-muted"),
+    "SAFE": ("", "gitm-ok"),
+    "NUMERICS": ("", "gitm-warn"),
+    "PRIVILEGED": ("bold ", "gitm-bad"),
 }
-SAFETY_STYLE = {"SAFE": "#5fd75f", "NUMERICS": "#ffd75f", "PRIVILEGED": "bold #ff5f5f"}
+
+
+def _style(word: str) -> str:
+    """Return the style of a state or safety class in the active theme ('' if unknown)."""
+    emphasis, colour = STATE_TONE.get(word, ("", ""))
+    return emphasis + tone(colour) if colour else ""
 
 
 def _pct(x: float | None) -> str:
@@ -58,8 +68,8 @@ class InterventionTable(DataTable[object]):
         cells = {
             "id": outside_text(ev.id),
             "lever": outside_text(ev.lever),
-            "safety": outside_text(ev.safety, SAFETY_STYLE.get(ev.safety, "")),
-            "state": outside_text(ev.state, STATE_STYLE.get(ev.state, "")),
+            "safety": outside_text(ev.safety, _style(ev.safety)),
+            "state": outside_text(ev.state, _style(ev.state)),
             "pred": _pct(ev.predicted_gain),
             "conf": f"{ev.confidence:.2f}",
             "meas": _pct(ev.measured_gain),
@@ -102,7 +112,7 @@ class ViolationTable(DataTable[object]):
             if not r.checkable:
                 self.add_row(
                     outside_text(r.invariant),
-                    Text("not checkable", style="italic #8a8a8a"),
+                    Text("not checkable", style="italic " + tone("gitm-muted")),
                     "",
                     "",
                     "",
@@ -112,7 +122,7 @@ class ViolationTable(DataTable[object]):
             if not r.violations:
                 self.add_row(
                     outside_text(r.invariant),
-                    Text(f"holds on {r.checked} rows", style="#5fd75f"),
+                    Text(f"holds on {r.checked} rows", style=tone("gitm-ok")),
                     "",
                     "",
                     "",
@@ -155,7 +165,9 @@ class CauseTable(DataTable[object]):
         self.clear()
         for h in hyps:
             claimed = (
-                Text("yes", style="bold #5fd75f") if h.claimed else Text("no", style="#8a8a8a")
+                Text("yes", style="bold " + tone("gitm-ok"))
+                if h.claimed
+                else Text("no", style=tone("gitm-muted"))
             )
             ev = "; ".join(e.what for e in h.evidence[:2])
             self.add_row(
@@ -192,7 +204,11 @@ class OptimizeBar(Static):
                 if self.phase in PHASES
                 else self.phase == "done"
             )
-            style = "bold reverse" if p == self.phase else ("#5fd75f" if done else "#8a8a8a")
+            style = (
+                "bold reverse"
+                if p == self.phase
+                else (tone("gitm-ok") if done else tone("gitm-muted"))
+            )
             t.append(f" {p} ", style=style)
         if self.phase in PHASES and self.deadline:
             t.append(f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}")
@@ -200,6 +216,9 @@ class OptimizeBar(Static):
         if self.baseline_ns:
             hit = self.gain >= self.target
             t.append(f" · {self.baseline_ns / 1e3:.1f}→{self.current_ns / 1e3:.1f} µs/sample · ")
-            t.append(f"gain {self.gain:+.1%}", style="bold #5fd75f" if hit else "bold #ffd75f")
+            t.append(
+                f"gain {self.gain:+.1%}",
+                style="bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn"),
+            )
             t.append(f"/{self.target:.0%} · noise {self.noise:.1%}")
         return t

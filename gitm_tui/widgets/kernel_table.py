@@ -15,7 +15,8 @@ from textual.widgets import DataTable
 
 from engine.regimes import N_LABELS, Label
 from engine.text import clean
-from gitm_tui.render import REGIME_STYLE, SHOWN_CHARS
+from gitm_tui.render import SHOWN_CHARS
+from gitm_tui.theme import regime_style
 
 _REFRESH_S = 0.5  # table redraw rhythm: rows change every tick, eyes need less
 _MAX_ROWS = 200
@@ -118,7 +119,7 @@ class KernelTable(DataTable[object]):
     def _cells(k: tuple[int, str], a: _Agg) -> tuple[object, ...]:
         r = Label(int(a.regimes.argmax()))
         share = a.regimes[r] / max(1, a.calls)
-        regime = Text(f"{r.name} {share:.0%}", style=REGIME_STYLE[r])
+        regime = Text(f"{r.name} {share:.0%}", style=regime_style(r))
         return (
             # a kernel name: cleaned and cut (engine.text.clean), a Text: never markup
             Text(clean(k[1], SHOWN_CHARS), overflow="ellipsis", no_wrap=True),

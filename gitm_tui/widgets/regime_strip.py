@@ -11,7 +11,8 @@ from textual.widget import Widget
 
 from engine.regimes import N_LABELS, Label
 from engine.text import clean
-from gitm_tui.render import REGIME_STYLE, shares_text, strip_cells
+from gitm_tui.render import shares_text, strip_cells
+from gitm_tui.theme import regime_style
 
 _LABEL_W = 11  # "stream 123 "
 _SHARES_W = 25  # "C 12% M 30% S 40% I 18% "
@@ -63,7 +64,7 @@ class RegimeStrip(Widget):
         if self._labels:
             r = Label(self._labels[-1])
             t.append(f"{self.segments:,} segments · latest ", style="dim")
-            t.append(r.name, style=REGIME_STYLE[r])
+            t.append(r.name, style=regime_style(r))
             room = max(0, self.size.width - _LABEL_W - 40)
             # cut to the room left, then cleaned (escapes shown, never sent to the terminal)
             t.append(" " + clean(self._latest[:room]), style="dim")

@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from engine.runtime.budget import format_seconds
 from engine.text import clean
+from gitm_tui.theme import tone
 
 
 class RunHeader(Static):
@@ -28,9 +29,11 @@ class RunHeader(Static):
         t.append(f"  {clean(self.workload, 200)}  ", style="bold")
         device = clean(self.device, 200)
         if self.simulated:
-            t.append(f" {device.upper()} — no GPU used ", style="bold black on #ffd75f")
+            t.append(
+                f" {device.upper()} — no GPU used ", style="bold black on " + tone("gitm-warn")
+            )
         else:
-            t.append(f" {device} ", style="bold black on #87d787")
+            t.append(f" {device} ", style="bold black on " + tone("gitm-real-device"))
         t.append(f"  {self.phase}  ")
         t.append(f"{format_seconds(self.elapsed)} / {format_seconds(self.budget)}  ")
         t.append(f"kernels: {self.kernels}", style="italic")

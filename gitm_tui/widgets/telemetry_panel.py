@@ -10,6 +10,7 @@ from textual.widgets import Static
 from engine.telemetry.sample import TelemetrySample, reason_names
 from engine.text import clean
 from gitm_tui.render import spark
+from gitm_tui.theme import tone
 
 _HISTORY = 240
 # key, title, unit, sample field, fixed scale (lo, hi); hi None = the sample's own limit
@@ -71,14 +72,18 @@ class TelemetryPanel(Static):
                 continue
             t.append(f"{title}: ")
             t.append(f"{v:,.0f} {unit}\n", style="bold")
-            t.append(spark(self._hist[key], lo, float(top or 1.0), width) + "\n", style="#5fafff")
+            t.append(
+                spark(self._hist[key], lo, float(top or 1.0), width) + "\n",
+                style=tone("gitm-spark"),
+            )
         if s.memory_used_bytes is not None and s.memory_total_bytes:
             t.append(
                 f"memory: {s.memory_used_bytes / 2**30:,.1f} / "
                 f"{s.memory_total_bytes / 2**30:,.0f} GiB\n"
             )
             t.append(
-                _bar(s.memory_used_bytes / s.memory_total_bytes, width) + "\n", style="#87afff"
+                _bar(s.memory_used_bytes / s.memory_total_bytes, width) + "\n",
+                style=tone("gitm-info"),
             )
         names = reason_names(s.clock_event_reasons or 0)
         bad = [n for n in names if n != "GPU_IDLE"]
@@ -99,7 +104,9 @@ class TelemetryPanel(Static):
             t.append(f"{clean(s.name or '', max(1, width - 8))}\n", style="dim")  # the driver's
             util = f"{s.gpu_util:.0f}%" if s.gpu_util is not None else "—"
             t.append(f" util {util:>4} ")
-            t.append(spark(h["util"], 0.0, 100.0, max(4, width - 12)) + "\n", style="#5fafff")
+            t.append(
+                spark(h["util"], 0.0, 100.0, max(4, width - 12)) + "\n", style=tone("gitm-spark")
+            )
             mem = (
                 f"{s.memory_used_bytes / 2**30:,.0f}/{s.memory_total_bytes / 2**30:,.0f}G"
                 if s.memory_used_bytes is not None and s.memory_total_bytes
@@ -112,7 +119,7 @@ class TelemetryPanel(Static):
                 t.append(" mem  ")
                 t.append(
                     _bar(s.memory_used_bytes / s.memory_total_bytes, max(4, width - 12)) + "\n",
-                    style="#87afff",
+                    style=tone("gitm-info"),
                 )
             t.append(f" {mem} {pw} {ck} {tc}\n")
             bad = [n for n in reason_names(s.clock_event_reasons or 0) if n != "GPU_IDLE"]

@@ -134,7 +134,7 @@ def test_paper_regenerates_byte_for_byte(tmp_path):
 async def test_audit_screen_shows_the_ledger(tmp_path):
     from textual.widgets import DataTable
 
-    from gitm_tui.audit_app import make_audit_app
+    from gitm_tui.app import make_audit_app
 
     led = run_audit(["calibrated"], seeds=2)
     app = make_audit_app(led, "audit_ledger.json")

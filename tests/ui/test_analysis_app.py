@@ -9,7 +9,8 @@ from rich.console import Console
 
 from engine.analyze.compute import analyze_trace
 from engine.trace.kineto import read_kineto
-from gitm_tui.analysis_app import RegimeTimeline, kernel_details, make_analysis_app
+from gitm_tui.app import make_analysis_app
+from gitm_tui.modes.analysis import RegimeTimeline, kernel_details
 from gitm_tui.timeline import bin_regimes, covered_until
 from tests.paths import TRACES
 
@@ -44,15 +45,15 @@ async def test_analysis_screen_zoom_and_details():
         await pilot.press("0")
         await pilot.pause(0.05)
         assert tl.window == whole
-        assert app.selected == res.analysis.top_kernels[0]
+        assert app.analysis.selected == res.analysis.top_kernels[0]
         await pilot.press("tab")
         await pilot.press("down")
         await pilot.pause(0.1)
-        assert app.selected == res.analysis.top_kernels[1]
+        assert app.analysis.selected == res.analysis.top_kernels[1]
         console = Console(width=100, record=True)
-        console.print(kernel_details(app.selected))
+        console.print(kernel_details(app.analysis.selected))
         text = console.export_text()
-        assert app.selected.name[:20] in text and "calls" in text
+        assert app.analysis.selected.name[:20] in text and "calls" in text
         await pilot.press("s")
         await pilot.pause(0.1)
         await pilot.press("q")
@@ -82,16 +83,16 @@ async def test_analysis_screen_opens_at_once_and_loads_in_a_worker():
             if stage and "reading" in str(stage.first(Static).render()):
                 seen_stage.append("reading")
                 break
-        assert seen_stage and app.res is None
+        assert seen_stage and app.analysis.res is None
         await pilot.press("s")  # nothing to sort yet: must not fail
         gate.set()
         for _ in range(200):
             await pilot.pause(0.05)
-            if app.res is not None and app.query("#analysis-kernels"):
+            if app.analysis.res is not None and app.query("#analysis-kernels"):
                 break
         await pilot.pause(0.1)
         assert app.query_one("#analysis-kernels", DataTable).row_count > 0
-        assert app.selected == app.res.analysis.top_kernels[0]
+        assert app.analysis.selected == app.analysis.res.analysis.top_kernels[0]
 
 
 async def test_analysis_screen_loader_error_ends_the_app_with_its_line():
@@ -104,7 +105,7 @@ async def test_analysis_screen_loader_error_ends_the_app_with_its_line():
     async with app.run_test(size=(100, 30)) as pilot:
         for _ in range(100):
             await pilot.pause(0.02)
-            if app.error:
+            if app.analysis.error:
                 break
-    assert app.error is not None and "truncated gzip" in app.error
+    assert app.analysis.error is not None and "truncated gzip" in app.analysis.error
     assert app.return_code == 1

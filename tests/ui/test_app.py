@@ -49,7 +49,7 @@ async def test_pause_key_sends_the_command_and_quit_stops_the_engine():
         await _settle(pilot, app)
         await pilot.press("p")
         await pilot.pause(0.1)
-        assert eng.commands == ["pause"] and app.phase == "paused"
+        assert eng.commands == ["pause"] and app.dashboard.phase == "paused"
         await pilot.press("p")
         await pilot.pause(0.1)
         assert eng.commands == ["pause", "resume"]
@@ -57,7 +57,9 @@ async def test_pause_key_sends_the_command_and_quit_stops_the_engine():
         await pilot.pause(0.1)
         assert isinstance(app.screen, HelpScreen)
         shown = str(app.screen.query_one("#help", Static).render())
-        for b in app.BINDINGS:  # the key list is the app's own bindings, every one of them
+        for (
+            b
+        ) in app.dashboard.BINDINGS:  # the key list is the app's own bindings, every one of them
             assert f"{b.key_display or b.key} {b.description.lower()}" in shown
         assert "COPY" in shown and "COMM" in shown
         await pilot.press("escape")
@@ -137,13 +139,90 @@ async def test_a_failed_run_is_shown_and_quits_with_exit_code_1(monkeypatch):
     async with app.run_test(size=SIZE) as pilot:
         for _ in range(100):
             await pilot.pause(0.05)
-            if app.finished is not None:
+            if app.dashboard.finished is not None:
                 break
         await pilot.pause(0.1)
-        assert app.finished is not None and app.finished.status == "failed"
+        assert app.dashboard.finished is not None and app.dashboard.finished.status == "failed"
         assert app.query_one("#loop", TabbedContent).active == "tab-log"
         log = "\n".join(str(line.text) for line in app.query_one(RichLog).lines)
         assert "planted failure" in log
         await pilot.press("q")
         await pilot.pause(0.1)
     assert app.return_value == 1  # run_dashboard turns it into the exit code
+
+
+async def test_the_palette_offers_the_keys_the_screen_offers_and_runs_them():
+    """ctrl+p lists the dashboard's keys as commands (only those on offer now) and running one
+    does what the key does."""
+    from gitm_tui.app import KeysProvider
+
+    eng = ScriptedEngine()
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot, app)
+        names = [hit.text async for hit in KeysProvider(app.screen).discover()]
+        assert app.dashboard.phase == "apply"  # where the scripted run ends
+        assert {"Pause/Resume (p)", "Help (?)", "Finish apply (f)"} <= set(names)
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.1)
+        await pilot.press(*"pause/res")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert eng.commands == ["pause"] and app.dashboard.phase == "paused"
+        names = [hit.text async for hit in KeysProvider(app.screen).discover()]
+        assert "Pause/Resume (p)" in names
+        assert "Finish apply (f)" not in names  # as its key: only in the apply phase
+
+
+async def test_one_app_holds_several_modes_and_m_switches_between_them():
+    from engine.analyze.compute import analyze_trace
+    from engine.trace.kineto import read_kineto
+    from gitm_tui.app import GitmApp
+    from gitm_tui.modes.analysis import AnalysisScreen, RegimeTimeline
+    from gitm_tui.modes.dashboard import DashboardScreen
+    from tests.paths import TRACES
+
+    res = analyze_trace(read_kineto(TRACES / "kineto" / "a100_triton_one_kernel.json.gz"))
+    eng = ScriptedEngine()
+    app = GitmApp([DashboardScreen(Settings(), eng), AnalysisScreen(res)])
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot, app)
+        assert app.current_mode == "dashboard" and app.screen is app.dashboard
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Analysis mode" in titles and "Dashboard mode" not in titles
+        await pilot.press("m")
+        await pilot.pause(0.1)
+        assert app.current_mode == "analysis" and app.screen.query_one(RegimeTimeline)
+        await pilot.press("m")
+        await pilot.pause(0.1)
+        assert app.screen is app.dashboard and {s.stream for s in app.query(RegimeStrip)} == {7, 13}
+    # with one mode, m is not on offer
+    solo = make_app(Settings(), ScriptedEngine())
+    async with solo.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        assert "m" not in solo.screen.active_bindings
+
+
+def test_colours_come_from_the_theme():
+    """Rich text takes its colours from the active theme's variables (a theme may override
+    them); no Python module of the UI spells a colour of its own."""
+    import re
+
+    from gitm_tui import theme
+    from gitm_tui.render import legend
+    from tests.paths import ROOT
+
+    try:
+        theme.use({"gitm-compute": "#123456"})
+        assert "#123456" in str(legend().spans[0].style)
+    finally:
+        theme.use({})
+    assert "#123456" not in str(legend().spans[0].style)
+    spelled = [
+        f"{p.relative_to(ROOT)}: {m}"
+        for p in (ROOT / "gitm_tui").rglob("*.py")
+        if p.name != "theme.py"
+        for m in re.findall(r"#[0-9a-fA-F]{6}\b", p.read_text())
+    ]
+    assert spelled == []

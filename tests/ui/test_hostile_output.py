@@ -37,9 +37,9 @@ from engine.runtime.events import (
 from engine.study.audit import AuditLedger
 from engine.telemetry.sample import TelemetrySample
 from engine.trace.kineto import read_kineto
-from gitm_tui.analysis_app import kernel_details, make_analysis_app
-from gitm_tui.app import Settings, make_app
+from gitm_tui.app import Settings, make_analysis_app, make_app
 from gitm_tui.cli import main
+from gitm_tui.modes.analysis import kernel_details
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.screens import ConfirmScreen, InterventionScreen
 from gitm_tui.widgets.interventions import CauseTable, InterventionTable, ViolationTable
@@ -196,7 +196,7 @@ async def test_analysis_screen_shows_hostile_names_literally(corpus):
         for row in range(min(table.row_count, 12)):  # every payload in the details panel
             table.move_cursor(row=row)
             await pilot.pause(0.02)
-            assert app.selected is not None
+            assert app.analysis.selected is not None
             details = app.query_one("#analysis-details", Static)
             assert unsafe(str(details.render())) == []
         await pilot.press("q")
@@ -212,7 +212,7 @@ async def test_analysis_screen_cuts_an_8_mb_name_and_still_quits():
         table = app.query_one("#analysis-kernels", DataTable)
         shown = str(table.get_row_at(0)[0])
         assert len(shown) <= SHOWN_CHARS and shown.startswith("\\x1b[2J") and shown[-1] == "…"
-        assert app.selected is not None and len(app.selected.name) <= SHOWN_CHARS
+        assert app.analysis.selected is not None and len(app.analysis.selected.name) <= SHOWN_CHARS
         assert unsafe(_svg_text(app)) == []
         await pilot.press("q")
     assert app.return_code == 0
@@ -244,9 +244,11 @@ async def test_the_stage_line_names_a_hostile_file_literally():
         gate.set()
         for _ in range(200):
             await pilot.pause(0.05)
-            if app.res is not None and app.query("#analysis-kernels"):
+            if app.analysis.res is not None and app.query("#analysis-kernels"):
                 break
-        assert app.error is None and app.query_one("#analysis-kernels", DataTable).row_count
+        assert (
+            app.analysis.error is None and app.query_one("#analysis-kernels", DataTable).row_count
+        )
 
 
 @pytest.mark.timeout(120)
@@ -258,7 +260,7 @@ def test_q_quits_at_once_while_a_trace_is_still_loading(tmp_path):
     script = textwrap.dedent(
         """
         import threading
-        from gitm_tui.analysis_app import make_analysis_app
+        from gitm_tui.app import make_analysis_app
 
         started = threading.Event()
 

@@ -1,5 +1,5 @@
-"""The analysis screen of `gitm-tui analyze PATH --ui`: regime timeline per stream (zoom, scroll),
-a sortable kernel table and the selected kernel's details."""
+"""Analysis mode (`gitm-tui analyze PATH --ui`): regime timeline per stream (zoom, scroll), a
+sortable kernel table and the selected kernel's details."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import ClassVar
 import numpy as np
 from rich.table import Table
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
@@ -23,8 +24,8 @@ from engine.analyze.compute import AnalysisResult
 from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis, KernelRow
 from engine.regimes import Label
-from engine.text import clean
-from gitm_tui.render import REGIME_STYLE, SHOWN_CHARS, legend, outside_text
+from gitm_tui.render import SHOWN_CHARS, legend, mode_title, outside_text
+from gitm_tui.theme import regime_style
 from gitm_tui.timeline import timeline_text
 
 _LABEL_W = 12
@@ -117,7 +118,7 @@ def kernel_details(k: KernelRow) -> Table:
     t.add_row("mean", f"{k.mean_ns / 1e3:,.2f} µs")
     r = Label[k.regime]
     t.add_row(
-        "label", Text(f"{k.regime} in {k.regime_share:.0%} of its time", style=REGIME_STYLE[r])
+        "label", Text(f"{k.regime} in {k.regime_share:.0%} of its time", style=regime_style(r))
     )
     conf = "—" if k.confidence is None else f"{k.confidence:.2f}"
     t.add_row("evidence", f"{k.tier} (mean confidence {conf})")
@@ -135,15 +136,13 @@ def kernel_details(k: KernelRow) -> Table:
     return t
 
 
-class AnalysisApp(App[int]):
+class AnalysisScreen(Screen[None]):
     """One analysed trace: timeline, kernel table, details."""
 
-    CSS_PATH = "gitm.tcss"
-    TITLE = "gitm-tui analyze"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "cycle_sort", "Sort"),
-        Binding("tab", "focus_next", "Next pane", show=False),
-        Binding("q", "quit", "Quit"),
+        Binding("tab", "app.focus_next", "Next pane", show=False),
+        Binding("q", "app.quit", "Quit"),
     ]
     SORTS = (("total", "total ms"), ("calls", "calls"), ("mean", "mean µs"), ("name", "kernel"))
 
@@ -172,7 +171,7 @@ class AnalysisApp(App[int]):
         A failure ends the app: ``self.error`` holds its one line for the caller to print.
         Everything shown comes from ``self.shown``, the analysis with every string cleaned
         (engine.text.clean): no escape sequence from the trace reaches the terminal."""
-        super().__init__()
+        super().__init__(id="analysis")
         self.res = res
         self._load = load
         self._source = source
@@ -186,10 +185,7 @@ class AnalysisApp(App[int]):
 
     def compose(self) -> ComposeResult:
         if self.res is None:
-            head = Text()
-            head.append(" gitm-tui analyze ", style="bold reverse")
-            head.append(f"  {clean(self._source, SHOWN_CHARS)}  ", style="bold")
-            yield Static(head, id="analysis-header")
+            yield Static(mode_title("analyze", self._source), id="analysis-header")
             with Vertical(id="analysis-loading"):
                 yield LoadingIndicator()
                 yield Static("reading the trace…", id="analysis-stage")
@@ -197,9 +193,7 @@ class AnalysisApp(App[int]):
             return
         a = self.shown
         assert a is not None
-        head = Text()
-        head.append(" gitm-tui analyze ", style="bold reverse")
-        head.append(f"  {a.source}  ", style="bold")
+        head = mode_title("analyze", a.source)
         head.append(
             f"{a.hardware.name}  ·  {a.segments:,} segments  ·  pressures "
             f"{'measured' if a.pressures.startswith('measured') else 'estimated'}"
@@ -220,7 +214,10 @@ class AnalysisApp(App[int]):
             # event loop's default executor, which App.run joins on the way out, so `q` waited
             # for the whole load (21 s on a big trace). Reading and decoding cannot be cut
             # short midway; a daemon thread simply ends with the process when the user quits.
-            threading.Thread(target=self._analyse, name="gitm-analyze-load", daemon=True).start()
+            # started once the screen is up: a loader that fails at once then ends a whole app
+            self.call_after_refresh(
+                threading.Thread(target=self._analyse, name="gitm-analyze-load", daemon=True).start
+            )
             return
         self._populate()
 
@@ -239,15 +236,15 @@ class AnalysisApp(App[int]):
         with contextlib.suppress(RuntimeError):
             self.post_message(message)
 
-    def on_analysis_app_load_stage(self, message: LoadStage) -> None:
+    def on_analysis_screen_load_stage(self, message: LoadStage) -> None:
         stage = self.query("#analysis-stage")
         if stage:
             stage.first(Static).update(outside_text(message.stage))  # it names the file
 
-    def on_analysis_app_load_done(self, message: LoadDone) -> None:
+    def on_analysis_screen_load_done(self, message: LoadDone) -> None:
         if message.res is None:
             self.error = message.error
-            self.exit(return_code=1)
+            self.app.exit(return_code=1)
             return
         self.res = message.res
         self._show_result(message.res)
@@ -274,7 +271,7 @@ class AnalysisApp(App[int]):
             r = Label[k.regime]
             table.add_row(
                 Text(k.name, overflow="ellipsis", no_wrap=True),  # cleaned in self.shown
-                Text(f"{k.regime} {k.regime_share:.0%}", style=REGIME_STYLE[r]),
+                Text(f"{k.regime} {k.regime_share:.0%}", style=regime_style(r)),
                 k.tier,
                 "—" if k.confidence is None else f"{k.confidence:.2f}",
                 k.calls,
@@ -307,13 +304,3 @@ class AnalysisApp(App[int]):
         else:
             table.sort(col, reverse=True)
         self.notify(f"sorted by {self.SORTS[self._sort][1]}", timeout=1.5)
-
-
-def make_analysis_app(
-    res: AnalysisResult | None = None,
-    load: Callable[[Callable[[str], None]], AnalysisResult] | None = None,
-    source: str = "",
-) -> AnalysisApp:
-    """Return the analysis screen's app (the CLI and the tests use this): for a result in hand,
-    or for a loader that the app runs in a worker while it shows progress."""
-    return AnalysisApp(res, load, source)

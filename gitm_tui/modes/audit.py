@@ -1,4 +1,4 @@
-"""The audit screen of `gitm-tui audit --ui LEDGER`: the corpus, the interventions × pipeline
+"""Audit mode (`gitm-tui audit --ui LEDGER`): the corpus, the interventions × pipeline
 variants matrix of PCS (colour = stability), decoding equivalence, and the κ geometry."""
 
 from __future__ import annotations
@@ -6,57 +6,56 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from engine.study.audit import VARIANTS, AuditLedger
 from engine.text import clean
-from gitm_tui.render import SHOWN_CHARS, outside_text
+from gitm_tui.render import SHOWN_CHARS, mode_title, outside_text
+from gitm_tui.theme import tone
 
 
 def _cell(mean: float | None, ci: float | None) -> Text:
     if mean is None or mean != mean:
         return Text("—", style="dim")
-    style = "bold #5fd75f" if mean >= 0.999 else ("#ffd75f" if mean >= 0.98 else "bold #ff5f5f")
+    style = (
+        "bold " + tone("gitm-ok")
+        if mean >= 0.999
+        else (tone("gitm-warn") if mean >= 0.98 else "bold " + tone("gitm-bad"))
+    )
     return Text(f"{mean:.4f} ±{(ci or 0):.4f}", style=style)
 
 
-class AuditApp(App[int]):
+class AuditScreen(Screen[None]):
     """Read-only view of one ledger."""
 
-    TITLE = "gitm-tui audit"
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape", "quit", "Quit")]
-    CSS = """
-    #audit-header { height: auto; padding: 0 1; background: $panel; }
-    TabbedContent { height: 1fr; }
-    DataTable { height: 1fr; }
-    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape", "app.quit", "Quit")]
 
     def __init__(self, ledger: AuditLedger, path: str = "") -> None:
-        super().__init__()
+        super().__init__(id="audit")
         self.ledger = ledger
         self.path = path
 
     def compose(self) -> ComposeResult:
         led = self.ledger
         synth = all(c.synthetic for c in led.corpus)
-        head = Text()
         # a ledger is a file from outside: its strings are cleaned and never read as markup
-        head.append(f" audit ledger {clean(self.path, SHOWN_CHARS)} ", style="bold reverse")
-        head.append(f"  {len(led.corpus)} corpus items, seeds {led.seeds}, ")
+        head = mode_title("audit", self.path)
+        head.append(f"{len(led.corpus)} corpus items, seeds {led.seeds}, ")
         head.append(
             "SYNTHETIC corpus (simulator)"
             if synth
             else "real traces"
             if not any(c.synthetic for c in led.corpus)
             else "mixed corpus",
-            style="bold black on #ffd75f" if synth else "bold",
+            style="bold black on " + tone("gitm-warn") if synth else "bold",
         )
         ops = ", ".join(f"{k} {v}" for k, v in led.operators.items())
         head.append(f"\n operators: {clean(ops, SHOWN_CHARS)}", style="dim")
         yield Static(head, id="audit-header")
-        with TabbedContent(initial="tab-pcs"):
+        with TabbedContent(initial="tab-pcs", id="audit-tabs"):
             with TabPane("PCS: operators × variants", id="tab-pcs"):
                 yield DataTable(id="pcs", zebra_stripes=True, cursor_type="row")
             with TabPane("Equivalence", id="tab-eq"):
@@ -114,7 +113,7 @@ class AuditApp(App[int]):
                 f(g.kappa_p50),
                 f(g.kappa_p90),
                 f"{g.m_id:.3f}",
-                Text(f"{g.m_deg:.3f}", style="bold #ff5f5f" if g.m_deg > 0.05 else ""),
+                Text(f"{g.m_deg:.3f}", style="bold " + tone("gitm-bad") if g.m_deg > 0.05 else ""),
                 f"{g.undetermined:.3f}",
                 f(g.accuracy_m_id),
                 f(g.accuracy_m_deg),
@@ -130,7 +129,3 @@ class AuditApp(App[int]):
                 outside_text(c.generated_by if c.synthetic else c.source),
                 outside_text(c.sha256[:12]),
             )
-
-
-def make_audit_app(ledger: AuditLedger, path: str = "") -> AuditApp:
-    return AuditApp(ledger, path)
