@@ -22,14 +22,10 @@ What becomes what:
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import json
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +33,12 @@ import numpy as np
 
 from engine.trace import json_scan as js
 from engine.trace.chrome_stream import EventStream, chunks, metadata, prefetched
+from engine.trace.derive import derive_work
 from engine.trace.errors import TraceImportError
-from engine.trace.evidence import Tier, tiers
+from engine.trace.import_memory import chunk_buffers_reused, gc_paused
 from engine.trace.limits import ReadLimits, check_times
-from engine.trace.segments import DTYPE_CODE, Kind, NameTable, Provenance, Segments
-from engine.trace.shapes import OpWork, innermost_known, kernel_dtype, may_derive, op_work
+from engine.trace.segments import Kind, NameTable, Provenance, Segments
+from engine.trace.shapes import OpWork, may_derive, op_work
 from engine.trace.taxonomy import classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
@@ -52,51 +49,6 @@ _TOP, _TOPLENS = js.key_table(js.TOP_KEYS)
 _ARGK, _ARGLENS = js.key_table(js.ARG_KEYS)
 _PREFIX = np.frombuffer(js.FLOP_PREFIX, np.uint8).copy()
 _SUFFIX = np.frombuffer(js.FLOP_SUFFIX, np.uint8).copy()
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while we create many small objects that hold no cycles."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-@lru_cache(maxsize=1)
-def _glibc() -> Any:
-    """The C library when it is glibc (it has mallopt and malloc_trim), else None; the first
-    call sets its mmap and trim thresholds for the import (see _chunk_buffers_reused)."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt, libc.malloc_trim  # noqa: B018 - AttributeError where not glibc
-    except (OSError, AttributeError, TypeError):  # pragma: no cover - not glibc
-        return None
-    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-    libc.mallopt(m_mmap_threshold, 4 * CHUNK)
-    libc.mallopt(m_trim_threshold, 256 << 20)
-    return libc
-
-
-@contextmanager
-def _chunk_buffers_reused() -> Iterator[None]:
-    """While importing, have glibc's malloc reuse freed chunk buffers; return them after.
-
-    Every inflated chunk is a fresh 16 MB buffer. By default glibc serves such sizes with mmap
-    and gives freed heap tops over 32 MB back to the kernel, so each chunk's pages were faulted
-    in anew: ~65,000 page faults and 0.15-0.25 s of kernel time per 2 M-event trace. With the
-    mmap threshold above the chunk size and a 256 MB trim threshold (set once per process),
-    freed chunks are reused; malloc_trim at the end hands the free memory back, so a
-    long-running process does not keep it. Elsewhere than glibc nothing changes."""
-    libc = _glibc()
-    try:
-        yield
-    finally:
-        if libc is not None:
-            libc.malloc_trim(0)
 
 
 class _Columns:
@@ -368,59 +320,6 @@ def _framework(
         cols.mtia_streams.update(ints[mt, js.F_TID].tolist())
 
 
-def _derive(
-    seg: Segments, names: NameTable, host_tid: np.ndarray, host: HostEvents, cols: _Columns
-) -> Segments:
-    """Give each kernel the work of the innermost framework op around its launch call (the
-    DERIVED tier): the op's FLOPs and bytes split over its kernels in proportion to their
-    durations, and the arithmetic type of its inputs. Kernels with measured counters keep
-    theirs."""
-    if not cols.ops or not cols.work or not len(host) or not len(seg):
-        return seg
-    ops = {k: np.concatenate([o[k] for o in cols.ops]) for k in cols.ops[0]}
-    row = host.rows_of(seg.correlation)
-    # kernels with measured counters keep theirs
-    kern = np.flatnonzero((seg.kind == Kind.KERNEL) & (row >= 0) & (tiers(seg) != Tier.MEASURED))
-    hrow = row[kern]
-    which = np.asarray(
-        innermost_known(
-            ops["tid"],
-            ops["start"],
-            ops["end"],
-            ops["work"],
-            host_tid[hrow],
-            host.api_start_ns[hrow],
-        ),
-        np.int64,
-    )
-    ok = which >= 0
-    kern, which = kern[ok], which[ok]
-    if not kern.size:
-        return seg
-    dur = np.maximum(seg.duration_ns[kern].astype(np.float64), 1.0)
-    share = dur / np.bincount(which, weights=dur, minlength=len(ops["work"]))[which]
-    widx = ops["work"][which]
-    work_flops = np.array([w.flops for w in cols.work])
-    work_bytes = np.array([w.bytes for w in cols.work])
-    # the arithmetic type depends on the op's inputs and (TF32 or not) the kernel's name
-    code_of: dict[tuple[int, int], int] = {}
-    for wi, nm in set(zip(widx.tolist(), seg.name[kern].tolist(), strict=True)):
-        w = cols.work[wi]
-        code_of[(wi, nm)] = DTYPE_CODE.get(kernel_dtype(w.dtype, w.family, names[nm]), 0)
-    out = seg.columns()
-    out["flops"] = out["flops"].copy()
-    out["dram_bytes"] = out["dram_bytes"].copy()
-    out["dtype"] = out["dtype"].copy()
-    out["provenance"] = out["provenance"].copy()
-    out["flops"][kern] = work_flops[widx] * share
-    out["dram_bytes"][kern] = work_bytes[widx] * share
-    out["dtype"][kern] = [
-        code_of[k] for k in zip(widx.tolist(), seg.name[kern].tolist(), strict=True)
-    ]
-    out["provenance"][kern] |= np.uint8(Provenance.DERIVED)
-    return Segments(**out)
-
-
 def _chunks(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
     """The file's decompressed chunks of at most CHUNK bytes (engine.trace.chrome_stream.chunks;
     limits from the environment unless given)."""
@@ -439,8 +338,8 @@ def read_kineto(path: str | Path, limits: ReadLimits | None = None) -> Trace:
     # block's events on a helper thread: the parse is the longest stage)
     jobs: deque[Future[None]] = deque()
     with (
-        _chunk_buffers_reused(),
-        _gc_paused(),
+        chunk_buffers_reused(CHUNK),
+        gc_paused(),
         ThreadPoolExecutor(1, thread_name_prefix="gitm-extract") as pool,
         ThreadPoolExecutor(1, thread_name_prefix="gitm-extract-half") as helper,
     ):
@@ -567,7 +466,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     )
     if cols.waits:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in cols.waits[0]})
-    seg = _derive(seg, cols.names, _cat(h, "tid", np.int64), host, cols)
+    seg = derive_work(seg, cols.names, _cat(h, "tid", np.int64), host, cols.ops, cols.work)
     # top-level metadata is free-form JSON: keep only values of the shape we read
     devices = meta.get("deviceProperties")
     dist = meta.get("distributedInfo")

@@ -166,7 +166,7 @@ def _same_schedule(a, b) -> bool:
 def test_compiled_replay_equals_the_python_reference(workload, model):
     """schedule (numba, dense ids) == schedule_ref (Python dicts), bit for bit, on the observed
     graph and on every lever's edited graph (graph launches, side streams, merged rows…)."""
-    from engine.schedule.dag import schedule_ref
+    from engine.schedule.reference import schedule_ref
 
     wl = SimWorkload(workload)
     _, obs = _obs(wl, wl.base, model)
