@@ -26,11 +26,11 @@ import math
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from engine.device.kernel_model import KernelCost, kernel_cost, limiter
+from engine.device.program import graph_regions, scaled, streams_of
 from engine.device.thermal import ThermalState
 from engine.manifest import (
     CopyOp,
@@ -175,8 +175,8 @@ class SimulatedGPU:
         self.device = device
         self.names = NameTable()
         self.rng = np.random.default_rng(seed)
-        self.program = _scaled(flatten_ops(workload.iteration), self.config.batch_scale)
-        self._region_of = _graph_regions(self.program) if self.config.cuda_graphs else None
+        self.program = scaled(flatten_ops(workload.iteration), self.config.batch_scale)
+        self._region_of = graph_regions(self.program) if self.config.cuda_graphs else None
         self._event_id: dict[str, int] = {}
         cap = self.config.power_limit_w or workload.power_limit_w or hw.tdp_w
         self.thermal = ThermalState.cold(hw)
@@ -188,7 +188,7 @@ class SimulatedGPU:
         self._consume_times: list[float] = []  # when each prefetched batch was taken
         self._loader_free = 0.0
         self._queues: dict[int, deque[_DevOp]] = {
-            s: deque() for s in _streams(workload, self.program)
+            s: deque() for s in streams_of(workload, self.program)
         }
         self._active: dict[int, _DevOp] = {}  # stream -> running op
         self._last_end: dict[int, float] = dict.fromkeys(self._queues, 0.0)
@@ -602,62 +602,6 @@ class SimulatedGPU:
 #: an existing segment instead of freeing and re-allocating blocks; PyTorch CUDA semantics
 #: docs, "expandable_segments"): an engineering prior, not a measurement
 EXPANDABLE_ALLOC_FACTOR = 0.1
-
-
-def _streams(workload: WorkloadSpec, program: list[Any]) -> list[int]:
-    """Declared streams plus any a lever added (a side stream for copies)."""
-    out = list(workload.streams)
-    for op in program:
-        s = getattr(op, "stream", None)
-        if s is not None and s not in out:
-            out.append(s)
-    return out
-
-
-def _scaled(program: list[Any], k: int) -> list[Any]:
-    """The program at ``k`` × the batch: kernels do k × the work over k × the blocks, copies
-    move k × the bytes, per-sample host work takes k × as long; per-step costs stay."""
-    if k == 1:
-        return program
-    out: list[Any] = []
-    for op in program:
-        if isinstance(op, KernelOp):
-            flash = op.flash_bytes * k if op.flash_bytes else None
-            op = op.model_copy(
-                update={
-                    "flops": op.flops * k,
-                    "bytes": op.bytes * k,
-                    "grid": op.grid * k,
-                    "flash_bytes": flash,
-                }
-            )
-        elif isinstance(op, CopyOp):
-            op = op.model_copy(update={"bytes": op.bytes * k})
-        elif isinstance(op, HostOp) and op.per_sample:
-            op = op.model_copy(update={"ns": op.ns * k})
-        out.append(op)
-    return out
-
-
-def _graph_regions(program: list[Any]) -> list[int]:
-    """Region id per op for CUDA-graph replay (-1: runs eagerly). A region is a maximal run of
-    kernels, pinned copies and event record/wait; host work, syncs and pageable copies (which
-    block the host) end it: they cannot be captured."""
-    out: list[int] = []
-    region, open_ = -1, False
-    for op in program:
-        capturable = isinstance(op, KernelOp | RecordOp | WaitOp) or (
-            isinstance(op, CopyOp) and op.pinned
-        )
-        if capturable:
-            if not open_:
-                region += 1
-                open_ = True
-            out.append(region)
-        else:
-            open_ = False
-            out.append(-1)
-    return out
 
 
 def _clip(x: float) -> float:
