@@ -405,6 +405,44 @@ def _read(rel: str) -> Any:
     return json.loads(text)
 
 
+class LeverPrior(_Strict):
+    """A named effect-model constant a lever's transform scales by, with the range its source
+    states (``low``/``high``: parameter values, not gains) and the source itself."""
+
+    name: str
+    value: float
+    low: float
+    high: float
+    unit: str = ""
+    source: str
+
+    @model_validator(mode="after")
+    def _in_range(self) -> LeverPrior:
+        if not self.low <= self.value <= self.high:
+            raise ValueError(f"prior {self.name!r}: {self.value} outside [{self.low}, {self.high}]")
+        return self
+
+
+class Threshold(_Strict):
+    """A decision rule of the lever library (not an effect size): its value and why."""
+
+    value: float
+    why: str
+
+
+class LeverPriors(_Strict):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    priors: dict[str, LeverPrior]
+    thresholds: dict[str, Threshold]
+
+
+@lru_cache(maxsize=1)
+def load_lever_priors() -> LeverPriors:
+    """Return manifests/lever_priors.json, validated (every value inside its stated range)."""
+    return LeverPriors.model_validate(_read("lever_priors.json"))
+
+
 @lru_cache(maxsize=1)
 def load_catalogue() -> tuple[GpuPeaks, ...]:
     """Return every GPU of manifests/hardware_catalogue.json, validated."""

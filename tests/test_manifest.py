@@ -140,3 +140,23 @@ def test_a_telemetry_manifest_restating_a_peak_is_rejected(monkeypatch):
     monkeypatch.setattr(manifest, "_read", fake)
     with pytest.raises(ManifestError, match="restates hbm_bandwidth_Bps"):
         manifest.load_hardware("fake")
+
+
+def test_lever_priors_are_one_manifest_with_ranges_and_sources():
+    """Every effect-model prior the levers scale by comes from manifests/lever_priors.json with
+    its stated range and source; a value outside its own range is refused."""
+    import json
+
+    from engine.levers import priors
+    from engine.manifest import LeverPriors, load_lever_priors
+    from tests.paths import ROOT
+
+    m = load_lever_priors()
+    for key, p in m.priors.items():
+        assert getattr(priors, key) is p and p.source.strip()
+        assert p.low <= p.value <= p.high
+    assert m.priors["ALLOC"].value == priors.ALLOC_FACTOR
+    doc = json.loads((ROOT / "manifests" / "lever_priors.json").read_text())
+    doc["priors"]["FLASH"]["value"] = 0.95  # outside its stated 0.5-0.75
+    with pytest.raises(ValidationError, match="outside"):
+        LeverPriors.model_validate(doc)

@@ -43,6 +43,7 @@ from engine.manifest import (
     WaitOp,
     WorkloadSpec,
     flatten_ops,
+    load_lever_priors,
 )
 from engine.regimes import Regime
 from engine.telemetry.sample import TelemetrySample
@@ -290,7 +291,8 @@ class SimulatedGPU:
                 t0 = self.host_ns
                 cost = op.ns * self._lognormal(noise.launch_sigma)
                 if op.kind == "alloc" and cfg.allocator == "expandable_segments":
-                    cost *= EXPANDABLE_ALLOC_FACTOR
+                    # the lever library's ALLOC prior: the value its replay transform uses
+                    cost *= load_lever_priors().priors["ALLOC"].value
                 if op.kind == "data_loading" and cfg.prefetch_depth > 0:
                     self.host_ns = max(self.host_ns, self._prefetched_batch(cost))
                     self._consume_times.append(self.host_ns)
@@ -596,12 +598,6 @@ class SimulatedGPU:
                 clock_event_reasons=self.thermal.reasons,
             )
         ]
-
-
-#: cudaMalloc/cudaFree churn left with expandable segments (the allocator maps more pages into
-#: an existing segment instead of freeing and re-allocating blocks; PyTorch CUDA semantics
-#: docs, "expandable_segments"): an engineering prior, not a measurement
-EXPANDABLE_ALLOC_FACTOR = 0.1
 
 
 def _clip(x: float) -> float:

@@ -11,6 +11,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
+from engine.manifest import LeverPrior as Prior
 from engine.planner.catalogue import GpuPeaks
 from engine.schedule.causes import Cause
 from engine.schedule.dag import ReplayDag, Schedule
@@ -49,21 +50,6 @@ def lever_specs() -> dict[str, LeverSpec]:
     for s in specs.values():
         s.cause_set()  # KeyError on a cause that does not exist
     return specs
-
-
-@dataclass(frozen=True)
-class Prior:
-    """A named effect-model constant a transform scales by, with the range its source states.
-
-    ``value`` is what every transform uses unless an Observation overrides it; ``low``/``high``
-    are the ends of the stated range (parameter values, not gains): `gitm-tui analyze` replays
-    the transform at them to give its prediction an interval."""
-
-    name: str
-    value: float
-    low: float
-    high: float
-    unit: str = ""
 
 
 @dataclass
