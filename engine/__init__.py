@@ -3,8 +3,12 @@
 Embedded API (DESIGN §9)::
 
     from engine import optimize
-    result = optimize("hft-lob", budget="2m", target=0.15)
+    result = optimize("hft-lob", budget="2m", target=0.15)   # a built-in, simulated GPU
     print(result.gain, result.target_met, result.report)
+
+    from engine import TorchJob, optimize                      # your own PyTorch program
+    job = TorchJob(step=train_step, batches=loader, model=model, optimizer=opt)
+    result = optimize(job, budget="10m", target=0.15)
 """
 
 from __future__ import annotations
@@ -28,28 +32,42 @@ class OptimizeResult:
 
 
 def optimize(
-    workload: str,
+    engine: Any,
     budget: str | float = "2m",
     target: float = 0.15,
     *,
     approve: str = "auto",
     seed: int = 0,
     repeats: int = 4,
+    levers: tuple[Any, ...] | None = None,
 ) -> OptimizeResult:
-    """Run the optimize loop on a built-in workload (simulated GPU) and return its result.
+    """Run the optimize loop and return its result.
+
+    ``engine``: a built-in workload's name (``"hft-lob"``…: the simulated GPU), or your own
+    PyTorch program — a ``TorchJob`` (or any object with ``step(batch)`` and ``batches``, and
+    optionally ``model``/``optimizer``), measured for real in this process; its levers act on
+    those objects and are undone exactly when they do not pay (engine.optimizer.torch_loop).
+    ``levers``: for a program, the torch levers it may try (default: the library's).
 
     ``approve``: ``auto`` applies SAFE levers only (NUMERICS and PRIVILEGED ones are proposed
-    and wait for a person); ``none`` only proposes. Runs as fast as the work allows (no
-    dashboard pacing) and at most ``budget``."""
+    and wait for a person: ``gitm-tui approve RUN ID`` from another terminal, or
+    ``approve="all"`` here to let this call be that person); ``none`` only proposes. Runs as
+    fast as the work allows and at most ``budget``. Journal and report are written like every
+    run's (``result.run_dir``)."""
     import asyncio
+    import threading
 
     from engine.runtime import Engine, RunConfig, parse_budget
     from engine.runtime.events import InterventionUpdate, RunFinished
 
-    if approve not in ("auto", "none"):
-        raise ValueError("embedded runs have no person to ask: approve must be 'auto' or 'none'")
+    if approve not in ("auto", "none", "all"):
+        raise ValueError(
+            "embedded runs have no person to ask: approve must be 'auto' (SAFE levers), "
+            "'all' (this call approves every lever) or 'none' (propose only)"
+        )
+    job = None if isinstance(engine, str) else engine
     cfg = RunConfig(
-        workload=workload,
+        workload=engine if isinstance(engine, str) else "torch",
         budget_s=parse_budget(budget),
         target=target,
         approve=approve,
@@ -60,7 +78,7 @@ def optimize(
     )
 
     async def _run() -> OptimizeResult:
-        eng = Engine(cfg)
+        eng = Engine(cfg, job=job, torch_levers=levers)
         sub = eng.bus.subscribe()
         task = asyncio.ensure_future(eng.run())
         ivs: dict[str, dict[str, Any]] = {}
@@ -83,7 +101,34 @@ def optimize(
             interventions=ivs,
         )
 
-    return asyncio.run(_run())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no event loop in this thread
+        return asyncio.run(_run())
+    # called from inside an event loop (a notebook): run in a thread of its own
+    out: list[OptimizeResult] = []
+    err: list[BaseException] = []
+
+    def runner() -> None:
+        try:
+            out.append(asyncio.run(_run()))
+        except BaseException as e:  # re-raised in the caller's thread
+            err.append(e)
+
+    t = threading.Thread(target=runner, name="gitm-optimize")
+    t.start()
+    t.join()
+    if err:
+        raise err[0]
+    return out[0]
 
 
-__all__ = ["OptimizeResult", "optimize"]
+def __getattr__(name: str) -> Any:
+    if name == "TorchJob":  # imported on use: the core install has no torch
+        from engine.workloads.torch_job import TorchJob
+
+        return TorchJob
+    raise AttributeError(name)
+
+
+__all__ = ["OptimizeResult", "TorchJob", "optimize"]

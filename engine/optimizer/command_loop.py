@@ -50,6 +50,8 @@ class CommandOptimizer(LoopRun):
     """``engine.optimizer.loop.Optimizer``'s steps for a real process."""
 
     means_key = "means"  # of the program's metric, whatever its unit
+    traced = False
+    scale = 1.0
     state: CommandState
     current: list[CommandMeasurement]
     analysis: CommandAnalysis | None
@@ -58,6 +60,7 @@ class CommandOptimizer(LoopRun):
         self.wl = workload
         self.analysis = None
         self._cands: dict[str, CommandCandidate] = {}
+        self.unit = f"(metric, goal {workload.spec.goal})"
         super().__init__(run_dir, repeats, workload.base)
 
     # ------------------------------------------------------------------ measuring

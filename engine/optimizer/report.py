@@ -49,12 +49,18 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
     p = map_strings(provenance, _clean)
     res = p.get("result", {})
     lines = [f"# gitm-tui optimize report — {p.get('workload', '?')}", ""]
-    black_box = p.get("workload") == "command"
+    # older runs' provenance has neither key: only a command workload was real then
+    black_box = not p.get("traced", p.get("workload") != "command")
+    simulated = p.get("simulated", not black_box)
+    if simulated:
+        where = " (simulated: no GPU was used)"
+    else:
+        where = " (measured for real" + ("; no device trace)" if black_box else ")")
     lines.append(
         f"Run `{p.get('run_id', '?')}` on **{p.get('device', '?')}**"
-        + (" (a real process; no GPU trace)" if black_box else " (simulated: no GPU was used)")
+        + where
         + f", budget {p.get('budget_s', 0):g} s, target {p.get('target', 0):.0%} "
-        + ("better on its metric, " if black_box else "less time per sample, ")
+        + ("better on its metric, " if "metric" in res else "less time per sample, ")
         + f"approval policy `{p.get('approve', '?')}`, seed {p.get('seed', 0)}, "
         + f"{p.get('repeats', 0)} measurements per arm."
     )

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 #: the phases' shares of the budget (DESIGN §7: 2:4:6:8:4)
 PHASES = (("profile", 2), ("attribute", 4), ("rank", 6), ("apply", 8), ("report", 4))
-APPROVAL_POLICIES = ("manual", "auto", "none")
+#: manual: a person decides; auto: SAFE levers approve themselves; none: propose only; all:
+#: every lever approves itself (the embedded API's ``approve="all"``: its caller decided)
+APPROVAL_POLICIES = ("manual", "auto", "none", "all")
 
 
 def phase_deadline(budget_s: float, phase: str) -> float:

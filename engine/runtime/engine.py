@@ -47,6 +47,7 @@ from engine.runtime.stream import DecodedStream
 from engine.runtime.warmup import in_daemon_thread
 from engine.store.runs import RunLock, new_run_id, run_path
 from engine.workloads.command import CommandError
+from engine.workloads.torch_job import TorchJobError
 
 __all__ = ["PHASES", "Engine", "RunConfig", "phase_deadline"]
 
@@ -54,7 +55,15 @@ __all__ = ["PHASES", "Engine", "RunConfig", "phase_deadline"]
 class Engine:
     """One optimize-loop run on one device source. Create, subscribe to ``bus``, ``await run()``."""
 
-    def __init__(self, config: RunConfig, bus: EventBus | None = None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        bus: EventBus | None = None,
+        job: Any = None,
+        torch_levers: tuple[Any, ...] | None = None,
+    ) -> None:
+        """``job``: a live PyTorch program to optimize in this process (``engine.optimize``);
+        ``torch_levers``: the levers it may try (default: the library's torch levers)."""
         if config.approve not in APPROVAL_POLICIES:
             raise ValueError(
                 f"unknown approval policy {config.approve!r}; one of {APPROVAL_POLICIES}"
@@ -62,8 +71,14 @@ class Engine:
         self.config = config
         self.bus = bus or EventBus()
         self.hw = load_hardware(config.hardware)
-        target = sources.resolve(config, self.hw)  # what runs, on what device
+        target = sources.resolve(config, self.hw, job)  # what runs, on what device
         self.workload, self.cmd_workload = target.workload, target.cmd_workload
+        self.torch_job = target.torch_job
+        if torch_levers is None and job is not None:
+            from engine.levers.torch_levers import TORCH_LEVERS
+
+            torch_levers = TORCH_LEVERS
+        self.torch_levers = torch_levers or ()
         self.backend, self.device_notes = target.backend, target.device_notes
         self.device_label = target.device_label
         self.run_id = new_run_id()
@@ -106,6 +121,8 @@ class Engine:
         self.decisions.put_nowait(("stop", "", ""))
         if self.cmd_workload is not None:  # end the running program now, start no other
             self.cmd_workload.cancel()
+        if self.torch_job is not None and self.optimizer is not None:
+            self.optimizer.cancelled = True  # no new measurement starts
 
     def finish_apply(self) -> None:
         """End the apply phase now (the operator is done deciding): go on to the report."""
@@ -244,7 +261,7 @@ class Engine:
                 status = "stopped"
             if gpu is not None:
                 self.stream.publish(self.decoder.flush(), gpu)
-        except CommandError as e:  # the user's program cannot be run or measured: not a bug
+        except (CommandError, TorchJobError) as e:  # the user's program cannot be run: not a bug
             status = "stopped" if self._stop else "workload_failed"
             self.log("error", str(e))
         except asyncio.CancelledError:  # the dashboard quit mid-run: cut short, not completed
@@ -284,6 +301,13 @@ class Engine:
             self.phase("done", status)
             self.bus.publish(fin)
         return fin
+
+    @property
+    def real_title(self) -> str:
+        """The title of a real program this run measures ('' for a simulated workload)."""
+        if self.torch_job is not None:
+            return str(self.torch_job.name)
+        return str(self.cmd_workload.title) if self.cmd_workload is not None else ""
 
     # ------------------------------------------------------------------ numba warm-up
     def check_warm(self, decoder: LiveDecoder) -> None:

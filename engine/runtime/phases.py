@@ -61,10 +61,21 @@ class OptimizePhases:
         from engine.optimizer.loop import Optimizer
         from engine.optimizer.report import write_run
 
-        if eng.cmd_workload is not None:
+        if eng.torch_job is not None:
+            from engine.optimizer.torch_loop import TorchOptimizer
+
+            left = cfg.budget_s - eng.elapsed()
+            opt: Any = TorchOptimizer(
+                eng.torch_job,
+                eng.run_dir,
+                repeats=cfg.repeats,
+                levers=eng.torch_levers,
+                deadline=time.monotonic() + left,
+            )
+        elif eng.cmd_workload is not None:
             from engine.optimizer.command_loop import CommandOptimizer
 
-            opt: Any = CommandOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
+            opt = CommandOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
         else:
             opt = Optimizer(
                 cfg.workload, eng.run_dir, seed=cfg.seed, repeats=cfg.repeats, hardware=cfg.hardware
@@ -80,14 +91,15 @@ class OptimizePhases:
                 "approve": cfg.approve,
                 "seed": cfg.seed,
                 "device": eng.device_label,
+                "simulated": eng.workload is not None and eng.backend is None,
+                "traced": bool(opt.traced),
             }
         )
         noise = await asyncio.to_thread(opt.profile)
         await self.show(opt.current[0])
         self.status("profile")
-        black_box = eng.cmd_workload is not None
-        unit = f"(metric, goal {cfg.goal})" if black_box else "µs/sample"
-        scale = 1.0 if black_box else 1e3
+        black_box = not opt.traced  # no device trace: measured only
+        unit, scale = opt.unit, opt.scale
         eng.log(
             "info",
             f"baseline {noise.mean_ns / scale:.4g} {unit}; A/A {noise.aa_delta:.2%}, "
@@ -105,18 +117,21 @@ class OptimizePhases:
             await eng.wait_paused()
         eng.phase(
             "rank",
-            "declared levers in order (no replay for a black box)"
+            "levers in the library's order, measured (no trace to replay)"
             if black_box
             else "replaying each lever on the trace",
         )
         cands = await asyncio.to_thread(opt.rank)
-        for iv in opt.propose(cands):
+        proposed = opt.propose(cands)
+        for iv in proposed:
             self.publish_iv(iv)
         eng.log(
             "info",
-            f"{sum(getattr(c, 'proposable', True) for c in cands)} interventions proposed; "
-            f"{sum(not getattr(c, 'applicable', True) for c in cands)} levers not applicable",
+            f"{len(proposed)} interventions proposed; "
+            f"{len(opt.not_applicable)} levers not applicable",
         )
+        for lever, why in opt.not_applicable.items() if black_box else ():
+            eng.log("info", f"{lever}: not applicable: {why}")
         if not eng.stopped:
             eng.phase("apply", f"approval policy {cfg.approve}")
             await self.apply()
@@ -126,11 +141,12 @@ class OptimizePhases:
         self.status("report")
         met = result["target_met"]
         b, f = result["baseline_ns_per_sample"], result["final_ns_per_sample"]
-        what = (
-            f"on the metric ({b:.4g} → {f:.4g}, goal {cfg.goal})"
-            if black_box
-            else f"time per sample ({b / 1e3:.1f} → {f / 1e3:.1f} µs)"
-        )
+        if opt.scale == 1.0:  # a program's own metric
+            what = f"on the metric ({b:.4g} → {f:.4g}, goal {cfg.goal})"
+        elif opt.scale == 1e3:
+            what = f"time per sample ({b / 1e3:.1f} → {f / 1e3:.1f} µs)"
+        else:
+            what = f"time per sample ({b / opt.scale:.4g} → {f / opt.scale:.4g} {opt.unit})"
         summary = (
             f"target {cfg.target:.0%} {'met' if met else 'NOT met'}: {result['gain']:+.1%} {what}, "
             f"kept {', '.join(result['kept']) or 'nothing'}"
@@ -164,10 +180,10 @@ class OptimizePhases:
                     break
                 pending = [iv for iv in opt.interventions.values() if iv.state == State.PROPOSED]
                 ready = [iv for iv in opt.interventions.values() if iv.state == State.APPROVED]
-                if cfg.approve == "auto":
+                if cfg.approve in ("auto", "all"):
                     for iv in pending:
-                        if opt.policy_allows(iv, "auto"):
-                            await asyncio.to_thread(opt.approve, iv.iid, "policy:auto")
+                        if opt.policy_allows(iv, cfg.approve):
+                            await asyncio.to_thread(opt.approve, iv.iid, f"policy:{cfg.approve}")
                             self.publish_iv(iv)
                             ready.append(iv)
                             break
@@ -185,8 +201,8 @@ class OptimizePhases:
                         self.publish_iv(upd)
                     continue
                 # nothing left this policy may approve and no person is deciding: move on
-                auto_done = cfg.approve == "auto" and not any(
-                    opt.policy_allows(v, "auto") for v in pending
+                auto_done = cfg.approve in ("auto", "all") and not any(
+                    opt.policy_allows(v, cfg.approve) for v in pending
                 )
                 idle = cfg.approve == "none" or auto_done or not (pending or ready)
                 if idle and not eng.pending_decisions():
@@ -393,10 +409,10 @@ class OptimizePhases:
         return {
             "run_id": eng.run_id,
             "workload": cfg.workload,
-            "workload_title": eng.cmd_workload.title
-            if eng.cmd_workload
-            else load_workload(cfg.workload).title,
+            "workload_title": eng.real_title or load_workload(cfg.workload).title,
             "device": eng.device_label,
+            "simulated": eng.workload is not None and eng.backend is None,
+            "traced": bool(getattr(self.opt, "traced", True)),
             "budget_s": cfg.budget_s,
             "target": cfg.target,
             "approve": cfg.approve,

@@ -36,14 +36,23 @@ class Target:
 
     workload: WorkloadSpec | None
     cmd_workload: Any
+    torch_job: Any
     backend: Any
     device_notes: list[str]
     device_label: str
 
 
-def resolve(config: RunConfig, hw: HardwareSpec) -> Target:
+def resolve(config: RunConfig, hw: HardwareSpec, job: Any = None) -> Target:
     """The run's target from its configuration: CommandError on a bad command workload,
-    BackendUnavailable when a requested GPU backend cannot start (one line for the user)."""
+    BackendUnavailable when a requested GPU backend cannot start (one line for the user).
+    ``job``: a live PyTorch program (``engine.optimize``), measured in this process."""
+    if job is not None:
+        from engine.workloads.torch_job import TorchJob, on_cuda
+
+        job = TorchJob.of(job)
+        where = "its CUDA device" if on_cuda(job) else "the CPU"
+        label = f"this process ({job.name}: a live PyTorch program measured on {where})"
+        return Target(None, None, job, None, [], label)
     cmd: Any = None
     if config.workload == "command":
         from engine.workloads.command import ChoiceLever, CommandSpec, CommandWorkload
@@ -80,7 +89,7 @@ def resolve(config: RunConfig, hw: HardwareSpec) -> Target:
     if capturing:
         where = backend.label if backend is not None else "the CUDA device"
         label = f"{where} — CUPTI capture of {' '.join(config.capture_program)}"
-    return Target(workload, cmd, backend, notes, label)
+    return Target(workload, cmd, None, backend, notes, label)
 
 
 def announce(eng: Engine) -> None:
@@ -91,7 +100,7 @@ def announce(eng: Engine) -> None:
     elif cfg.capture_program:
         name, title = "capture", " ".join(cfg.capture_program)
     else:
-        name, title = "command", eng.cmd_workload.title
+        name, title = cfg.workload, eng.real_title
     eng.bus.publish(
         RunStarted(
             t_wall=0.0,

@@ -93,8 +93,12 @@ class RunLock:
         return True
 
     def release(self) -> None:
-        """Let the lock go (closing the descriptor releases it)."""
+        """Let the lock go: unlocked first, then closed. Closing alone is not enough when the
+        run forked (a DataLoader's workers, a program's helpers): a child holds a copy of the
+        descriptor and the lock with it until the child ends."""
         if self._fd is not None:
+            with contextlib.suppress(OSError):
+                _unlock(self._fd)
             os.close(self._fd)
             self._fd = None
 
@@ -138,8 +142,14 @@ try:  # POSIX
             return False
         return True
 
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
 except ImportError:  # Windows: a byte-range lock on the first byte
     import msvcrt
+
+    def _unlock(fd: int) -> None:
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
 
     def _try_lock(fd: int) -> bool:
         try:

@@ -254,3 +254,27 @@ async def test_commands_file_ignores_malformed_lines():
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def test_a_released_run_lock_is_free_even_while_a_forked_child_lives(tmp_path):
+    """A run that forked (DataLoader workers) and then ended must not look alive because a
+    child still holds a copy of the lock's descriptor."""
+    import os
+    import signal
+
+    from engine.store.runs import RunLock, is_live
+
+    lock = RunLock(tmp_path)
+    assert lock.acquire()
+    pid = os.fork()
+    if pid == 0:  # the child keeps the inherited descriptor and sleeps
+        import time
+
+        time.sleep(30)
+        os._exit(0)
+    try:
+        lock.release()
+        assert not is_live(tmp_path)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

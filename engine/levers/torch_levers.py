@@ -1,0 +1,399 @@
+"""Levers on a live PyTorch program (``engine.optimize(job)``): each changes the job's objects or
+the process's torch settings, and hands back the exact undo.
+
+Each lever says where it applies (device, torch version, what the model holds) and why not
+elsewhere; its safety class sets the correctness tolerance (engine.workloads.torch_job). What
+needs a restart (``PYTORCH_CUDA_ALLOC_CONF``) or the launcher (environment) is listed with
+``needs="launcher"``: in-process it is not applicable, and it says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.workloads.torch_job import TorchJob, on_cuda
+
+Undo = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class TorchLever:
+    """One lever of the live program."""
+
+    id: str
+    title: str
+    safety: str  # SAFE | NUMERICS | PRIVILEGED
+    what: str
+    #: "process": applied to the live objects here; "launcher": needs a fresh process
+    needs: str = "process"
+
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        raise NotImplementedError
+
+    def apply(self, job: TorchJob) -> Undo:
+        raise NotImplementedError
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _version() -> tuple[int, int]:
+    v = _torch().__version__.split("+")[0].split(".")
+    return int(v[0]), int(v[1])
+
+
+def _has(job: TorchJob, *kinds: str) -> bool:
+    if job.model is None:
+        return False
+    return any(type(m).__name__ in kinds for m in job.model.modules())
+
+
+def _cuda_only(job: TorchJob) -> tuple[bool, str] | None:
+    if not on_cuda(job):
+        return False, "the model is not on a CUDA device (this setting acts on CUDA kernels only)"
+    return None
+
+
+# ---------------------------------------------------------------------- process-wide settings
+class CpuThreads(TorchLever):
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        torch = _torch()
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if torch.get_num_threads() == (cores or 1):
+            return False, f"intra-op threads already match the {cores} usable cores"
+        return True, f"{torch.get_num_threads()} intra-op threads on {cores} usable cores"
+
+    def apply(self, job: TorchJob) -> Undo:
+        torch = _torch()
+        before = torch.get_num_threads()
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        torch.set_num_threads(max(1, cores or 1))
+        return lambda: torch.set_num_threads(before)
+
+
+class Tf32(TorchLever):
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        torch = _torch()
+        if (no := _cuda_only(job)) is not None:
+            return no
+        major, _ = torch.cuda.get_device_capability()
+        if major < 8:
+            return False, "TF32 needs an Ampere or newer GPU"
+        if torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32:
+            return False, "TF32 is already on for matmuls and cuDNN"
+        return True, "FP32 matmuls/convolutions on a GPU with TF32 tensor cores"
+
+    def apply(self, job: TorchJob) -> Undo:
+        torch = _torch()
+        m, c = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        prec = torch.get_float32_matmul_precision()
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+
+        def undo() -> None:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = m, c
+            torch.set_float32_matmul_precision(prec)
+
+        return undo
+
+
+class CudnnBenchmark(TorchLever):
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        if (no := _cuda_only(job)) is not None:
+            return no
+        if not _has(job, "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d"):
+            return False, "the model has no convolution for cuDNN to autotune"
+        if _torch().backends.cudnn.benchmark:
+            return False, "cudnn.benchmark is already on"
+        return True, "convolutions on a GPU: cuDNN may pick a faster algorithm per shape"
+
+    def apply(self, job: TorchJob) -> Undo:
+        torch = _torch()
+        before = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = True
+        return lambda: setattr(torch.backends.cudnn, "benchmark", before)
+
+
+class SdpaFlash(TorchLever):
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        if (no := _cuda_only(job)) is not None:
+            return no
+        if not _has(
+            job, "MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer"
+        ):
+            return False, (
+                "no attention module found (a model calling scaled_dot_product_attention "
+                "directly is not visible from its modules)"
+            )
+        return True, "attention through SDPA on a GPU: the flash backend only"
+
+    def apply(self, job: TorchJob) -> Undo:
+        b = _torch().backends.cuda
+        before = (b.flash_sdp_enabled(), b.mem_efficient_sdp_enabled(), b.math_sdp_enabled())
+        b.enable_flash_sdp(True)
+        b.enable_mem_efficient_sdp(False)
+        b.enable_math_sdp(True)  # the fallback for shapes flash cannot take
+
+        def undo() -> None:
+            b.enable_flash_sdp(before[0])
+            b.enable_mem_efficient_sdp(before[1])
+            b.enable_math_sdp(before[2])
+
+        return undo
+
+
+# ---------------------------------------------------------------------- the step
+class Bf16Autocast(TorchLever):
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        torch = _torch()
+        if job.model is None:
+            return False, "no model given: autocast would change the step's own tensors blindly"
+        if on_cuda(job):
+            if not torch.cuda.is_bf16_supported():
+                return False, "this GPU has no bf16"
+            return True, "matmuls/convolutions in bf16 on the GPU's tensor cores"
+        return True, "matmuls/convolutions in bf16 on the CPU (faster where the CPU has bf16 units)"
+
+    def apply(self, job: TorchJob) -> Undo:
+        torch = _torch()
+        device = "cuda" if on_cuda(job) else "cpu"
+
+        def wrap(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            def step(batch: Any) -> Any:
+                with torch.autocast(device, dtype=torch.bfloat16):
+                    return fn(batch)
+
+            return step
+
+        job.wrappers.append(wrap)
+        return lambda: job.wrappers.remove(wrap)
+
+
+class ChannelsLast(TorchLever):
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        if not _has(job, "Conv2d", "ConvTranspose2d"):
+            return False, "the model has no 2-D convolution"
+        return True, "2-D convolutions in NHWC (channels_last) memory format"
+
+    def apply(self, job: TorchJob) -> Undo:
+        torch = _torch()
+        job.model.to(memory_format=torch.channels_last)
+
+        def to_nhwc(x: Any) -> Any:
+            if isinstance(x, torch.Tensor) and x.dim() == 4:
+                return x.contiguous(memory_format=torch.channels_last)
+            if isinstance(x, list | tuple):
+                return type(x)(to_nhwc(v) for v in x)
+            if isinstance(x, dict):
+                return {k: to_nhwc(v) for k, v in x.items()}
+            return x
+
+        def wrap(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            return lambda batch: fn(to_nhwc(batch))
+
+        job.wrappers.append(wrap)
+
+        def undo() -> None:
+            job.wrappers.remove(wrap)
+            job.model.to(memory_format=torch.contiguous_format)
+
+        return undo
+
+
+# ---------------------------------------------------------------------- the optimizer
+class ForeachOptimizer(TorchLever):
+    """Multi-tensor (foreach) or fused optimizer step: one kernel per group of tensors instead
+    of one per parameter."""
+
+    def _mode(self, job: TorchJob) -> str | None:
+        opt = job.optimizer
+        if opt is None:
+            return None
+        defaults = getattr(opt, "defaults", {})
+        if "fused" in defaults and type(opt).__name__ in ("Adam", "AdamW", "SGD", "Adagrad"):
+            return "fused"
+        if "foreach" in defaults:
+            return "foreach"
+        return None
+
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        mode = self._mode(job)
+        if mode is None:
+            return False, "no torch.optim optimizer with a foreach/fused implementation given"
+        groups = job.optimizer.param_groups
+        if all(g.get(mode) for g in groups):
+            return False, f"the optimizer already runs {mode}"
+        n = sum(len(g["params"]) for g in groups)
+        return True, f"{type(job.optimizer).__name__} over {n} parameter tensors, {mode} step"
+
+    def apply(self, job: TorchJob) -> Undo:
+        mode = self._mode(job)
+        assert mode is not None
+        groups = job.optimizer.param_groups
+        before = [(g.get("foreach"), g.get("fused")) for g in groups]
+        for g in groups:
+            g[mode] = True
+            if mode == "fused":
+                g["foreach"] = False
+
+        def undo() -> None:
+            for g, (fe, fu) in zip(groups, before, strict=True):
+                g["foreach"], g["fused"] = fe, fu
+                if fu is None:
+                    g.pop("fused", None)
+
+        return undo
+
+
+# ---------------------------------------------------------------------- the input pipeline
+class LoaderWorkers(TorchLever):
+    """Load batches in worker processes, a couple of batches ahead of the step."""
+
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        dl: Any = job.batches
+        if type(dl).__name__ != "DataLoader":
+            return False, "the batches are not a torch DataLoader"
+        if dl.num_workers > 0:
+            return False, f"the DataLoader already has {dl.num_workers} workers"
+        if getattr(dl, "_dataset_kind", 0) != 0:
+            return False, "an IterableDataset: workers would each read the whole stream"
+        return True, "batches loaded in the step's own process (num_workers=0)"
+
+    def apply(self, job: TorchJob) -> Undo:
+        torch = _torch()
+        old: Any = job.batches
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        workers = max(2, min(8, cores or 2))
+        new = torch.utils.data.DataLoader(
+            old.dataset,
+            batch_size=old.batch_size,
+            sampler=old.sampler if old.batch_size is not None else None,
+            batch_sampler=None if old.batch_size is not None else old.batch_sampler,
+            collate_fn=old.collate_fn,
+            drop_last=old.drop_last,
+            num_workers=workers,
+            prefetch_factor=2,
+            persistent_workers=True,
+            pin_memory=on_cuda(job),
+        )
+        job.batches = new
+
+        def undo() -> None:
+            job.batches = old
+            shutdown_loader(new)
+
+        return undo
+
+
+def shutdown_loader(loader: Any) -> None:
+    """End a DataLoader's persistent worker processes now (joined here), instead of whenever
+    the garbage collector gets to its iterator — possibly in another thread, which then waits
+    for the workers to exit."""
+    it = getattr(loader, "_iterator", None)
+    if it is not None:
+        with contextlib.suppress(Exception):
+            it._shutdown_workers()
+        loader._iterator = None
+
+
+# ---------------------------------------------------------------------- whole-program
+class Compile(TorchLever):
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        if job.model is None:
+            return False, "no model given"
+        if _version() < (2, 0):
+            return False, "torch.compile needs torch 2.0 or newer"
+        return True, (
+            "torch.compile of the model (compile time is spent inside the trial's warm-up; "
+            "on a GPU with static shapes mode='reduce-overhead' also captures CUDA graphs)"
+        )
+
+    def apply(self, job: TorchJob) -> Undo:
+        torch = _torch()
+        model = job.model
+        mode = "reduce-overhead" if on_cuda(job) else "default"
+        model.compile(mode=mode)  # in place: the user's references stay valid
+
+        def undo() -> None:
+            model._compiled_call_impl = None  # back to the eager forward
+            torch._dynamo.reset()
+
+        return undo
+
+
+class LauncherOnly(TorchLever):
+    """A setting read once at process start: the launcher sets it per trial."""
+
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        return False, (
+            "read once when the process starts: only the launcher "
+            "(gitm-tui --workload torch -- python SCRIPT) can try it, by relaunching"
+        )
+
+    def apply(self, job: TorchJob) -> Undo:  # pragma: no cover - never applicable in-process
+        raise RuntimeError(self.applicable(job)[1])
+
+
+#: the torch levers in the order the loop tries them (cheap and SAFE first)
+TORCH_LEVERS: tuple[TorchLever, ...] = (
+    CpuThreads(
+        "cpu_threads",
+        "Use every usable core for intra-op parallelism",
+        "SAFE",
+        "torch.set_num_threads(usable cores)",
+    ),
+    LoaderWorkers(
+        "loader_workers",
+        "Load batches in DataLoader worker processes",
+        "SAFE",
+        "num_workers, prefetch_factor=2, persistent workers (pin_memory on a GPU)",
+    ),
+    ForeachOptimizer(
+        "fused_optimizer",
+        "Multi-tensor (foreach) or fused optimizer step",
+        "SAFE",
+        "param_groups[...]['foreach'|'fused'] = True",
+    ),
+    CudnnBenchmark(
+        "cudnn_benchmark", "cuDNN autotune", "SAFE", "torch.backends.cudnn.benchmark = True"
+    ),
+    ChannelsLast(
+        "channels_last",
+        "NHWC memory format for convolutions",
+        "SAFE",
+        "model.to(memory_format=torch.channels_last) and 4-D inputs converted",
+    ),
+    SdpaFlash(
+        "sdpa_flash",
+        "Flash-attention SDPA backend",
+        "SAFE",
+        "torch.backends.cuda.enable_flash_sdp(True), mem-efficient off, math as fallback",
+    ),
+    Tf32(
+        "tf32",
+        "TF32 tensor cores for FP32 matmuls and convolutions",
+        "NUMERICS",
+        "allow_tf32 for matmul and cuDNN; float32_matmul_precision('high')",
+    ),
+    Bf16Autocast(
+        "bf16_autocast",
+        "bf16 autocast of the step",
+        "NUMERICS",
+        "torch.autocast(device, dtype=torch.bfloat16) around the step",
+    ),
+    Compile("torch_compile", "Compile the model with torch.compile", "SAFE", "model.compile()"),
+    LauncherOnly(
+        "expandable_segments",
+        "CUDA caching allocator with expandable segments",
+        "SAFE",
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        needs="launcher",
+    ),
+)

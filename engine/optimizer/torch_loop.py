@@ -1,0 +1,327 @@
+"""The optimize loop for a live PyTorch program (``engine.optimize(job)``): the same phases,
+journal, approvals, gate and report as every other run; the levers act on the program's own
+objects and settings (engine.levers.torch_levers) and every measurement is of its real steps.
+
+What is measured and kept exact: each measurement restores the program's numeric state after
+its steps (engine.workloads.torch_job.Snapshot), so the loop never moves the user's training;
+a trial checks the lever's step against the baseline's reference step within its safety
+class's tolerance; a rollback runs the lever's undo and restores the snapshot taken before the
+trial, then checks bit for bit (parameters, buffers, memory format, global torch flags) that the
+program is as it was — and says so in the journal.
+
+On the CPU there is no device trace: no regimes, invariants or replay, and no predicted gain —
+levers are tried in the library's order and measured (the report says so). On a GPU the
+profiler capture feeding the trace pipeline is the next step of issue 15 (not yet built).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.levers.torch_levers import TORCH_LEVERS, TorchLever, Undo
+from engine.optimizer.attribution import RankedHypotheses
+from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
+from engine.optimizer.monitor import InvariantResult
+from engine.store.journal import State
+from engine.workloads.torch_job import (
+    Batches,
+    Reference,
+    Snapshot,
+    TorchJob,
+    TorchJobError,
+    TorchMeasurement,
+    check_values,
+    global_flags,
+    on_cuda,
+    run_steps,
+)
+
+NO_TRACE = "no device trace on the CPU (torch.profiler records no kernels to decode there)"
+
+
+class TorchState(BaseModel):
+    """The levers applied to the program (journaled as the run's state files)."""
+
+    applied: list[str] = []
+    flags: dict[str, Any] = {}
+
+
+@dataclass
+class TorchAnalysis:
+    invariants: list[InvariantResult]
+    hypotheses: RankedHypotheses
+
+
+class TorchOptimizer(LoopRun):
+    """``engine.optimizer.loop.Optimizer``'s steps for a live PyTorch program."""
+
+    traced = False
+    unit = "ms/sample"
+    scale = 1e6
+    state: TorchState
+    current: list[TorchMeasurement]
+    analysis: TorchAnalysis | None
+
+    def __init__(
+        self,
+        job: TorchJob,
+        run_dir: Path,
+        repeats: int = 4,
+        levers: tuple[TorchLever, ...] = TORCH_LEVERS,
+        deadline: float = math.inf,
+    ) -> None:
+        self.job = job
+        self.levers = {lv.id: lv for lv in levers}
+        self.batches = Batches(job)
+        self.deadline = deadline  # time.monotonic() by which measuring must stop
+        self.cancelled = False
+        self.analysis = None
+        self.reference: Reference | None = None
+        #: the program's numeric state the reference step started from
+        self._ref_state: Snapshot | None = None
+        self.warmup, self.steps = 2, 5
+        self._undo: dict[str, Undo] = {}
+        self._lever_of: dict[str, str] = {}
+        super().__init__(run_dir, repeats, TorchState(flags=global_flags()))
+
+    # ------------------------------------------------------------------ measuring
+    def _check_time(self) -> None:
+        if self.cancelled:
+            raise TorchJobError("the run was stopped")
+        if time.monotonic() > self.deadline:
+            raise TorchJobError("the budget ended before this measurement")
+
+    def measure_once(self) -> TorchMeasurement:
+        """One measurement of the current configuration; the program's state is restored."""
+        self._check_time()
+        snap = Snapshot.take(self.job)
+        try:
+            return run_steps(self.job, self.batches, self.warmup, self.steps)
+        finally:
+            snap.restore(self.job)
+
+    def measure(self, state: Any = None) -> list[TorchMeasurement]:
+        out = [self.measure_once() for _ in range(self.repeats)]
+        self.measurements += len(out)
+        return out
+
+    def profile(self) -> NoiseFloor:
+        """Calibrate the steps per measurement (~0.2 s each, 3 to 200 steps), record the
+        reference step, measure the unchanged program and derive the noise floor."""
+        snap = Snapshot.take(self.job)
+        try:
+            first = run_steps(self.job, self.batches, 1, 2)
+        finally:
+            snap.restore(self.job)
+        if not first.ok:
+            raise TorchJobError(f"the program's baseline step failed: {first.error}")
+        per_step = sum(first.step_ns) / len(first.step_ns)
+        self.steps = int(min(200, max(3, round(0.2e9 / max(per_step, 1.0)))))
+        self.warmup = max(2, self.steps // 5)
+        self.batches.reset()
+        ref_batch = self.batches.next()  # drawing it may use the RNG (a shuffling sampler)
+        snap.restore(self.job)  # so the reference step starts from exactly this snapshot
+        self.reference = Reference.record(self.job, ref_batch)
+        snap.restore(self.job)
+        self._ref_state = snap
+        ms = self.measure()
+        bad = [m for m in ms if not m.ok]
+        if bad:
+            raise TorchJobError(f"the program's baseline step failed: {bad[0].error}")
+        self.journal.append(
+            {
+                "type": "torch_job",
+                "name": self.job.name,
+                "device": "cuda" if on_cuda(self.job) else "cpu",
+                "steps_per_measurement": self.steps,
+                "warmup_steps": self.warmup,
+                "samples_per_step": self.job.samples_per_step,
+                "flags": global_flags(),
+            }
+        )
+        return self._set_noise_floor(ms)
+
+    def analyse(self, m: Any = None) -> TorchAnalysis:
+        inv = [
+            InvariantResult(name, False, 0, NO_TRACE)
+            for name in ("kernel_time", "memory_traffic", "concurrency")
+        ]
+        a = TorchAnalysis(inv, RankedHypotheses([], 0))
+        self.analysis = a
+        if not self.baseline_invariants:
+            self.baseline_invariants = inv
+            self.baseline_hypotheses = a.hypotheses
+        return a
+
+    # ------------------------------------------------------------------ rank
+    def rank(self, a: Any = None) -> list[TorchLever]:
+        tried = {iv.lever_id for iv in self.interventions.values() if iv.state != State.PROPOSED}
+        out = []
+        self.not_applicable = {}
+        for lv in self.levers.values():
+            if lv.id in tried or lv.id in self.state.applied:
+                continue
+            ok, why = lv.applicable(self.job)
+            if ok:
+                out.append(lv)
+            else:
+                self.not_applicable[lv.id] = why
+        return out
+
+    def propose(self, cands: list[TorchLever]) -> list[Intervention]:
+        by_lever = {iv.lever_id: iv for iv in self.interventions.values()}
+        out = []
+        for lv in cands:
+            iv = by_lever.get(lv.id)
+            if iv is None:
+                iid = f"I{len(self.interventions) + 1}"
+                _ok, why = lv.applicable(self.job)
+                what = f"{lv.what} (measured only: {NO_TRACE})"
+                iv = Intervention(
+                    iid, lv.id, lv.title, lv.safety, math.nan, 0.0, [f"applies: {why}"], what
+                )
+                self.interventions[iid] = iv
+                self._lever_of[iid] = lv.id
+                self.journal.transition(
+                    iid,
+                    State.PROPOSED,
+                    lever=lv.id,
+                    predicted_gain=None,
+                    confidence=None,
+                    safety=lv.safety,
+                    evidence=iv.evidence,
+                    replay=what,
+                )
+            out.append(iv)
+        return out
+
+    # ------------------------------------------------------------------ apply
+    def _check(self, safety: str) -> str:
+        """'' when the reference step, run from the baseline's state under the current
+        configuration, matches the baseline's within ``safety``'s tolerance."""
+        assert self.reference is not None and self._ref_state is not None
+        snap = Snapshot.take(self.job)
+        try:
+            self._ref_state.restore(self.job)
+            got = check_values(self.job, self.reference.batch)
+        except Exception as e:  # the lever broke the step itself
+            return f"the step raised {e!r}"[:300]
+        finally:
+            snap.restore(self.job)
+        return self.reference.compare(got, safety)
+
+    def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
+        iv = self.interventions[iid]
+        lv = self.levers[self._lever_of[iid]]
+        before_state = self.state
+        snap = Snapshot.take(self.job)
+        self._save_state(f"states/{iid}_before.json", before_state)
+        self.journal.transition(iid, State.APPLYING, lever=lv.id)
+        iv.state = State.APPLYING
+        if hold_s:
+            time.sleep(hold_s)
+        try:
+            undo = lv.apply(self.job)
+        except Exception as e:
+            return self._rolled_back(iv, snap, None, f"the lever could not be applied: {e!r}"[:300])
+        after = TorchState(applied=[*before_state.applied, lv.id], flags=global_flags())
+        self._save_state(f"states/{iid}_after.json", after)
+        ms = self.measure()
+        failed = [m for m in ms if not m.ok]
+        why = failed[0].error if failed else self._check(lv.safety)
+        new_ns = self.mean_ns(ms) if not failed else math.nan
+        gain = 1 - new_ns / self.mean_ns(self.current) if not failed else None
+        iv.measured_gain, iv.measured_ns = gain, new_ns
+        self.journal.transition(iid, State.APPLIED, measured=new_ns, gain=gain)
+        iv.state = State.APPLIED
+        verdict, note = self._verdict(not why, why, gain)
+        if verdict == State.ROLLED_BACK:
+            return self._rolled_back(iv, snap, undo, note)
+        self._undo[iid] = undo
+        self.state = after
+        self.current = ms
+        self._save_state("state.json", after)
+        self.journal.transition(iid, verdict, reason=note)
+        iv.state, iv.note = verdict, note
+        self.kept.append(iid)
+        return iv
+
+    def _rolled_back(
+        self, iv: Intervention, snap: Snapshot, undo: Undo | None, note: str
+    ) -> Intervention:
+        """Undo the lever, restore the snapshot taken before it and check the program is bit
+        for bit what it was (journaled with the verdict)."""
+        if undo is not None:
+            undo()
+        snap.restore(self.job)
+        diffs = snap.differences(self.job)
+        self.journal.transition(
+            iv.iid, State.ROLLED_BACK, reason=note, restored_exactly=not diffs, differences=diffs
+        )
+        iv.state = State.ROLLED_BACK
+        iv.note = (
+            f"{note}; restored exactly (parameters, buffers, optimizer state, RNG, torch flags)"
+            if not diffs
+            else f"{note}; NOT restored exactly: {', '.join(diffs[:3])}"
+        )
+        return iv
+
+    def rollback(self, iid: str, by: str) -> Intervention:
+        iv = self._verified(iid)
+        undo = self._undo.pop(iid)
+        undo()
+        lever = self._lever_of[iid]
+        self.state = TorchState(
+            applied=[x for x in self.state.applied if x != lever], flags=global_flags()
+        )
+        self._save_state("state.json", self.state)
+        if iid in self.kept:
+            self.kept.remove(iid)
+        self.journal.transition(iid, State.ROLLED_BACK, reason=f"rolled back by {by}")
+        iv.state, iv.note = State.ROLLED_BACK, f"rolled back by {by}"
+        self.current = self.measure()
+        return iv
+
+    def gain(self) -> float:
+        return 1 - self.mean_ns(self.current) / self.baseline_ns
+
+    def finish(self, target: float) -> dict[str, Any]:
+        try:
+            final = self.measure()
+        except TorchJobError as e:  # the budget ended: the last measurement stands in
+            final, note = self.current, f"final re-measure not done ({e}); the last one is used"
+        else:
+            note = ""
+        ok = all(m.ok for m in final)
+        final_v = self.mean_ns(final) if ok else math.nan
+        gain = 1 - final_v / self.baseline_ns if ok else 0.0
+        res = self._result(final_v, gain, target)
+        if note:
+            res["note"] = note
+        res["final_choice"] = {"applied": list(self.state.applied)}
+        self.batches.reset()  # the program's loader is its own again
+        if not res["target_met"]:
+            res["diagnostic"] = {
+                "short_by": target - gain,
+                "tried": {
+                    iv.lever_id: f"{iv.state.value}: {iv.note}"
+                    for iv in self.interventions.values()
+                    if iv.state != State.PROPOSED
+                },
+                "awaiting_a_person": {
+                    iv.lever_id: f"{iv.safety}: not approved"
+                    for iv in self.interventions.values()
+                    if iv.state == State.PROPOSED
+                },
+                "not_applicable": dict(self.not_applicable),
+                "causes_without_lever": [],
+                "causes_without_applicable_lever": [],
+                "note": NO_TRACE,
+            }
+        return res
