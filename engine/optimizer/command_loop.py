@@ -116,17 +116,15 @@ class CommandOptimizer(LoopRun):
             iv = by_lever.get(c.key)
             if iv is None:
                 iid = f"I{len(self.interventions) + 1}"
-                what = (
-                    f"set {c.lever} to {c.value} (no replay for a black-box process: measured only)"
-                )
+                what = self.what_of(c)
                 iv = Intervention(
                     iid,
                     c.key,
                     f"{c.lever} = {c.value}",
-                    "SAFE",
+                    self.safety_of(c),
                     math.nan,  # no replay for a black box: measured only
                     0.0,
-                    ["user-declared lever (no device trace to attribute)"],
+                    [self.evidence_of(c)],
                     what,
                 )
                 self.interventions[iid] = iv
@@ -137,12 +135,22 @@ class CommandOptimizer(LoopRun):
                     lever=c.key,
                     predicted_gain=None,
                     confidence=None,
-                    safety="SAFE",
+                    safety=iv.safety,
                     evidence=iv.evidence,
                     replay=what,
                 )
             out.append(iv)
         return out
+
+    def safety_of(self, c: CommandCandidate) -> str:
+        """A declared choice changes nothing but what the user declared: SAFE."""
+        return "SAFE"
+
+    def evidence_of(self, c: CommandCandidate) -> str:
+        return "user-declared lever (no device trace to attribute)"
+
+    def what_of(self, c: CommandCandidate) -> str:
+        return f"set {c.lever} to {c.value} (no replay for a black-box process: measured only)"
 
     # ------------------------------------------------------------------ apply
     def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
@@ -233,7 +241,7 @@ class CommandOptimizer(LoopRun):
                     for iv in self.interventions.values()
                     if iv.state == State.PROPOSED
                 },
-                "not_applicable": {},
+                "not_applicable": dict(self.not_applicable),
                 "causes_without_lever": [],
                 "causes_without_applicable_lever": [],
                 "note": "no device trace: the declared levers are all the loop can try",

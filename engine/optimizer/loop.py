@@ -196,19 +196,27 @@ class LoopRun:
         return iv
 
     def _result(self, final_ns: float, gain: float, target: float) -> dict[str, Any]:
-        """The fields every run's result has."""
+        """The fields every run's result has. With nothing kept the final configuration is the
+        baseline: whatever the re-measure shows is run-to-run noise, never a met target."""
         assert self.noise is not None
-        return {
+        out = {
             "baseline_ns_per_sample": self.baseline_ns,
             "final_ns_per_sample": final_ns,
             "gain": gain,
             "target": target,
-            "target_met": gain >= target,
+            "target_met": bool(self.kept) and gain >= target,
             "noise_floor": self.noise.floor,
             "aa_delta": self.noise.aa_delta,
             "kept": [self.interventions[k].lever_id for k in self.kept],
             "measurements": self.measurements,
+            "not_applicable": dict(self.not_applicable),
         }
+        if not self.kept:
+            out["note"] = (
+                f"nothing kept: the final configuration is the baseline, and its {gain:+.1%} "
+                "is run-to-run noise"
+            )
+        return out
 
     def _save_state(self, rel: str, state: Any) -> None:
         atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))

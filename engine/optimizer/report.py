@@ -109,12 +109,15 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
                 f"{', '.join(f'{k}={v}' for k, v in res['final_choice'].items())}."
             )
         else:
+            per = res.get("per", "sample")  # a launched script is timed per step
             base = (
-                f"- Baseline: {res['baseline_ns_per_sample'] / 1e3:.1f} µs per sample; final (kept levers "
+                f"- Baseline: {res['baseline_ns_per_sample'] / 1e3:.1f} µs per {per}; final (kept levers "
                 f"re-measured together): {res['final_ns_per_sample'] / 1e3:.1f} µs → **{res['gain']:+.1%}**."
             )
         if res.get("note"):
             base += f" ({res['note']})"
+        if res.get("correctness"):
+            base += f"\n- Correctness: {res['correctness']}"
         lines += [
             "## Result",
             "",
@@ -190,6 +193,10 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
                 lines.append(f"  - `{_code(v['name'])}`: {v['message']}")
         lines.append("")
     d = res.get("diagnostic") if res else None
+    if res and res.get("not_applicable") and not d:  # (a missed target lists them below)
+        lines += ["## Levers that do not apply here", ""]
+        lines += [f"- {lv}: {why}" for lv, why in res["not_applicable"].items()]
+        lines.append("")
     if d:
         lines += ["## Why the target was not met", "", f"Short by {d['short_by']:.1%}.", ""]
         for k, title in (

@@ -73,12 +73,8 @@ class Engine:
         self.hw = load_hardware(config.hardware)
         target = sources.resolve(config, self.hw, job)  # what runs, on what device
         self.workload, self.cmd_workload = target.workload, target.cmd_workload
-        self.torch_job = target.torch_job
-        if torch_levers is None and job is not None:
-            from engine.levers.torch_levers import TORCH_LEVERS
-
-            torch_levers = TORCH_LEVERS
-        self.torch_levers = torch_levers or ()
+        self.torch_job, self.real_title = target.torch_job, target.title
+        self.torch_levers = sources.torch_levers(job, torch_levers)
         self.backend, self.device_notes = target.backend, target.device_notes
         self.device_label = target.device_label
         self.run_id = new_run_id()
@@ -301,13 +297,6 @@ class Engine:
             self.phase("done", status)
             self.bus.publish(fin)
         return fin
-
-    @property
-    def real_title(self) -> str:
-        """The title of a real program this run measures ('' for a simulated workload)."""
-        if self.torch_job is not None:
-            return str(self.torch_job.name)
-        return str(self.cmd_workload.title) if self.cmd_workload is not None else ""
 
     # ------------------------------------------------------------------ numba warm-up
     def check_warm(self, decoder: LiveDecoder) -> None:

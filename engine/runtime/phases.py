@@ -72,6 +72,10 @@ class OptimizePhases:
                 levers=eng.torch_levers,
                 deadline=time.monotonic() + left,
             )
+        elif eng.cmd_workload is not None and eng.cmd_workload.kind == "torch":
+            from engine.optimizer.torch_loop import TorchLaunchOptimizer
+
+            opt = TorchLaunchOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
         elif eng.cmd_workload is not None:
             from engine.optimizer.command_loop import CommandOptimizer
 

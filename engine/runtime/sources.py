@@ -41,6 +41,24 @@ class Target:
     device_notes: list[str]
     device_label: str
 
+    @property
+    def title(self) -> str:
+        """The title of a real program this run measures ('' for a simulated workload)."""
+        if self.torch_job is not None:
+            return str(self.torch_job.name)
+        return str(self.cmd_workload.title) if self.cmd_workload is not None else ""
+
+
+def torch_levers(job: Any, levers: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The levers a live PyTorch program may try: ``levers``, or the library's torch levers."""
+    if job is None:
+        return ()
+    if levers is None:
+        from engine.levers.torch_levers import TORCH_LEVERS
+
+        return TORCH_LEVERS
+    return levers
+
 
 def resolve(config: RunConfig, hw: HardwareSpec, job: Any = None) -> Target:
     """The run's target from its configuration: CommandError on a bad command workload,
@@ -54,6 +72,15 @@ def resolve(config: RunConfig, hw: HardwareSpec, job: Any = None) -> Target:
         label = f"this process ({job.name}: a live PyTorch program measured on {where})"
         return Target(None, None, job, None, [], label)
     cmd: Any = None
+    if config.workload == "torch":
+        from engine.workloads.command import CommandError
+        from engine.workloads.torch_launch import TorchLaunchWorkload
+
+        if not config.command:
+            raise CommandError("--workload torch needs the script after '--'")
+        launched = TorchLaunchWorkload(config.command)
+        label = "this machine (an unmodified PyTorch script, relaunched per trial)"
+        return Target(None, launched, None, None, [], label)
     if config.workload == "command":
         from engine.workloads.command import ChoiceLever, CommandSpec, CommandWorkload
 

@@ -90,7 +90,7 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     try:
         budget = parse_budget(ns.budget)
-        if ns.workload != "command":
+        if ns.workload not in ("command", "torch"):
             load_workload(ns.workload)
         load_hardware(ns.hardware)
     except (BudgetError, ManifestError) as e:
@@ -117,9 +117,12 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         import dataclasses
 
         return dataclasses.replace(command_config(ns, budget), **extra)
+    if ns.workload == "torch":
+        return torch_config(ns, budget)
     if ns.argv:
         raise UsageError(
-            f"unexpected argument {ns.argv[0]!r} (a program goes after '--' with --workload command)"
+            f"unexpected argument {ns.argv[0]!r} (a program goes after '--' with --workload "
+            "command or torch)"
         )
     return RunConfig(
         workload=ns.workload,
@@ -132,6 +135,32 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         optimize=not ns.watch,
         hold_apply_s=max(0.0, ns.hold_apply),
         **extra,
+    )
+
+
+def torch_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-untyped-def]
+    """`--workload torch -- python SCRIPT ARGS`: an unmodified PyTorch script, relaunched per
+    trial with process-level levers (engine/workloads/torch_launch.py)."""
+    import shutil
+
+    from engine.runtime import RunConfig
+
+    if not ns.argv:
+        raise UsageError("--workload torch needs the script after '--', e.g. -- python train.py")
+    if not shutil.which(ns.argv[0]):
+        raise UsageError(
+            f"cannot run {ns.argv[0]!r}: no such program (not on PATH / not executable)"
+        )
+    return RunConfig(
+        workload="torch",
+        budget_s=budget,
+        seed=ns.seed,
+        target=parse_target(ns.target),
+        approve=ns.approve,
+        repeats=ns.repeats,
+        optimize=True,
+        hold_apply_s=max(0.0, ns.hold_apply),
+        command=tuple(ns.argv),
     )
 
 

@@ -1,0 +1,298 @@
+"""``--workload torch -- python train.py ARGS``: an unmodified PyTorch script, optimized by
+relaunching it with process-level levers.
+
+The script runs directly (no shell, its own process group) with ``torch_boot/`` first on its
+``PYTHONPATH``: that folder's ``sitecustomize`` hooks ``optimizer.step()`` once torch is
+imported and writes each step's time to a pipe this module reads (engine/workloads/torch_boot/
+sitecustomize.py says exactly what it does). A measurement is one launch: the first
+``warmup`` steps are skipped (start-up, allocator and autotune warm-up), the next ``steps`` are
+timed, then the script's process group is stopped — a training run is sampled, not run to its
+end. A script with no optimizer marks its steps with ``engine.step()``.
+
+Levers are what a fresh process can be given without touching the code: torch's thread
+counts, TF32, cuDNN autotune and denormal flushing (set by the step finder when torch loads)
+and the CUDA caching allocator's ``expandable_segments``. A lever's rollback is simply the next
+launch without it. What needs the live objects (channels_last, autocast, a fused optimizer,
+DataLoader workers, torch.compile) needs the embedded API: ``engine.optimize(TorchJob(...))``.
+
+Correctness: the step finder reports a checksum of the parameters after the first step. Two
+baseline launches that agree make it a check (a lever's launch must agree within its safety
+class's tolerance); a script that does not seed its RNG gives two different checksums, and then
+the check is said to be unavailable rather than guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.workloads.command import (
+    TERM_GRACE_S,
+    ChoiceLever,
+    CommandError,
+    CommandRun,
+    CommandSpec,
+    CommandState,
+    CommandWorkload,
+    _OutputScanner,
+    _stop_group,
+)
+from engine.workloads.torch_job import TOLERANCE
+
+BOOT_DIR = Path(__file__).with_name("torch_boot")
+
+
+@dataclass(frozen=True)
+class LaunchLever:
+    """A process-level lever: an environment variable and its candidate values."""
+
+    name: str
+    env: str
+    values: tuple[str, ...]  # the first is the baseline ("default": left as the script has it)
+    safety: str
+    what: str
+    cuda_only: bool = False
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def launch_levers() -> tuple[LaunchLever, ...]:
+    cores = _cores()
+    threads = ("default", "1", str(cores)) if cores > 1 else ("default", "1")
+    return (
+        LaunchLever(
+            "threads",
+            "GITM_TORCH_THREADS",
+            threads,
+            "SAFE",
+            "torch.set_num_threads: fewer threads win on small ops (less fork-join overhead)",
+        ),
+        LaunchLever(
+            "interop_threads",
+            "GITM_TORCH_INTEROP",
+            ("default", "1"),
+            "SAFE",
+            "torch.set_num_interop_threads(1): no inter-op pool competing for the cores",
+        ),
+        LaunchLever(
+            "flush_denormal",
+            "GITM_TORCH_FLUSH_DENORMAL",
+            ("default", "1"),
+            "NUMERICS",
+            "torch.set_flush_denormal(True): denormals become zero (slow paths on x86 avoided)",
+        ),
+        LaunchLever(
+            "tf32",
+            "GITM_TORCH_TF32",
+            ("default", "1"),
+            "NUMERICS",
+            "TF32 tensor cores for FP32 matmuls and convolutions",
+            cuda_only=True,
+        ),
+        LaunchLever(
+            "cudnn_benchmark",
+            "GITM_TORCH_CUDNN_BENCHMARK",
+            ("default", "1"),
+            "SAFE",
+            "cuDNN autotune (torch.backends.cudnn.benchmark)",
+            cuda_only=True,
+        ),
+        LaunchLever(
+            "expandable_segments",
+            "PYTORCH_CUDA_ALLOC_CONF",
+            ("default", "expandable_segments:True"),
+            "SAFE",
+            "CUDA caching allocator with expandable segments (read once at start-up)",
+            cuda_only=True,
+        ),
+    )
+
+
+class TorchLaunchWorkload(CommandWorkload):
+    """Runs the script for real, one launch per measurement; its metric is time per step."""
+
+    kind = "torch"
+    name = "torch"
+
+    def __init__(self, argv: tuple[str, ...], warmup: int = 5, steps: int = 30) -> None:
+        self.levers = {lv.name: lv for lv in launch_levers()}
+        spec = CommandSpec(
+            argv=argv,
+            metric=r"(\d+)",  # unused: the metric is the step finder's clock
+            levers=tuple(
+                ChoiceLever(lv.name, "env", lv.env, lv.values) for lv in self.levers.values()
+            ),
+        )
+        super().__init__(spec)
+        self.warmup, self.steps = warmup, steps
+        self.device: str | None = None  # cuda | cpu, once a launch has reported it
+        #: lever values the baseline already runs with (its thread counts), once reported
+        self.defaults: dict[str, str] = {}
+        self.reference: tuple[float, float] | None = None
+        self.check_note = ""  # why correctness cannot be checked ('' while it can)
+
+    def safety(self, state: CommandState) -> str:
+        """The strictest class among the levers ``state`` moves off their baseline."""
+        changed = [n for n, v in state.choice if v != self.levers[n].values[0]]
+        return "NUMERICS" if any(self.levers[n].safety != "SAFE" for n in changed) else "SAFE"
+
+    def argv_env(self, state: CommandState) -> tuple[list[str], dict[str, str]]:
+        argv, env = super().argv_env(state)
+        for name, value in state.choice:
+            if value == "default":  # as the script would have it
+                key = self.levers[name].env
+                if key in os.environ:
+                    env[key] = os.environ[key]
+                else:
+                    env.pop(key, None)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(BOOT_DIR), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+        )
+        return argv, env
+
+    def run_once(self, state: CommandState) -> CommandRun:
+        if self.cancelled:
+            return CommandRun(None, 0.0, False, "stopped before it started (the run was stopped)")
+        limit, why = self._limit()
+        if limit <= 0:
+            return CommandRun(None, 0.0, False, "not started: the run's budget had ended")
+        argv, env = self.argv_env(state)
+        r, w = os.pipe()
+        env["GITM_STEP_FD"] = str(w)
+        t0 = time.monotonic()
+        try:
+            p = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=(w,),
+            )
+        except FileNotFoundError:
+            os.close(r)
+            os.close(w)
+            raise CommandError(f"cannot run {argv[0]!r}: no such program") from None
+        except PermissionError:
+            os.close(r)
+            os.close(w)
+            raise CommandError(f"cannot run {argv[0]!r}: permission denied") from None
+        os.close(w)
+        steps: list[int] = []
+        info: dict[str, str] = {}
+        scan = _OutputScanner(self._metric, None)
+        assert p.stdout is not None
+        out = p.stdout
+
+        def read_steps() -> None:
+            buf = b""
+            with os.fdopen(r, "rb", buffering=0) as f:
+                for chunk in iter(lambda: f.read(4096), b""):
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        kind, _, rest = line.decode(errors="replace").partition(" ")
+                        if kind == "S" and rest.isdigit():
+                            steps.append(int(rest))
+                        elif kind in ("C", "D", "E", "T"):
+                            info[kind] = rest
+
+        def read_output() -> None:
+            fd = out.fileno()
+            for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+                scan.feed(chunk)
+            out.close()
+
+        readers = [
+            threading.Thread(target=read_steps, name="torch steps", daemon=True),
+            threading.Thread(target=read_output, name="torch output", daemon=True),
+        ]
+        for t in readers:
+            t.start()
+        need = self.warmup + self.steps + 1
+        ended = ""
+        while p.poll() is None:
+            if len(steps) >= need:
+                ended = "sampled"  # enough steps: the rest of the run is not needed
+            elif self.cancelled:
+                ended = "stopped (the run was stopped)"
+            elif time.monotonic() - t0 >= limit:
+                ended = why
+            if ended:
+                _stop_group(p)
+                break
+            self._cancelled.wait(0.02)
+        for t in readers:
+            t.join(timeout=TERM_GRACE_S)
+        scan.close()
+        wall = time.monotonic() - t0
+        tail = scan.tail
+        if "D" in info:
+            self.device = info["D"]
+        if "T" in info and state == self.base:
+            self.defaults = dict(
+                zip(("threads", "interop_threads"), info["T"].split(), strict=False)
+            )
+        if ended and ended != "sampled":
+            return CommandRun(None, wall, False, ended, tail)
+        if not ended and p.returncode != 0:
+            return CommandRun(None, wall, False, f"exit status {p.returncode}", tail)
+        timed = steps[self.warmup :]
+        if len(timed) < 2:
+            return CommandRun(
+                None,
+                wall,
+                False,
+                f"{len(steps)} steps seen (need at least {self.warmup + 2}): no optimizer.step() "
+                "or engine.step() reached the step finder"
+                + (
+                    f" (the step finder failed: {info['E']})"
+                    if "E" in info
+                    else ""
+                    if steps
+                    else " — does the script import torch and step an optimizer?"
+                ),
+                tail,
+            )
+        per_step = (timed[-1] - timed[0]) / (len(timed) - 1)
+        wrong = self._check_params(info.get("C"), state)
+        if wrong:
+            return CommandRun(per_step, wall, False, f"correctness check failed: {wrong}", tail)
+        return CommandRun(float(per_step), wall, True, "", tail)
+
+    def _check_params(self, checksum: str | None, state: CommandState) -> str:
+        """'' when the first step's parameter checksum matches the baseline's (or the check
+        is unavailable: ``check_note`` says why)."""
+        if checksum is None or self.check_note:
+            return ""
+        try:
+            s, a = (float(x) for x in checksum.split())
+        except ValueError:
+            return ""
+        if self.reference is None:
+            if self.safety(state) == "SAFE":
+                self.reference = (s, a)
+            return ""
+        rtol, atol = TOLERANCE[self.safety(state)]
+        rs, ra = self.reference
+        # the sum's error is bounded by the absolute sum's scale
+        if abs(s - rs) > atol + rtol * max(ra, a, 1e-30):
+            if state == self.base:  # the baseline disagrees with itself: not deterministic
+                self.check_note = (
+                    "not checkable: two baseline launches left different parameters after "
+                    f"their first step (checksums {rs:.9g} and {s:.9g}): the script does not "
+                    "seed its RNG, or its data order varies"
+                )
+                return ""
+            return (
+                f"parameters after the first step differ (checksum {s:.9g} vs baseline "
+                f"{rs:.9g}; {self.safety(state)} allows rtol {rtol:g})"
+            )
+        return ""

@@ -1,0 +1,69 @@
+"""The torch launcher on an unmodified script (issue 15, must-show 2): steps found without
+code changes, the baseline and process-level levers measured by relaunching, a report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.workloads.torch_launch import TorchLaunchWorkload
+from tests.paths import ROOT
+
+SCRIPT = ROOT / "tests" / "fixtures" / "train_small.py"
+
+
+def test_the_step_finder_times_an_unmodified_script():
+    w = TorchLaunchWorkload((sys.executable, str(SCRIPT), "--steps", "60"), warmup=3, steps=10)
+    run = w.run_once(w.base)
+    assert run.ok, run.reason
+    assert run.value is not None and 1e3 < run.value < 1e9  # ns per step
+    assert w.device == "cpu" and w.defaults["threads"].isdigit()
+    assert w.reference is not None  # the parameter checksum after the first step
+
+
+def test_a_script_without_steps_is_one_clear_failure(tmp_path):
+    script = tmp_path / "no_steps.py"
+    script.write_text("import torch\nprint(torch.ones(2).sum())\n")
+    w = TorchLaunchWorkload((sys.executable, str(script)), warmup=1, steps=2)
+    run = w.run_once(w.base)
+    assert not run.ok and "optimizer.step()" in run.reason
+
+
+def test_the_launch_check_fails_a_changed_update_and_says_when_it_cannot_judge():
+    w = TorchLaunchWorkload((sys.executable, "x.py"))
+    base = w.base
+    assert w._check_params("10.0 100.0", base) == ""  # the reference
+    numerics = base.with_choice("flush_denormal", "1")
+    assert w._check_params("10.001 100.0", numerics) == ""  # within NUMERICS' 5e-2 × 100
+    safe = base.with_choice("threads", "1")
+    assert "differ" in w._check_params("10.5 100.0", safe)  # beyond SAFE's 1e-4 × 100
+    # the baseline disagreeing with itself: not deterministic, said so, no longer judged
+    assert w._check_params("13.0 100.0", base) == "" and "not checkable" in w.check_note
+    assert w._check_params("99.0 100.0", safe) == ""
+
+
+@pytest.mark.slow
+def test_gitm_tui_no_ui_optimizes_an_unmodified_training_script(tmp_path):
+    env = {"GITM_SCRATCH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    p = subprocess.run(
+        [sys.executable, "-m", "gitm_tui", "--no-ui", "--workload", "torch", "--budget", "90s",
+         "--repeats", "2", "--approve", "auto", "--",
+         sys.executable, str(SCRIPT), "--steps", "80"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    events = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    fin = events[-1]
+    assert fin["type"] == "run_finished" and fin["status"] == "completed"
+    run_dir = Path(fin["report"]).parent
+    journal = [json.loads(x) for x in (run_dir / "journal.jsonl").read_text().splitlines()]
+    assert any(e.get("type") == "noise_floor" for e in journal)
+    measured = [e for e in journal if e.get("to") == "APPLIED"]
+    assert measured and all(e["measured"] > 0 for e in measured)  # relaunched and timed
+    report = Path(fin["report"]).read_text()
+    assert "threads" in report and "measured for real" in report
+    assert "tf32" in report  # not applicable on the CPU, and the report says why
