@@ -241,6 +241,8 @@ class Engine:
             self.phase("warmup", "compiling numba kernels; numpy reference decoder active")
             self._warm = in_daemon_thread(warm_up)
         phases = OptimizePhases(self)
+        # a real program has no device windows to pace the clock: tick it for subscribers
+        ticker = asyncio.ensure_future(sources.tick(self)) if gpu is None else None
         status, report = "completed", ""
         result: dict[str, Any] = {}
         try:
@@ -268,6 +270,8 @@ class Engine:
             self.log("error", f"engine failed: {e!r}")
             raise
         finally:
+            if ticker is not None:
+                ticker.cancel()
             if self._warm is not None and not self._warm.done():
                 self._warm.cancel()
             if phases.opt is not None:

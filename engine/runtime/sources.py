@@ -119,6 +119,27 @@ def resolve(config: RunConfig, hw: HardwareSpec, job: Any = None) -> Target:
     return Target(workload, cmd, None, backend, notes, label)
 
 
+async def tick(eng: Engine, every_s: float = 0.5) -> None:
+    """Publish the run's elapsed time every ``every_s`` while it runs (a real program: nothing
+    else moves the clock on screen)."""
+    from engine.runtime.events import Progress
+
+    while True:
+        t = eng.elapsed()
+        eng.bus.publish(
+            Progress(
+                t_wall=t,
+                elapsed_s=t,
+                budget_s=eng.config.budget_s,
+                segments=0,
+                iterations=0,
+                sim_time_ns=0,
+                regime_shares={},
+            )
+        )
+        await asyncio.sleep(every_s)
+
+
 def announce(eng: Engine) -> None:
     """Publish what this run is (``RunStarted``) and the device's notes."""
     cfg = eng.config
