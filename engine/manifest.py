@@ -369,6 +369,9 @@ class WorkloadSpec(_Strict):
     static_shapes: bool = True
     #: the node's power cap (W); None = the board's TDP
     power_limit_w: float | None = Field(default=None, gt=0)
+    #: the real PyTorch model this simulated workload stands for (``--device cpu|cuda`` runs
+    #: it: engine/workloads/models/)
+    real_model: str | None = None
 
     @model_validator(mode="after")
     def _streams(self) -> WorkloadSpec:

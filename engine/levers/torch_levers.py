@@ -30,6 +30,8 @@ class TorchLever:
     what: str
     #: "process": applied to the live objects here; "launcher": needs a fresh process
     needs: str = "process"
+    #: untimed steps to run once after applying (compilation, autotuning), before measuring
+    settle_steps: int = 0
 
     def applicable(self, job: TorchJob) -> tuple[bool, str]:
         raise NotImplementedError
@@ -362,7 +364,11 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "param_groups[...]['foreach'|'fused'] = True",
     ),
     CudnnBenchmark(
-        "cudnn_benchmark", "cuDNN autotune", "SAFE", "torch.backends.cudnn.benchmark = True"
+        "cudnn_benchmark",
+        "cuDNN autotune",
+        "SAFE",
+        "torch.backends.cudnn.benchmark = True (autotuning runs in untimed steps first)",
+        settle_steps=2,
     ),
     ChannelsLast(
         "channels_last",
@@ -388,7 +394,13 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "NUMERICS",
         "torch.autocast(device, dtype=torch.bfloat16) around the step",
     ),
-    Compile("torch_compile", "Compile the model with torch.compile", "SAFE", "model.compile()"),
+    Compile(
+        "torch_compile",
+        "Compile the model with torch.compile",
+        "SAFE",
+        "model.compile() (compilation runs in untimed steps first)",
+        settle_steps=3,
+    ),
     LauncherOnly(
         "expandable_segments",
         "CUDA caching allocator with expandable segments",

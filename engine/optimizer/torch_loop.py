@@ -234,6 +234,13 @@ class TorchOptimizer(LoopRun):
             return self._rolled_back(iv, snap, None, f"the lever could not be applied: {e!r}"[:300])
         after = TorchState(applied=[*before_state.applied, lv.id], flags=global_flags())
         self._save_state(f"states/{iid}_after.json", after)
+        if lv.settle_steps:  # compile / autotune once, untimed, from this same state
+            self._check_time()
+            settle = Snapshot.take(self.job)
+            try:
+                run_steps(self.job, self.batches, lv.settle_steps, 0)
+            finally:
+                settle.restore(self.job)
         ms = self.measure()
         failed = [m for m in ms if not m.ok]
         why = failed[0].error if failed else self._check(lv.safety)

@@ -74,7 +74,7 @@ class Engine:
         target = sources.resolve(config, self.hw, job)  # what runs, on what device
         self.workload, self.cmd_workload = target.workload, target.cmd_workload
         self.torch_job, self.real_title = target.torch_job, target.title
-        self.torch_levers = sources.torch_levers(job, torch_levers)
+        self.torch_levers = sources.torch_levers(target.torch_job, torch_levers)
         self.backend, self.device_notes = target.backend, target.device_notes
         self.device_label = target.device_label
         self.run_id = new_run_id()

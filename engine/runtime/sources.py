@@ -49,6 +49,30 @@ class Target:
         return str(self.cmd_workload.title) if self.cmd_workload is not None else ""
 
 
+def real_model(workload: str, device: str) -> Any:
+    """The TorchJob of a built-in workload's real model (engine/workloads/models/); a
+    CommandError (one line) when torch or the device is missing."""
+    from engine.workloads.command import CommandError
+
+    try:
+        import torch
+    except ImportError:
+        raise CommandError(
+            f"--device {device} runs the real {workload} model: it needs PyTorch "
+            "(pip install 'gitm-tui[torch]')"
+        ) from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CommandError("--device cuda: torch sees no CUDA device here (use --device cpu)")
+    from engine.workloads.models import REAL_MODELS, job
+
+    if workload not in REAL_MODELS:
+        raise CommandError(
+            f"--device {device} runs a real model; {workload!r} has none "
+            f"(one of {', '.join(REAL_MODELS)})"
+        )
+    return job(workload, device)
+
+
 def torch_levers(job: Any, levers: tuple[Any, ...] | None) -> tuple[Any, ...]:
     """The levers a live PyTorch program may try: ``levers``, or the library's torch levers."""
     if job is None:
@@ -64,6 +88,8 @@ def resolve(config: RunConfig, hw: HardwareSpec, job: Any = None) -> Target:
     """The run's target from its configuration: CommandError on a bad command workload,
     BackendUnavailable when a requested GPU backend cannot start (one line for the user).
     ``job``: a live PyTorch program (``engine.optimize``), measured in this process."""
+    if job is None and config.device in ("cpu", "cuda"):  # a built-in workload's real model
+        job = real_model(config.workload, config.device)
     if job is not None:
         from engine.workloads.torch_job import TorchJob, on_cuda
 

@@ -54,7 +54,9 @@ def run_parser() -> Parser:
     p.add_argument(
         "--device",
         default="sim",
-        help="sim (default), auto (a real GPU when one works, else sim), nvidia, amd",
+        help="sim (default: the simulated GPU), auto (a real GPU's telemetry when one works, "
+        "else sim), nvidia, amd; cpu / cuda: run hft-lob, af2 or kitti as a real PyTorch model "
+        "(the [torch] extra)",
     )
     p.add_argument("--interval", type=float, default=1.0, help="real-GPU sampling interval in s")
     p.add_argument(
@@ -101,8 +103,13 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"unknown approval policy {ns.approve!r}; one of manual, auto, none")
     if not 2 <= ns.repeats <= 50:
         raise UsageError(f"bad --repeats {ns.repeats}: must be 2..50")
-    if ns.device not in ("sim", "auto", "nvidia", "amd"):
-        raise UsageError(f"unknown device {ns.device!r}; one of sim, auto, nvidia, amd")
+    if ns.device not in ("sim", "auto", "nvidia", "amd", "cpu", "cuda"):
+        raise UsageError(f"unknown device {ns.device!r}; one of sim, auto, nvidia, amd, cpu, cuda")
+    if ns.device in ("cpu", "cuda") and ns.workload not in ("hft-lob", "af2", "kitti"):
+        raise UsageError(
+            f"--device {ns.device} runs a built-in workload's real PyTorch model "
+            "(hft-lob, af2 or kitti); for your own script use --workload torch -- python SCRIPT"
+        )
     if not 0.05 <= ns.interval <= 3600:
         raise UsageError(f"bad --interval {ns.interval}: 0.05..3600 s")
     if ns.prometheus is not None and not 0 <= ns.prometheus <= 65535:

@@ -268,7 +268,9 @@ class DashboardScreen(Screen[None]):
         if not ev.simulated and not ev.streams:  # a real program: measured, nothing decoded
             header.kernels = "not needed (no kernel trace)"
             self.query_one("#warming").add_class("-hidden")
-            self.query_one("#regimes").border_title = (
+            self.query_one(
+                "#regimes"
+            ).border_title = (
                 "regimes per stream — none: this run has no kernel trace (measured only)"
             )
         self._log_line(f"run {ev.run_id}: {ev.workload_title}")
