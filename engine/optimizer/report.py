@@ -168,7 +168,8 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
             for e in c.get("evidence") or ["(no supporting claim recorded)"]:
                 lines.append(f"- Claim → evidence: {e}")
             if c.get("replay"):
-                how = "measured only" if black_box else "replayed on the trace"
+                replayed = not black_box and c.get("predicted_gain") is not None
+                how = "replayed on the trace" if replayed else "measured only"
                 lines.append(f"- Intervention ({how}): {c['replay']}")
             lines.append(
                 f"- Predicted {_pct(c.get('predicted_gain'))}, measured {_pct(c.get('measured_gain'))}"

@@ -11,14 +11,18 @@ program is as it was — and says so in the journal.
 
 On the CPU there is no device trace: no regimes, invariants or replay, and no predicted gain —
 levers are tried in the library's order and measured (the report says so). On a GPU the
-profiler capture feeding the trace pipeline is the next step of issue 15 (not yet built).
+attribute phase captures a window of steps with ``torch.profiler`` (``profile.json`` in the run
+folder) and runs it through the same importer, regimes, invariants and replay as ``gitm-tui
+analyze``; each torch lever then carries the replay's estimate of the library lever it is
+(``REPLAYED_AS``) with its interval, and is ranked by it; what the trace cannot judge stays
+"measured only".
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ from engine.workloads.torch_job import (
     TorchJob,
     TorchJobError,
     TorchMeasurement,
+    capture,
     check_values,
     global_flags,
     on_cuda,
@@ -45,6 +50,20 @@ from engine.workloads.torch_job import (
 from engine.workloads.torch_launch import TorchLaunchWorkload
 
 NO_TRACE = "no device trace on the CPU (torch.profiler records no kernels to decode there)"
+
+#: which replayed library lever (engine/levers/library.py) predicts each torch lever's gain on a
+#: captured trace; torch.compile both fuses elementwise chains and (reduce-overhead) replays
+#: CUDA graphs: its estimate combines the two as independent savings, 1 - (1 - a)(1 - b)
+REPLAYED_AS: dict[str, tuple[str, ...]] = {
+    "tf32": ("tf32_matmul",),
+    "bf16_autocast": ("bf16_autocast",),
+    "channels_last": ("channels_last",),
+    "cudnn_benchmark": ("cudnn_autotune",),
+    "fused_optimizer": ("fused_optimizer",),
+    "sdpa_flash": ("sdpa_flash",),
+    "loader_workers": ("prefetch_depth",),
+    "torch_compile": ("cuda_graphs", "elementwise_fusion"),
+}
 
 
 class TorchState(BaseModel):
@@ -58,12 +77,15 @@ class TorchState(BaseModel):
 class TorchAnalysis:
     invariants: list[InvariantResult]
     hypotheses: RankedHypotheses
+    #: the replay's estimates on the captured trace, by library lever id (GPU only)
+    estimates: dict[str, Any] = field(default_factory=dict)
+    regime_shares: dict[str, float] = field(default_factory=dict)
+    note: str = NO_TRACE
 
 
 class TorchOptimizer(LoopRun):
     """``engine.optimizer.loop.Optimizer``'s steps for a live PyTorch program."""
 
-    traced = False
     unit = "ms/sample"
     scale = 1e6
     state: TorchState
@@ -91,6 +113,11 @@ class TorchOptimizer(LoopRun):
         self._undo: dict[str, Undo] = {}
         self._lever_of: dict[str, str] = {}
         super().__init__(run_dir, repeats, TorchState(flags=global_flags()))
+
+    @property
+    def traced(self) -> bool:  # type: ignore[override]
+        """On a GPU the attribute phase captures a device trace; on the CPU there is none."""
+        return on_cuda(self.job)
 
     # ------------------------------------------------------------------ measuring
     def _check_time(self) -> None:
@@ -150,16 +177,75 @@ class TorchOptimizer(LoopRun):
         return self._set_noise_floor(ms)
 
     def analyse(self, m: Any = None) -> TorchAnalysis:
-        inv = [
-            InvariantResult(name, False, 0, NO_TRACE)
-            for name in ("kernel_time", "memory_traffic", "concurrency")
-        ]
-        a = TorchAnalysis(inv, RankedHypotheses([], 0))
+        a = self._captured() if on_cuda(self.job) else None
+        if a is None:
+            inv = [
+                InvariantResult(name, False, 0, NO_TRACE)
+                for name in ("kernel_time", "memory_traffic", "concurrency")
+            ]
+            a = TorchAnalysis(inv, RankedHypotheses([], 0))
         self.analysis = a
         if not self.baseline_invariants:
-            self.baseline_invariants = inv
+            self.baseline_invariants = a.invariants
             self.baseline_hypotheses = a.hypotheses
         return a
+
+    def _captured(self) -> TorchAnalysis | None:
+        """Capture steps with torch.profiler and analyse the trace as ``gitm-tui analyze``
+        does; None (and a journal line saying why) when that cannot be done."""
+        from engine.analyze.compute import analyze_trace
+        from engine.trace.errors import TraceImportError
+        from engine.trace.kineto import read_kineto
+
+        path = self.run_dir / "profile.json"
+        try:
+            capture(self.job, self.batches, path, steps=max(3, min(self.steps, 20)))
+            res = analyze_trace(read_kineto(path))
+        except (TraceImportError, RuntimeError, OSError) as e:
+            self.journal.append({"type": "capture_failed", "reason": str(e)[:300]})
+            return None
+        an = res.analysis
+        inv = [
+            InvariantResult(i.invariant, i.checkable, i.checked, i.reason) for i in an.invariants
+        ]
+        shares = {
+            k: v / max(1, sum(an.time_by_regime_ns.values()))
+            for k, v in an.time_by_regime_ns.items()
+        }
+        return TorchAnalysis(
+            inv,
+            RankedHypotheses([], 0),
+            {e.lever: e for e in an.interventions},
+            shares,
+            f"replayed on {path.name}: {an.segments:,} device rows of {an.hardware.name}",
+        )
+
+    def estimate(self, lever_id: str) -> tuple[float, float, str]:
+        """(predicted gain, confidence, evidence) of a torch lever from the captured trace's
+        replay; (NaN, 0, why not) when it has none."""
+        a = self.analysis
+        ids = REPLAYED_AS.get(lever_id, ())
+        if a is None or not a.estimates or not ids:
+            return math.nan, 0.0, f"measured only: {a.note if a else NO_TRACE}"
+        ests = [a.estimates[i] for i in ids if i in a.estimates]
+        judged = [e for e in ests if e.status == "predicted" and e.predicted_gain is not None]
+        if not judged:
+            why = "; ".join(f"{e.lever}: {e.status} ({e.basis})" for e in ests) or (
+                f"the trace shows no target for {', '.join(ids)}"
+            )
+            return math.nan, 0.0, f"measured only: {why}"
+        keep = 1.0
+        for e in judged:
+            keep *= 1 - float(e.predicted_gain or 0.0)
+        gain = 1 - keep
+        prior = any(e.prior_based for e in judged)
+        text = "; ".join(f"{e.lever} {e.gain_text()} — {e.basis}" for e in judged)
+        return (
+            gain,
+            0.5 if prior else 0.8,
+            f"replayed on the captured trace: {text}"
+            + (" (rests on a prior: interval shown)" if prior else ""),
+        )
 
     # ------------------------------------------------------------------ rank
     def rank(self, a: Any = None) -> list[TorchLever]:
@@ -174,7 +260,9 @@ class TorchOptimizer(LoopRun):
                 out.append(lv)
             else:
                 self.not_applicable[lv.id] = why
-        return out
+        # with a captured trace, by the replay's estimate (measured-only levers after, in order)
+        pred = {lv.id: self.estimate(lv.id)[0] for lv in out}
+        return sorted(out, key=lambda lv: -pred[lv.id] if math.isfinite(pred[lv.id]) else 1.0)
 
     def propose(self, cands: list[TorchLever]) -> list[Intervention]:
         by_lever = {iv.lever_id: iv for iv in self.interventions.values()}
@@ -184,9 +272,9 @@ class TorchOptimizer(LoopRun):
             if iv is None:
                 iid = f"I{len(self.interventions) + 1}"
                 _ok, why = lv.applicable(self.job)
-                what = f"{lv.what} (measured only: {NO_TRACE})"
+                gain, conf, basis = self.estimate(lv.id)
                 iv = Intervention(
-                    iid, lv.id, lv.title, lv.safety, math.nan, 0.0, [f"applies: {why}"], what
+                    iid, lv.id, lv.title, lv.safety, gain, conf, [f"applies: {why}", basis], lv.what
                 )
                 self.interventions[iid] = iv
                 self._lever_of[iid] = lv.id
@@ -194,11 +282,11 @@ class TorchOptimizer(LoopRun):
                     iid,
                     State.PROPOSED,
                     lever=lv.id,
-                    predicted_gain=None,
-                    confidence=None,
+                    predicted_gain=None if math.isnan(gain) else gain,
+                    confidence=conf or None,
                     safety=lv.safety,
                     evidence=iv.evidence,
-                    replay=what,
+                    replay=lv.what,
                 )
             out.append(iv)
         return out
@@ -245,8 +333,12 @@ class TorchOptimizer(LoopRun):
         failed = [m for m in ms if not m.ok]
         why = failed[0].error if failed else self._check(lv.safety)
         new_ns = self.mean_ns(ms) if not failed else math.nan
-        gain = 1 - new_ns / self.mean_ns(self.current) if not failed else None
+        base_ns = self.mean_ns(self.current)
+        gain = 1 - new_ns / base_ns if not failed else None
         iv.measured_gain, iv.measured_ns = gain, new_ns
+        if math.isfinite(iv.predicted_gain) and gain is not None:  # the replay's error, kept
+            iv.predicted_ns = base_ns * (1 - iv.predicted_gain)
+            self.replay_errors.append((lv.id, iv.predicted_ns, new_ns))
         self.journal.transition(iid, State.APPLIED, measured=new_ns, gain=gain)
         iv.state = State.APPLIED
         verdict, note = self._verdict(not why, why, gain)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import math
 import platform
 import time
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,13 @@ from engine.trace.segments import Segments
 
 if TYPE_CHECKING:
     from engine.runtime.engine import Engine
+
+
+def _score(iv: Any) -> float:
+    """Sort key of approved interventions: best predicted gain × confidence first; those with
+    no prediction (measured only) after, in the order they were proposed."""
+    score = iv.predicted_gain * iv.confidence
+    return -score if math.isfinite(score) else math.inf
 
 
 class OptimizePhases:
@@ -199,7 +207,7 @@ class OptimizePhases:
                                 f"(gitm-tui approve {eng.run_id} {iv.iid})",
                             )
                 if ready and (not met or cfg.approve == "manual"):
-                    iv = sorted(ready, key=lambda v: -v.predicted_gain * v.confidence)[0]
+                    iv = sorted(ready, key=_score)[0]
                     await self.trial(iv.iid)
                     for upd in opt.propose(await asyncio.to_thread(opt.rank)):
                         self.publish_iv(upd)

@@ -333,3 +333,25 @@ def check_values(job: TorchJob, batch: Any) -> dict[str, Any]:
             if v.is_floating_point():
                 out[f"param {k}"] = v.detach().float().cpu().clone()
     return out
+
+
+# ---------------------------------------------------------------------- device trace
+def capture(job: TorchJob, batches: Batches, path: Any, steps: int = 10) -> None:
+    """Write a Kineto trace of ``steps`` steps to ``path`` (torch.profiler, CPU + CUDA, shapes
+    and FLOPs recorded, one ``ProfilerStep#`` range per step); the job's state is restored."""
+    _torch()  # the one-line error when torch is missing
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = on_cuda(job)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    snap = Snapshot.take(job)
+    try:
+        run_steps(job, batches, 2, 0)  # warm: allocator, autotune, lazy modules
+        with profile(activities=acts, record_shapes=True, with_flops=True) as prof:
+            for _ in range(steps):
+                job.run_step(batches.next())
+                _sync(cuda)
+                prof.step()
+        prof.export_chrome_trace(str(path))
+    finally:
+        snap.restore(job)

@@ -120,3 +120,37 @@ def test_a_snapshot_restores_parameters_optimizer_state_and_rng_bit_for_bit():
     a = job.run_step(batch).item()
     snap.restore(job)
     assert job.run_step(batch).item() == a  # same dropout mask: the RNG came back too
+
+
+def test_on_a_gpu_the_captured_trace_predicts_each_lever_and_the_error_is_kept(monkeypatch):
+    """The GPU path on this CPU machine, with fakes (what hardware adds is unverified here):
+    'CUDA' is reported and the capture writes a real recorded A100 training trace; the torch
+    levers then carry the replay's estimates of their library levers, are ranked by them, and
+    each trial keeps the replay's error (predicted vs measured)."""
+    import gzip
+
+    from engine.optimizer import torch_loop
+    from tests.paths import TRACES
+
+    recorded = gzip.decompress((TRACES / "kineto" / "a100_training_3streams.json.gz").read_bytes())
+
+    def fake_capture(job, batches, path, steps=10):
+        Path(path).write_bytes(recorded)
+
+    monkeypatch.setattr(torch_loop, "on_cuda", lambda job: True)
+    monkeypatch.setattr(torch_loop, "capture", fake_capture)
+    job = _job()
+    levers = tuple(lv for lv in TORCH_LEVERS if lv.id in ("loader_workers", "bf16_autocast"))
+    res = optimize(job, budget="60s", target=0.9, repeats=2, levers=levers, approve="all")
+    shutdown_loader(job.batches)
+    ivs = {iv["lever"]: iv for iv in res.interventions.values()}
+    replayed = [iv for iv in ivs.values() if iv["predicted_gain"] is not None]
+    assert replayed, ivs
+    assert all("replayed on the captured trace" in " ".join(iv["evidence"]) for iv in replayed)
+    report = Path(res.report).read_text()
+    assert "profile.json" in report or "captured trace" in report
+    assert ivs["loader_workers"]["predicted_gain"] is None  # the trace has no loader to judge
+    bf16 = ivs["bf16_autocast"]  # a NUMERICS lever: approve="all" let this call decide
+    assert bf16["state"] in ("VERIFIED", "ROLLED_BACK") and bf16["measured_gain"] is not None
+    assert "bf16_autocast" in report and "predicted" in report
+    assert (Path(res.run_dir) / "profile.json").exists()
