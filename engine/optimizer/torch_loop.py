@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,12 @@ class TorchOptimizer(LoopRun):
         repeats: int = 4,
         levers: tuple[TorchLever, ...] = TORCH_LEVERS,
         deadline: float = math.inf,
+        analyze_capture: Callable[[Path], Any] | None = None,
     ) -> None:
+        """``analyze_capture(path)``: what ``gitm-tui analyze`` makes of a trace file (the
+        runtime passes engine.analyze's; that layer sits above this one)."""
         self.job = job
+        self.analyze_capture = analyze_capture
         self.levers = {lv.id: lv for lv in levers}
         self.batches = Batches(job)
         self.deadline = deadline  # time.monotonic() by which measuring must stop
@@ -193,14 +198,14 @@ class TorchOptimizer(LoopRun):
     def _captured(self) -> TorchAnalysis | None:
         """Capture steps with torch.profiler and analyse the trace as ``gitm-tui analyze``
         does; None (and a journal line saying why) when that cannot be done."""
-        from engine.analyze.compute import analyze_trace
         from engine.trace.errors import TraceImportError
-        from engine.trace.kineto import read_kineto
 
+        if self.analyze_capture is None:
+            return None
         path = self.run_dir / "profile.json"
         try:
             capture(self.job, self.batches, path, steps=max(3, min(self.steps, 20)))
-            res = analyze_trace(read_kineto(path))
+            res = self.analyze_capture(path)
         except (TraceImportError, RuntimeError, OSError) as e:
             self.journal.append({"type": "capture_failed", "reason": str(e)[:300]})
             return None

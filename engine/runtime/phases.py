@@ -44,6 +44,14 @@ if TYPE_CHECKING:
     from engine.runtime.engine import Engine
 
 
+def _analyze_file(path: Any) -> Any:
+    """``gitm-tui analyze`` of one trace file (a live program's captured steps)."""
+    from engine.analyze.compute import analyze_trace
+    from engine.trace.kineto import read_kineto
+
+    return analyze_trace(read_kineto(path))
+
+
 def _score(iv: Any) -> float:
     """Sort key of approved interventions: best predicted gain × confidence first; those with
     no prediction (measured only) after, in the order they were proposed."""
@@ -79,6 +87,7 @@ class OptimizePhases:
                 repeats=cfg.repeats,
                 levers=eng.torch_levers,
                 deadline=time.monotonic() + left,
+                analyze_capture=_analyze_file,
             )
         elif eng.cmd_workload is not None and eng.cmd_workload.kind == "torch":
             from engine.optimizer.torch_loop import TorchLaunchOptimizer
