@@ -55,7 +55,7 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
     if simulated:
         where = " (simulated: no GPU was used)"
     else:
-        where = " (measured for real" + ("; no device trace)" if black_box else ")")
+        where = " (a real process, measured for real" + ("; no device trace)" if black_box else ")")
     lines.append(
         f"Run `{p.get('run_id', '?')}` on **{p.get('device', '?')}**"
         + where
