@@ -123,6 +123,19 @@ def optimize(
     return out[0]
 
 
+def step() -> None:
+    """Mark one step of a loop that has no optimizer (inference) for the torch launcher
+    (``gitm-tui --workload torch -- python SCRIPT``); outside the launcher it does nothing."""
+    import contextlib
+    import os
+    import time
+
+    fd = os.environ.get("GITM_STEP_FD")
+    if fd:  # the launcher may have stopped reading: the program goes on regardless
+        with contextlib.suppress(OSError, ValueError):
+            os.write(int(fd), f"S {time.perf_counter_ns()}\n".encode())
+
+
 def __getattr__(name: str) -> Any:
     if name == "TorchJob":  # imported on use: the core install has no torch
         from engine.workloads.torch_job import TorchJob
@@ -131,4 +144,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = ["OptimizeResult", "TorchJob", "optimize"]
+__all__ = ["OptimizeResult", "TorchJob", "optimize", "step"]

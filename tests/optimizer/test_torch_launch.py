@@ -67,3 +67,21 @@ def test_gitm_tui_no_ui_optimizes_an_unmodified_training_script(tmp_path):
     report = Path(fin["report"]).read_text()
     assert "threads" in report and "measured for real" in report
     assert "tf32" in report  # not applicable on the CPU, and the report says why
+
+
+def test_an_inference_loop_marks_its_steps_with_engine_step(tmp_path):
+    script = tmp_path / "infer.py"
+    script.write_text(
+        "import torch, engine\n"
+        "m = torch.nn.Linear(64, 64)\n"
+        "x = torch.randn(32, 64)\n"
+        "with torch.inference_mode():\n"
+        "    for _ in range(40):\n"
+        "        m(x)\n"
+        "        engine.step()\n"
+    )
+    w = TorchLaunchWorkload((sys.executable, str(script)), warmup=3, steps=10)
+    run = w.run_once(w.base)
+    assert run.ok, run.reason
+    assert run.value is not None and run.value > 0
+    assert w.reference is None  # no optimizer step: no parameter checksum to check against
