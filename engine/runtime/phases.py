@@ -16,6 +16,7 @@ import platform
 import time
 from typing import TYPE_CHECKING, Any
 
+from engine.runtime import sources
 from engine.runtime.events import (
     EvidenceView,
     HypothesesReport,
@@ -44,14 +45,6 @@ if TYPE_CHECKING:
     from engine.runtime.engine import Engine
 
 
-def _analyze_file(path: Any) -> Any:
-    """``gitm-tui analyze`` of one trace file (a live program's captured steps)."""
-    from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto import read_kineto
-
-    return analyze_trace(read_kineto(path))
-
-
 def _score(iv: Any) -> float:
     """Sort key of approved interventions: best predicted gain × confidence first; those with
     no prediction (measured only) after, in the order they were proposed."""
@@ -74,33 +67,9 @@ class OptimizePhases:
         await eng.await_warm()
         # heavy imports (scipy.stats) off the event loop: the dashboard keeps drawing
         await asyncio.to_thread(importlib.import_module, "engine.optimizer.loop")
-        from engine.optimizer.loop import Optimizer
         from engine.optimizer.report import write_run
 
-        if eng.torch_job is not None:
-            from engine.optimizer.torch_loop import TorchOptimizer
-
-            left = cfg.budget_s - eng.elapsed()
-            opt: Any = TorchOptimizer(
-                eng.torch_job,
-                eng.run_dir,
-                repeats=cfg.repeats,
-                levers=eng.torch_levers,
-                deadline=time.monotonic() + left,
-                analyze_capture=_analyze_file,
-            )
-        elif eng.cmd_workload is not None and eng.cmd_workload.kind == "torch":
-            from engine.optimizer.torch_loop import TorchLaunchOptimizer
-
-            opt = TorchLaunchOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
-        elif eng.cmd_workload is not None:
-            from engine.optimizer.command_loop import CommandOptimizer
-
-            opt = CommandOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
-        else:
-            opt = Optimizer(
-                cfg.workload, eng.run_dir, seed=cfg.seed, repeats=cfg.repeats, hardware=cfg.hardware
-            )
+        opt = sources.make_optimizer(eng)
         self.opt = eng.optimizer = opt
         opt.journal.append(
             {

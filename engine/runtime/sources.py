@@ -49,6 +49,44 @@ class Target:
         return str(self.cmd_workload.title) if self.cmd_workload is not None else ""
 
 
+def make_optimizer(eng: Engine) -> Any:
+    """The optimize loop's steps for this run's target: a live PyTorch program, an unmodified
+    script (relaunched), any command, or a simulated workload."""
+    cfg = eng.config
+    if eng.torch_job is not None:
+        from engine.optimizer.torch_loop import TorchOptimizer
+
+        return TorchOptimizer(
+            eng.torch_job,
+            eng.run_dir,
+            repeats=cfg.repeats,
+            levers=eng.torch_levers,
+            deadline=time.monotonic() + cfg.budget_s - eng.elapsed(),
+            analyze_capture=_analyze_file,
+        )
+    if eng.cmd_workload is not None and eng.cmd_workload.kind == "torch":
+        from engine.optimizer.torch_loop import TorchLaunchOptimizer
+
+        return TorchLaunchOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
+    if eng.cmd_workload is not None:
+        from engine.optimizer.command_loop import CommandOptimizer
+
+        return CommandOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
+    from engine.optimizer.loop import Optimizer
+
+    return Optimizer(
+        cfg.workload, eng.run_dir, seed=cfg.seed, repeats=cfg.repeats, hardware=cfg.hardware
+    )
+
+
+def _analyze_file(path: Any) -> Any:
+    """``gitm-tui analyze`` of one trace file (a live program's captured steps)."""
+    from engine.analyze.compute import analyze_trace
+    from engine.trace.kineto import read_kineto
+
+    return analyze_trace(read_kineto(path))
+
+
 def real_model(workload: str, device: str) -> Any:
     """The TorchJob of a built-in workload's real model (engine/workloads/models/); a
     CommandError (one line) when torch or the device is missing."""
