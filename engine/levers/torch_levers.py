@@ -269,18 +269,11 @@ class LoaderWorkers(TorchLever):
         return True, "batches loaded in the step's own process (num_workers=0)"
 
     def apply(self, job: TorchJob) -> Undo:
-        torch = _torch()
         old: Any = job.batches
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        workers = max(2, min(8, cores or 2))
-        new = torch.utils.data.DataLoader(
-            old.dataset,
-            batch_size=old.batch_size,
-            sampler=old.sampler if old.batch_size is not None else None,
-            batch_sampler=None if old.batch_size is not None else old.batch_sampler,
-            collate_fn=old.collate_fn,
-            drop_last=old.drop_last,
-            num_workers=workers,
+        new = rebuild_loader(
+            old,
+            num_workers=max(2, min(8, cores or 2)),
             prefetch_factor=2,
             persistent_workers=True,
             pin_memory=on_cuda(job),
@@ -292,6 +285,53 @@ class LoaderWorkers(TorchLever):
             shutdown_loader(new)
 
         return undo
+
+
+class BatchSize(TorchLever):
+    """Twice the samples per step: fewer, fuller steps (NUMERICS: what training computes
+    changes — the learning rate is left as it is, and convergence is not judged here)."""
+
+    def applicable(self, job: TorchJob) -> tuple[bool, str]:
+        dl: Any = job.batches
+        if type(dl).__name__ != "DataLoader" or dl.batch_size is None:
+            return False, "the batches are not a DataLoader with a batch_size to change"
+        if job.samples_per_step != dl.batch_size:
+            return False, (
+                f"samples_per_step ({job.samples_per_step}) is not the loader's batch_size "
+                f"({dl.batch_size}): time per sample could not be compared"
+            )
+        return True, f"batch_size {dl.batch_size} → {2 * dl.batch_size}"
+
+    def apply(self, job: TorchJob) -> Undo:
+        old: Any = job.batches
+        samples = job.samples_per_step
+        new = rebuild_loader(old, batch_size=2 * old.batch_size)
+        job.batches, job.samples_per_step = new, 2 * samples
+
+        def undo() -> None:
+            job.batches, job.samples_per_step = old, samples
+            shutdown_loader(new)
+
+        return undo
+
+
+def rebuild_loader(old: Any, **changes: Any) -> Any:
+    """A DataLoader like ``old`` (dataset, sampler, collate, drop_last, workers) with
+    ``changes`` applied."""
+    torch = _torch()
+    kw: dict[str, Any] = {
+        "batch_size": old.batch_size,
+        "sampler": old.sampler if old.batch_size is not None else None,
+        "batch_sampler": None if old.batch_size is not None else old.batch_sampler,
+        "collate_fn": old.collate_fn,
+        "drop_last": old.drop_last,
+        "num_workers": old.num_workers,
+        "pin_memory": old.pin_memory,
+    }
+    if old.num_workers > 0:
+        kw |= {"prefetch_factor": old.prefetch_factor, "persistent_workers": old.persistent_workers}
+    kw |= changes
+    return torch.utils.data.DataLoader(old.dataset, **kw)
 
 
 def shutdown_loader(loader: Any) -> None:
@@ -393,6 +433,12 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "bf16 autocast of the step",
         "NUMERICS",
         "torch.autocast(device, dtype=torch.bfloat16) around the step",
+    ),
+    BatchSize(
+        "batch_size",
+        "Twice the batch per step",
+        "NUMERICS",
+        "DataLoader batch_size × 2 (learning rate unchanged)",
     ),
     Compile(
         "torch_compile",

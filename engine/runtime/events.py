@@ -314,6 +314,9 @@ class OptimizeStatus(Event):
     noise_floor: float
     phase: str
     phase_deadline_s: float  # budget seconds at which this phase must end
+    #: how a measurement reads: value / scale in unit (a command's metric has no time unit)
+    unit: str = "µs/sample"
+    scale: float = 1e3
 
     def coalesce_key(self) -> tuple[Any, ...]:
         return ("optimize",)

@@ -319,6 +319,8 @@ class OptimizePhases:
                 noise_floor=opt.noise.floor,
                 phase=phase,
                 phase_deadline_s=eng.deadline(phase),
+                unit=opt.unit,
+                scale=opt.scale,
             )
         )
 

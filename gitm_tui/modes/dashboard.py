@@ -236,6 +236,7 @@ class DashboardScreen(Screen[None]):
         bar = self.query_one(OptimizeBar)
         bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
         bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
+        bar.unit, bar.scale = ev.unit, ev.scale
 
     @_show.register
     def _(self, ev: ReportWritten) -> None:

@@ -195,6 +195,8 @@ class OptimizeBar(Static):
     target = reactive(0.0)
     noise = reactive(0.0)
     policy = reactive("manual")
+    unit = reactive("µs/sample")
+    scale = reactive(1e3)
 
     def render(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -215,7 +217,9 @@ class OptimizeBar(Static):
         t.append(f" · {self.policy}", style="italic")
         if self.baseline_ns:
             hit = self.gain >= self.target
-            t.append(f" · {self.baseline_ns / 1e3:.1f}→{self.current_ns / 1e3:.1f} µs/sample · ")
+            b, c = self.baseline_ns / self.scale, self.current_ns / self.scale
+            fmt = ".1f" if self.unit.startswith("µs") else ".4g"  # µs: one decimal, as always
+            t.append(f" · {b:{fmt}}→{c:{fmt}} {self.unit} · ")
             t.append(
                 f"gain {self.gain:+.1%}",
                 style="bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn"),

@@ -154,3 +154,20 @@ def test_on_a_gpu_the_captured_trace_predicts_each_lever_and_the_error_is_kept(m
     assert bf16["state"] in ("VERIFIED", "ROLLED_BACK") and bf16["measured_gain"] is not None
     assert "bf16_autocast" in report and "predicted" in report
     assert (Path(res.run_dir) / "profile.json").exists()
+
+
+def test_the_batch_size_lever_doubles_the_batch_and_its_undo_restores_the_loader():
+    from engine.workloads.torch_job import Batches, run_steps
+
+    job = _job()
+    loader = job.batches
+    lv = next(lv for lv in TORCH_LEVERS if lv.id == "batch_size")
+    assert lv.safety == "NUMERICS" and lv.applicable(job)[0]
+    undo = lv.apply(job)
+    assert job.batches.batch_size == 16 and job.samples_per_step == 16
+    m = run_steps(job, Batches(job), 1, 2)
+    assert m.ok and m.samples_per_step == 16
+    undo()
+    assert job.batches is loader and job.samples_per_step == 8
+    job.samples_per_step = 4  # a job that does not count its samples as the loader does
+    assert not lv.applicable(job)[0]
