@@ -32,6 +32,13 @@ class TorchLever:
     needs: str = "process"
     #: untimed steps to run once after applying (compilation, autotuning), before measuring
     settle_steps: int = 0
+    #: whether the reference-step check can judge it: a lever that changes only where batches
+    #: come from leaves the step on the fixed reference batch as it was (not judged, said so)
+    checkable: bool = True
+    #: where the lever lives when it is not in the model, optimizer or process settings:
+    #: "job.run_step" (a step wrapper) or "job.batches" (a new loader) — the user's own loop
+    #: gets it only through that
+    via: str = ""
 
     def applicable(self, job: TorchJob) -> tuple[bool, str]:
         raise NotImplementedError
@@ -182,10 +189,20 @@ class ChannelsLast(TorchLever):
     def applicable(self, job: TorchJob) -> tuple[bool, str]:
         if not _has(job, "Conv2d", "ConvTranspose2d"):
             return False, "the model has no 2-D convolution"
+        torch = _torch()
+        four = [p for p in job.model.parameters() if p.dim() == 4]
+        if four and all(p.is_contiguous(memory_format=torch.channels_last) for p in four):
+            return False, "the model's 4-D weights are already channels_last"
         return True, "2-D convolutions in NHWC (channels_last) memory format"
 
     def apply(self, job: TorchJob) -> Undo:
         torch = _torch()
+        # each tensor's exact layout (strides), to put back as it was, whatever it was
+        saved = {
+            id(t): (t, tuple(t.stride()))
+            for t in [*job.model.parameters(), *job.model.buffers()]
+            if t.dim() == 4
+        }
         job.model.to(memory_format=torch.channels_last)
 
         def to_nhwc(x: Any) -> Any:
@@ -204,7 +221,12 @@ class ChannelsLast(TorchLever):
 
         def undo() -> None:
             job.wrappers.remove(wrap)
-            job.model.to(memory_format=torch.contiguous_format)
+            with torch.no_grad():
+                for t, stride in saved.values():
+                    if tuple(t.stride()) != stride:
+                        back = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
+                        back.copy_(t)
+                        t.data = back
 
         return undo
 
@@ -239,17 +261,17 @@ class ForeachOptimizer(TorchLever):
         mode = self._mode(job)
         assert mode is not None
         groups = job.optimizer.param_groups
-        before = [(g.get("foreach"), g.get("fused")) for g in groups]
+        before = [{k: v for k, v in g.items() if k != "params"} for g in groups]
         for g in groups:
             g[mode] = True
             if mode == "fused":
                 g["foreach"] = False
 
-        def undo() -> None:
-            for g, (fe, fu) in zip(groups, before, strict=True):
-                g["foreach"], g["fused"] = fe, fu
-                if fu is None:
-                    g.pop("fused", None)
+        def undo() -> None:  # every key back as it was, present-but-None included
+            for g, saved in zip(groups, before, strict=True):
+                for k in [k for k in g if k != "params" and k not in saved]:
+                    del g[k]
+                g.update(saved)
 
         return undo
 
@@ -316,21 +338,31 @@ class BatchSize(TorchLever):
 
 
 def rebuild_loader(old: Any, **changes: Any) -> Any:
-    """A DataLoader like ``old`` (dataset, sampler, collate, drop_last, workers) with
+    """A DataLoader like ``old`` — dataset, how it batches (batch size and sampler, a custom
+    batch sampler, or none), collate, workers and their set-up, generator, timeout — with
     ``changes`` applied."""
     torch = _torch()
     kw: dict[str, Any] = {
-        "batch_size": old.batch_size,
-        "sampler": old.sampler if old.batch_size is not None else None,
-        "batch_sampler": None if old.batch_size is not None else old.batch_sampler,
         "collate_fn": old.collate_fn,
-        "drop_last": old.drop_last,
         "num_workers": old.num_workers,
         "pin_memory": old.pin_memory,
+        "timeout": old.timeout,
+        "worker_init_fn": old.worker_init_fn,
+        "generator": old.generator,
+        "multiprocessing_context": old.multiprocessing_context,
     }
+    if old.batch_size is not None:  # automatic batching from a sampler
+        kw |= {"batch_size": old.batch_size, "sampler": old.sampler, "drop_last": old.drop_last}
+    elif old.batch_sampler is not None:  # the user's own batch sampler
+        kw |= {"batch_sampler": old.batch_sampler}
+    else:  # no batching: samples one by one
+        kw |= {"batch_size": None, "sampler": old.sampler}
     if old.num_workers > 0:
         kw |= {"prefetch_factor": old.prefetch_factor, "persistent_workers": old.persistent_workers}
     kw |= changes
+    if kw.get("num_workers", 0) == 0:
+        kw.pop("prefetch_factor", None)
+        kw["persistent_workers"] = False
     return torch.utils.data.DataLoader(old.dataset, **kw)
 
 
@@ -345,27 +377,27 @@ def shutdown_loader(loader: Any) -> None:
         loader._iterator = None
 
 
-# ---------------------------------------------------------------------- whole-program
 class Compile(TorchLever):
     def applicable(self, job: TorchJob) -> tuple[bool, str]:
         if job.model is None:
             return False, "no model given"
         if _version() < (2, 0):
             return False, "torch.compile needs torch 2.0 or newer"
+        if getattr(job.model, "_compiled_call_impl", None) is not None:
+            return False, "the model is already compiled (model.compile())"
         return True, (
-            "torch.compile of the model (compile time is spent inside the trial's warm-up; "
+            "torch.compile of the model (compile time is spent in untimed steps first; "
             "on a GPU with static shapes mode='reduce-overhead' also captures CUDA graphs)"
         )
 
     def apply(self, job: TorchJob) -> Undo:
-        torch = _torch()
         model = job.model
+        before = getattr(model, "_compiled_call_impl", None)
         mode = "reduce-overhead" if on_cuda(job) else "default"
         model.compile(mode=mode)  # in place: the user's references stay valid
 
-        def undo() -> None:
-            model._compiled_call_impl = None  # back to the eager forward
-            torch._dynamo.reset()
+        def undo() -> None:  # back to what it ran before; other compiled code is left alone
+            model._compiled_call_impl = before
 
         return undo
 
@@ -396,6 +428,8 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "Load batches in DataLoader worker processes",
         "SAFE",
         "num_workers, prefetch_factor=2, persistent workers (pin_memory on a GPU)",
+        checkable=False,
+        via="job.batches",
     ),
     ForeachOptimizer(
         "fused_optimizer",
@@ -415,6 +449,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "NHWC memory format for convolutions",
         "SAFE",
         "model.to(memory_format=torch.channels_last) and 4-D inputs converted",
+        via="job.run_step",
     ),
     SdpaFlash(
         "sdpa_flash",
@@ -433,12 +468,15 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "bf16 autocast of the step",
         "NUMERICS",
         "torch.autocast(device, dtype=torch.bfloat16) around the step",
+        via="job.run_step",
     ),
     BatchSize(
         "batch_size",
         "Twice the batch per step",
         "NUMERICS",
         "DataLoader batch_size × 2 (learning rate unchanged)",
+        checkable=False,
+        via="job.batches",
     ),
     Compile(
         "torch_compile",

@@ -51,6 +51,11 @@ from engine.workloads.torch_job import (
 from engine.workloads.torch_launch import TorchLaunchWorkload
 
 NO_TRACE = "no device trace on the CPU (torch.profiler records no kernels to decode there)"
+#: what a rollback's bit-for-bit check compares (engine.workloads.torch_job.Snapshot)
+RESTORED = (
+    "parameters, buffers, tensor attributes and gradients with their layouts, optimizer state "
+    "and hyper-parameters, schedulers given, torch/Python/NumPy RNGs, torch flags"
+)
 
 #: which replayed library lever (engine/levers/library.py) predicts each torch lever's gain on a
 #: captured trace; torch.compile both fuses elementwise chains and (reduce-overhead) replays
@@ -116,6 +121,8 @@ class TorchOptimizer(LoopRun):
         self._ref_state: Snapshot | None = None
         self.warmup, self.steps = 2, 5
         self._undo: dict[str, Undo] = {}
+        self._before: dict[str, Snapshot] = {}  # each kept lever's snapshot from before it
+        self.check_note = ""  # why correctness cannot be judged ('' while it can)
         self._lever_of: dict[str, str] = {}
         super().__init__(run_dir, repeats, TorchState(flags=global_flags()))
 
@@ -164,6 +171,12 @@ class TorchOptimizer(LoopRun):
         self.reference = Reference.record(self.job, ref_batch)
         snap.restore(self.job)
         self._ref_state = snap
+        if not self.reference.checkable:
+            self.check_note = (
+                "the step returned nothing comparable (a tensor, a number, or a tuple/dict of "
+                "them) and no model was given: correctness cannot be judged"
+            )
+            self.journal.append({"type": "check_unavailable", "reason": self.check_note})
         ms = self.measure()
         bad = [m for m in ms if not m.ok]
         if bad:
@@ -312,6 +325,8 @@ class TorchOptimizer(LoopRun):
         return self.reference.compare(got, safety)
 
     def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
+        """Apply, measure, check, keep or roll back. Whatever stops it midway (the budget, a
+        stop, an error) rolls the lever back exactly before it propagates."""
         iv = self.interventions[iid]
         lv = self.levers[self._lever_of[iid]]
         before_state = self.state
@@ -325,6 +340,22 @@ class TorchOptimizer(LoopRun):
             undo = lv.apply(self.job)
         except Exception as e:
             return self._rolled_back(iv, snap, None, f"the lever could not be applied: {e!r}"[:300])
+        try:
+            return self._measure_trial(iid, iv, lv, undo, snap, before_state)
+        except BaseException as e:  # cut short: nothing of it may stay applied
+            if iv.state in (State.APPLYING, State.APPLIED):
+                self._rolled_back(iv, snap, undo, f"cut short ({e}): rolled back"[:300])
+            raise
+
+    def _measure_trial(
+        self,
+        iid: str,
+        iv: Intervention,
+        lv: TorchLever,
+        undo: Undo,
+        snap: Snapshot,
+        before_state: TorchState,
+    ) -> Intervention:
         after = TorchState(applied=[*before_state.applied, lv.id], flags=global_flags())
         self._save_state(f"states/{iid}_after.json", after)
         if lv.settle_steps:  # compile / autotune once, untimed, from this same state
@@ -336,7 +367,18 @@ class TorchOptimizer(LoopRun):
                 settle.restore(self.job)
         ms = self.measure()
         failed = [m for m in ms if not m.ok]
-        why = failed[0].error if failed else self._check(lv.safety)
+        unjudged = ""
+        if failed:
+            why = failed[0].error
+        elif not lv.checkable:
+            why, unjudged = (
+                "",
+                "correctness not judged: the lever changes only where batches come from",
+            )
+        elif not self.reference or not self.reference.checkable:
+            why, unjudged = "", f"correctness not judged: {self.check_note}"
+        else:
+            why = self._check(lv.safety)
         new_ns = self.mean_ns(ms) if not failed else math.nan
         base_ns = self.mean_ns(self.current)
         gain = 1 - new_ns / base_ns if not failed else None
@@ -344,12 +386,19 @@ class TorchOptimizer(LoopRun):
         if math.isfinite(iv.predicted_gain) and gain is not None:  # the replay's error, kept
             iv.predicted_ns = base_ns * (1 - iv.predicted_gain)
             self.replay_errors.append((lv.id, iv.predicted_ns, new_ns))
-        self.journal.transition(iid, State.APPLIED, measured=new_ns, gain=gain)
+        self.journal.transition(
+            iid, State.APPLIED, measured=new_ns, gain=gain, check=unjudged or "checked"
+        )
         iv.state = State.APPLIED
         verdict, note = self._verdict(not why, why, gain)
+        if unjudged:
+            note = f"{note}; {unjudged}"
         if verdict == State.ROLLED_BACK:
             return self._rolled_back(iv, snap, undo, note)
+        if lv.via:
+            note = f"{note}; in effect through {lv.via}: a loop of your own gets it only there"
         self._undo[iid] = undo
+        self._before[iid] = snap
         self.state = after
         self.current = ms
         self._save_state("state.json", after)
@@ -372,25 +421,45 @@ class TorchOptimizer(LoopRun):
         )
         iv.state = State.ROLLED_BACK
         iv.note = (
-            f"{note}; restored exactly (parameters, buffers, optimizer state, RNG, torch flags)"
+            f"{note}; restored exactly ({RESTORED})"
             if not diffs
             else f"{note}; NOT restored exactly: {', '.join(diffs[:3])}"
         )
         return iv
 
     def rollback(self, iid: str, by: str) -> Intervention:
+        """An operator's rollback of a kept lever: undone, the program put back as it was
+        before that trial, checked bit for bit and journaled like the gate's rollbacks."""
         iv = self._verified(iid)
-        undo = self._undo.pop(iid)
-        undo()
         lever = self._lever_of[iid]
+        # levers kept after this one are undone first (newest first) and applied again after,
+        # so the program can be compared with the snapshot taken before this one
+        later = self.kept[self.kept.index(iid) + 1 :] if iid in self.kept else []
+        for k in reversed(later):
+            self._undo.pop(k)()
+        self._undo.pop(iid)()
+        snap = self._before.pop(iid)
+        snap.restore(self.job)
+        diffs = snap.differences(self.job)
+        if iid in self.kept:
+            self.kept.remove(iid)
+        for k in later:
+            self._before[k] = Snapshot.take(self.job)
+            self._undo[k] = self.levers[self._lever_of[k]].apply(self.job)
         self.state = TorchState(
             applied=[x for x in self.state.applied if x != lever], flags=global_flags()
         )
         self._save_state("state.json", self.state)
-        if iid in self.kept:
-            self.kept.remove(iid)
-        self.journal.transition(iid, State.ROLLED_BACK, reason=f"rolled back by {by}")
-        iv.state, iv.note = State.ROLLED_BACK, f"rolled back by {by}"
+        note = f"rolled back by {by}"
+        self.journal.transition(
+            iid, State.ROLLED_BACK, reason=note, restored_exactly=not diffs, differences=diffs
+        )
+        iv.state = State.ROLLED_BACK
+        iv.note = (
+            f"{note}; restored exactly ({RESTORED})"
+            if not diffs
+            else f"{note}; NOT restored exactly: {', '.join(diffs[:3])}"
+        )
         self.current = self.measure()
         return iv
 

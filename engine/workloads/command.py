@@ -285,6 +285,8 @@ class CommandWorkload:
                 _stop_group(p)
                 break
             self._cancelled.wait(0.05)
+        if not ended:
+            _end_leftovers(p)
         reader.join(timeout=TERM_GRACE_S)
         scan.close()
         wall = time.monotonic() - t0
@@ -312,6 +314,17 @@ class CommandWorkload:
             if self.cancelled:
                 break
         return CommandMeasurement(runs)
+
+
+def _end_leftovers(p: subprocess.Popen[bytes]) -> None:
+    """The program exited by itself: end what it left running in its process group (helpers,
+    daemons), SIGTERM then SIGKILL — nothing it started outlives the measurement."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return  # the group is empty: nothing was left
+        time.sleep(0.2)
 
 
 def _stop_group(p: subprocess.Popen[bytes]) -> None:

@@ -60,6 +60,8 @@ class TorchJob:
     optimizer: Any = None
     name: str = "torch job"
     samples_per_step: int = 1
+    #: learning-rate schedulers the step advances (snapshot and restored with the rest)
+    schedulers: list[Any] = field(default_factory=list)
     #: step wrappers levers install (autocast, input memory format): outermost last
     wrappers: list[Callable[[Callable[[Any], Any]], Callable[[Any], Any]]] = field(
         default_factory=list
@@ -80,6 +82,7 @@ class TorchJob:
                 getattr(obj, "optimizer", None),
                 getattr(obj, "name", type(obj).__name__),
                 int(getattr(obj, "samples_per_step", 1)),
+                list(getattr(obj, "schedulers", []) or []),
             )
         if callable(obj):
             return cls(lambda _b: obj(), lambda: None, name=getattr(obj, "__name__", "step"))
@@ -141,59 +144,208 @@ def _clone(x: Any) -> Any:
     return copy.deepcopy(x)
 
 
+def _tensors(job: TorchJob) -> dict[str, Any]:
+    """Every tensor of the job a step may change, by a stable name: the model's parameters
+    and buffers (persistent or not) and their gradients, and any tensor the optimizer updates
+    that the model does not register (a Python list of layers)."""
+    torch = _torch()
+    out: dict[str, Any] = {}
+    seen: set[int] = set()
+    if job.model is not None:
+        for name, t in job.model.named_parameters(remove_duplicate=True):
+            out[f"param {name}"] = t
+            seen.add(id(t))
+        for name, t in job.model.named_buffers(remove_duplicate=True):
+            out[f"buffer {name}"] = t
+            seen.add(id(t))
+        for mod_name, mod in job.model.named_modules():  # plain tensor attributes (an EMA)
+            for k, v in vars(mod).items():
+                if isinstance(v, torch.Tensor) and not k.startswith("_") and id(v) not in seen:
+                    out[f"attribute {mod_name + '.' if mod_name else ''}{k}"] = v
+                    seen.add(id(v))
+    if job.optimizer is not None:
+        for gi, g in enumerate(job.optimizer.param_groups):
+            for pi, t in enumerate(g["params"]):
+                if id(t) not in seen:
+                    out[f"optimizer param {gi}.{pi}"] = t
+                    seen.add(id(t))
+    for name, t in list(out.items()):
+        if isinstance(t, torch.nn.Parameter | torch.Tensor) and t.grad is not None:
+            out[f"grad of {name}"] = t.grad
+    return out
+
+
+def _layout(t: Any) -> tuple[Any, ...]:
+    return (tuple(t.shape), t.dtype, tuple(t.stride()), t.device)
+
+
+def _groups(opt: Any) -> list[dict[str, Any]]:
+    """An optimizer's hyper-parameters per group (every key but ``params``)."""
+    return [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in opt.param_groups]
+
+
 @dataclass
 class Snapshot:
-    """The job's numeric state at one moment: restored exactly (bit for bit)."""
+    """The job's numeric state at one moment, restored into the job's own tensors bit for bit:
+    parameters, buffers (persistent or not), gradients, parameters only the optimizer holds,
+    the optimizer's state and hyper-parameters, learning-rate schedulers (``job.schedulers``),
+    torch's CPU/CUDA generators, Python's and NumPy's global RNGs, and the global torch flags.
+    What it cannot see — a step's own Python counters, the user's own generator objects, files
+    it writes — is outside its promise (the docs say so)."""
 
-    model: dict[str, Any] | None
-    optimizer: dict[Any, Any] | None
+    tensors: dict[str, Any]
+    layouts: dict[str, tuple[Any, ...]]
+    grads_absent: set[str]
+    opt_state: dict[int, dict[str, Any]]
+    opt_groups: list[dict[str, Any]] | None
+    schedulers: list[dict[str, Any]]
     rng: Any
     cuda_rng: Any
+    py_rng: Any
+    np_rng: Any
     flags: dict[str, Any]
 
     @classmethod
     def take(cls, job: TorchJob) -> Snapshot:
+        import random
+
+        import numpy as np
+
         torch = _torch()
-        model = None if job.model is None else _clone(job.model.state_dict())
-        opt = None
+        live = _tensors(job)
+        absent = {n for n, t in live.items() if not n.startswith("grad of") and _grad_absent(t)}
+        opt_state: dict[int, dict[str, Any]] = {}
+        groups = None
         if job.optimizer is not None:
-            opt = {p: _clone(s) for p, s in job.optimizer.state.items()}
-        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-        return cls(model, opt, torch.get_rng_state(), cuda_rng, global_flags())
+            opt_state = {id(p): _clone(st) for p, st in job.optimizer.state.items()}
+            groups = _groups(job.optimizer)
+        return cls(
+            {n: _clone(t) for n, t in live.items()},
+            {n: _layout(t) for n, t in live.items()},
+            absent,
+            opt_state,
+            groups,
+            [copy.deepcopy(s.state_dict()) for s in job.schedulers],
+            torch.get_rng_state(),
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            random.getstate(),
+            np.random.get_state(),
+            global_flags(),
+        )
 
     def restore(self, job: TorchJob) -> None:
-        """Put the values back into the job's own tensors (a lever's memory format stays)."""
+        """Put the values back into the job's own tensors (identity and a lever's memory format
+        stay: values are copied in place)."""
+        import random
+
+        import numpy as np
+
         torch = _torch()
-        if self.model is not None:
-            with torch.no_grad():
-                live = job.model.state_dict()
-                for k, v in self.model.items():
-                    live[k].copy_(v)
-        if self.optimizer is not None:
-            job.optimizer.state.clear()
-            for p, s in self.optimizer.items():
-                job.optimizer.state[p] = _clone(s)
+        live = _tensors(job)
+        with torch.no_grad():
+            for n, v in self.tensors.items():
+                if n in live and live[n].shape == v.shape:
+                    live[n].copy_(v)
+                elif n.startswith("grad of ") and n[8:] in live:  # zeroed to None meanwhile
+                    live[n[8:]].grad = _clone(v)
+            for n in self.grads_absent:  # a gradient the step created is dropped again
+                t = live.get(n)
+                if t is not None:
+                    t.grad = None
+            if job.optimizer is not None:
+                params = {id(p): p for g in job.optimizer.param_groups for p in g["params"]}
+                state = job.optimizer.state
+                for p in [p for p in list(state) if id(p) not in self.opt_state]:
+                    del state[p]
+                for pid, saved in self.opt_state.items():
+                    p = params.get(pid)
+                    if p is None:
+                        continue
+                    cur = state.get(p)
+                    if cur is None or set(cur) != set(saved):
+                        state[p] = _clone(saved)
+                        continue
+                    for k, v in saved.items():  # in place: references to them stay valid
+                        if isinstance(v, torch.Tensor) and cur[k].shape == v.shape:
+                            cur[k].copy_(v)
+                        else:
+                            cur[k] = _clone(v)
+                if self.opt_groups is not None:
+                    for g, saved_g in zip(job.optimizer.param_groups, self.opt_groups, strict=True):
+                        for k in [k for k in g if k != "params" and k not in saved_g]:
+                            del g[k]
+                        g.update(copy.deepcopy(saved_g))
+        for sched, sd in zip(job.schedulers, self.schedulers, strict=True):
+            sched.load_state_dict(copy.deepcopy(sd))
         torch.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
+        random.setstate(self.py_rng)
+        np.random.set_state(self.np_rng)
 
     def differences(self, job: TorchJob) -> list[str]:
-        """What differs, bit for bit, between this snapshot and the job now (empty: nothing)."""
+        """What differs, bit for bit, between this snapshot and the job now (empty: nothing):
+        every tensor it saved (values and layout), gradients, the optimizer's state and
+        hyper-parameters, the schedulers, the RNGs and the global flags."""
+        import random
+
+        import numpy as np
+
         torch = _torch()
         out: list[str] = []
-        if self.model is not None:
-            live = job.model.state_dict()
-            for k, v in self.model.items():
-                w = live[k]
-                if w.shape != v.shape or w.dtype != v.dtype or not torch.equal(w, v):
-                    out.append(f"model {k}")
-                elif w.is_contiguous() != v.is_contiguous():
-                    out.append(f"memory format of {k}")
+        live = _tensors(job)
+        for n, v in self.tensors.items():
+            w = live.get(n)
+            if w is None:
+                out.append(f"{n} is gone")
+            elif w.shape != v.shape or w.dtype != v.dtype or not torch.equal(w, v):
+                out.append(n)
+            elif _layout(w) != self.layouts[n]:
+                out.append(f"memory layout of {n}")
+        out += [f"{n} appeared" for n in live if n not in self.tensors]
+        if job.optimizer is not None:
+            params = {id(p): p for g in job.optimizer.param_groups for p in g["params"]}
+            state = {id(p): st for p, st in job.optimizer.state.items()}
+            if set(state) != set(self.opt_state):
+                out.append("optimizer state entries")
+            for pid, saved in self.opt_state.items():
+                cur = state.get(pid, {})
+                for k, v in saved.items():
+                    w = cur.get(k)
+                    same = (
+                        isinstance(w, torch.Tensor) and w.shape == v.shape and torch.equal(w, v)
+                        if isinstance(v, torch.Tensor)
+                        else w == v
+                    )
+                    if not same:
+                        out.append(f"optimizer state {k} of a parameter")
+                        break
+            if self.opt_groups is not None and _groups(job.optimizer) != self.opt_groups:
+                out.append("optimizer hyper-parameters (param_groups)")
+            del params
+        for i, (sched, sd) in enumerate(zip(job.schedulers, self.schedulers, strict=True)):
+            if sched.state_dict() != sd:
+                out.append(f"scheduler {i}")
+        if not torch.equal(torch.get_rng_state(), self.rng):
+            out.append("torch RNG")
+        if random.getstate() != self.py_rng:
+            out.append("Python RNG")
+        st: Any = np.random.get_state()
+        if (
+            st[0] != self.np_rng[0]
+            or not np.array_equal(st[1], self.np_rng[1])
+            or st[2:] != self.np_rng[2:]
+        ):
+            out.append("NumPy RNG")
         now = global_flags()
         out += [
             f"flag {k}: {self.flags[k]} → {now[k]}" for k in self.flags if now[k] != self.flags[k]
         ]
         return out
+
+
+def _grad_absent(t: Any) -> bool:
+    return getattr(t, "requires_grad", False) and t.grad is None
 
 
 # ---------------------------------------------------------------------- measuring
@@ -234,6 +386,11 @@ class Batches:
         src = self.job.batches
         if callable(src) and not hasattr(src, "__iter__"):
             return src()
+        if isinstance(src, Iterator):  # a generator or stream: measuring would eat its data
+            raise TorchJobError(
+                "the job's batches are a one-shot iterator (a generator or stream): give a "
+                "re-iterable (a DataLoader, a list) or a zero-argument batch factory"
+            )
         if self._src is not src:  # a lever replaced the loader: read the new one
             self._it, self._src = None, src
         for _ in range(2):
@@ -303,6 +460,12 @@ class Reference:
     def record(cls, job: TorchJob, batch: Any) -> Reference:
         return cls(batch, check_values(job, batch))
 
+    @property
+    def checkable(self) -> bool:
+        """Whether the reference holds anything to compare (a step returning nothing, with no
+        model given, cannot be judged: said so, never passed silently)."""
+        return bool(self.values)
+
     def compare(self, got: dict[str, Any], safety: str) -> str:
         """'' when ``got`` matches within the safety class's tolerance, else why not."""
         torch = _torch()
@@ -315,6 +478,15 @@ class Reference:
                 return f"{k}: shape {tuple(v.shape)} instead of {tuple(ref.shape)}"
             if not torch.isfinite(v).all() and torch.isfinite(ref).all():
                 return f"{k}: not finite"
+            if k.startswith("update of "):  # relative to the update's own size
+                scale = float(ref.abs().max()) if ref.numel() else 0.0
+                if float((v - ref).abs().max() if v.numel() else 0.0) > rtol * scale + 1e-12:
+                    diff = float((v - ref).abs().max())
+                    return (
+                        f"{k} differs by up to {diff:.3g} (the update is ≤ {scale:.3g}; "
+                        f"{safety} allows {rtol:g} of it)"
+                    )
+                continue
             if not torch.allclose(v, ref, rtol=rtol, atol=atol, equal_nan=True):
                 diff = (v - ref).abs().max().item()
                 scale = ref.abs().max().item()
@@ -326,12 +498,20 @@ class Reference:
 
 
 def check_values(job: TorchJob, batch: Any) -> dict[str, Any]:
-    """Run one step on ``batch`` and return what it returned and the parameters it left."""
-    out = _flatten(job.run_step(batch))
+    """Run one step on ``batch``; return what it returned, the update it made to each
+    parameter (after − before: a skipped or wrong update shows here, whatever the weights'
+    size) and the floating buffers it left (running statistics)."""
+    params: dict[str, Any] = {}
     if job.model is not None:
-        for k, v in job.model.state_dict().items():
-            if v.is_floating_point():
-                out[f"param {k}"] = v.detach().float().cpu().clone()
+        params = dict(job.model.named_parameters())
+    before = {k: p.detach().float().cpu().clone() for k, p in params.items()}
+    out = _flatten(job.run_step(batch))
+    for k, p in params.items():
+        out[f"update of {k}"] = p.detach().float().cpu() - before[k]
+    if job.model is not None:
+        for k, b in job.model.named_buffers():
+            if b.is_floating_point():
+                out[f"buffer {k}"] = b.detach().float().cpu().clone()
     return out
 
 

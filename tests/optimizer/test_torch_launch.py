@@ -36,14 +36,16 @@ def test_a_script_without_steps_is_one_clear_failure(tmp_path):
 def test_the_launch_check_fails_a_changed_update_and_says_when_it_cannot_judge():
     w = TorchLaunchWorkload((sys.executable, "x.py"))
     base = w.base
-    assert w._check_params("10.0 100.0", base) == ""  # the reference
+    # 'C Δsum Δsum-of-squares sum-of-squares' after the first optimizer step
+    assert w._check_params("0.01 -0.02 50.0", base) == ""  # the reference
     numerics = base.with_choice("flush_denormal", "1")
-    assert w._check_params("10.001 100.0", numerics) == ""  # within NUMERICS' 5e-2 × 100
+    assert w._check_params("0.0102 -0.0199 50.0", numerics) == ""  # within NUMERICS' 5e-2
     safe = base.with_choice("threads", "1")
-    assert "differ" in w._check_params("10.5 100.0", safe)  # beyond SAFE's 1e-4 × 100
+    assert "first update differs" in w._check_params("0.0 0.0 50.0", safe)  # update skipped
+    assert "first update differs" in w._check_params("0.0102 -0.02 50.0", safe)  # beyond 1e-4
     # the baseline disagreeing with itself: not deterministic, said so, no longer judged
-    assert w._check_params("13.0 100.0", base) == "" and "not checkable" in w.check_note
-    assert w._check_params("99.0 100.0", safe) == ""
+    assert w._check_params("0.013 -0.02 50.0", base) == "" and "not checkable" in w.check_note
+    assert w._check_params("9.0 9.0 50.0", safe) == ""
 
 
 @pytest.mark.slow

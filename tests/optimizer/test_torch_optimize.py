@@ -171,3 +171,49 @@ def test_the_batch_size_lever_doubles_the_batch_and_its_undo_restores_the_loader
     assert job.batches is loader and job.samples_per_step == 8
     job.samples_per_step = 4  # a job that does not count its samples as the loader does
     assert not lv.applicable(job)[0]
+
+
+def test_an_operator_rollback_puts_the_program_back_exactly_and_journals_it(tmp_path):
+    """Two kept levers, the first rolled back by a person: the later one is undone and applied
+    again around it, and the program is compared bit for bit with its state before the first."""
+    from engine.optimizer.torch_loop import TorchOptimizer
+    from engine.store.journal import State
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+
+    def step(b):
+        opt.zero_grad()
+        loss = m(b).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = torch.randn(2, 3, 8, 8)
+    job = TorchJob(step, lambda: x, m, opt)
+    ids = ("channels_last", "fused_optimizer")
+    o = TorchOptimizer(
+        job, tmp_path, repeats=2, levers=tuple(lv for lv in TORCH_LEVERS if lv.id in ids)
+    )
+    o.profile()
+    o.analyse()
+    start = Snapshot.take(job)
+    ivs = o.propose(o.rank())
+    o._verdict = lambda ok, why, gain: (
+        State.VERIFIED,
+        "kept (forced: this test is about rollback)",
+    )
+    for iv in ivs:
+        o.approve(iv.iid, "test")
+        o.trial(iv.iid)
+    # the library's order: the fused optimizer first, channels_last after it
+    assert [o.interventions[k].lever_id for k in o.kept] == ["fused_optimizer", "channels_last"]
+    o.rollback(o.kept[0], "operator")
+    assert [o.interventions[k].lever_id for k in o.kept] == ["channels_last"]
+    assert m[0].weight.is_contiguous(memory_format=torch.channels_last)  # still in effect
+    assert not any(g["fused"] for g in opt.param_groups)  # the rolled-back one is gone
+    last = [e for e in _journal(str(tmp_path)) if e.get("to") == "ROLLED_BACK"][-1]
+    assert last["restored_exactly"] is True and last["differences"] == []
+    o._undo[o.kept[0]]()  # and with it undone too, nothing of either remains
+    assert start.differences(job) == []

@@ -9,9 +9,12 @@ When ``torch`` is imported it:
 * registers a global optimizer-step post hook (``torch.optim.optimizer.
   register_optimizer_step_post_hook``) that writes one line per ``optimizer.step()`` to the file
   descriptor ``GITM_STEP_FD``: ``S <perf_counter_ns>``; after the first step also
-  ``C <checksum>`` (the sum and absolute sum of every parameter the optimizer holds, for the
-  launcher's correctness check), ``D cuda|cpu`` (where the parameters live) and
-  ``T <threads> <interop threads>`` (what the process runs with). On CUDA the
+  ``C <Δsum> <Δsum of squares> <sum of squares>`` (what the first update did to the
+  parameters of the optimizer, for the launcher's correctness check), ``D cuda|cpu`` (where the
+  parameters live) and ``T <threads> <interop threads>`` (what the process runs with). Only
+  the first optimizer to step is timed (a GAN's second optimizer steps in the same step); only
+  the launched process writes (not its children), and only while the descriptor is still the
+  launcher's pipe. On CUDA the
   hook waits for the device before reading the clock (``GITM_STEP_SYNC``, on by default), so a
   step's time includes its kernels.
 
@@ -27,20 +30,47 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import stat
 import sys
 import time
 
-_FD = os.environ.get("GITM_STEP_FD")
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_state = {"steps": 0}
+# read once and removed from the environment: a child the script starts is not the process
+# the launcher measures, and must not write into whatever file gets that descriptor number
+_FD = os.environ.pop("GITM_STEP_FD", None)
+_PID = os.getpid()
+_state: dict[str, object] = {"steps": 0, "opt": None, "off": False}
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISFIFO(st.st_mode) else None
+
+
+_PIPE = _identity(int(_FD)) if _FD is not None and _FD.isdigit() else None
 
 
 def _write(line: str) -> None:
-    if _FD is None:
+    """Write one line to the launcher's pipe — only from the launched process, only while the
+    descriptor is still that pipe (a script may close it and reuse the number for a file)."""
+    if _PIPE is None or _state["off"] or os.getpid() != _PID:
         return
-    # the launcher stopped reading: measuring is over, the script goes on
-    with contextlib.suppress(OSError):
-        os.write(int(_FD), (line + "\n").encode())
+    fd = int(_FD or -1)
+    if _identity(fd) != _PIPE:
+        _state["off"] = True  # the pipe is gone: stop for good, the script goes on
+        return
+    try:
+        os.write(fd, (line + "\n").encode())
+    except OSError:  # the launcher stopped reading: measuring is over
+        _state["off"] = True
+
+
+def gitm_step() -> None:
+    """``engine.step()`` lands here when this finder is loaded: one step, timed now."""
+    _write(f"S {time.perf_counter_ns()}")
 
 
 def _setting(name: str) -> str | None:
@@ -54,12 +84,15 @@ def _configure(torch: object) -> None:
     try:
         _settings_and_hook()
     except Exception as e:
-        _write(f"E {type(e).__name__}: {e}".replace("\n", " ")[:300])
+        _fail(e)
 
 
 def _settings_and_hook() -> None:
     import torch as t  # loaded by now
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
 
     if (v := _setting("GITM_TORCH_THREADS")) is not None:
         t.set_num_threads(int(v))
@@ -75,22 +108,53 @@ def _settings_and_hook() -> None:
         t.set_flush_denormal(v == "1")
     sync = os.environ.get("GITM_STEP_SYNC", "1") == "1"
 
-    def after_step(opt: object, args: object, kwargs: object) -> None:
-        params = [p for g in opt.param_groups for p in g["params"]]  # type: ignore[attr-defined]
-        cuda = bool(params) and params[0].is_cuda
-        if cuda and sync:
-            t.cuda.synchronize()
-        _write(f"S {time.perf_counter_ns()}")
-        _state["steps"] += 1
-        if _state["steps"] == 1 and params:
-            with t.no_grad():
-                s = sum(float(p.detach().double().sum()) for p in params)
-                a = sum(float(p.detach().double().abs().sum()) for p in params)
-            _write(f"C {s!r} {a!r}")
-            _write(f"D {'cuda' if cuda else 'cpu'}")
-            _write(f"T {t.get_num_threads()} {t.get_num_interop_threads()}")
+    def moments(params: list) -> tuple[float, float]:
+        """Sum and sum of squares of every parameter, in float64 where the device has it
+        (float32 otherwise: MPS has no float64)."""
+        with t.no_grad():
+            try:
+                xs = [p.detach().double() for p in params]
+            except (RuntimeError, TypeError):
+                xs = [p.detach().float() for p in params]
+            return sum(float(x.sum()) for x in xs), sum(float(x.pow(2).sum()) for x in xs)
 
+    def before_step(opt, args, kwargs):  # type: ignore[no-untyped-def]
+        try:
+            if _state["opt"] is None:  # the first optimizer to step is the one timed
+                _state["opt"] = id(opt)
+            if id(opt) == _state["opt"] and _state["steps"] == 0:
+                _state["before"] = moments([p for g in opt.param_groups for p in g["params"]])
+        except Exception as e:  # never into the user's step
+            _fail(e)
+
+    def after_step(opt, args, kwargs):  # type: ignore[no-untyped-def]
+        try:
+            if id(opt) != _state["opt"]:  # a second optimizer (a GAN's): same step, not timed
+                return
+            params = [p for g in opt.param_groups for p in g["params"]]
+            cuda = bool(params) and params[0].is_cuda
+            if cuda and sync:
+                t.cuda.synchronize()
+            _write(f"S {time.perf_counter_ns()}")
+            _state["steps"] = int(_state["steps"]) + 1
+            if _state["steps"] == 1 and params:
+                b = _state.get("before") or (0.0, 0.0)
+                s, q = moments(params)
+                # what the first update did to the parameters' sum and sum of squares
+                _write(f"C {s - b[0]!r} {q - b[1]!r} {q!r}")
+                _write(f"D {'cuda' if cuda else 'cpu'}")
+                _write(f"T {t.get_num_threads()} {t.get_num_interop_threads()}")
+        except Exception as e:  # never into the user's step
+            _fail(e)
+
+    register_optimizer_step_pre_hook(before_step)
     register_optimizer_step_post_hook(after_step)
+
+
+def _fail(e: Exception) -> None:
+    """Report the finder's own failure once and stop timing; the script runs on."""
+    _write(f"E {type(e).__name__}: {e}".replace("\n", " ")[:300])
+    _state["off"] = True
 
 
 class _AfterTorch(importlib.abc.MetaPathFinder):
@@ -114,7 +178,7 @@ class _AfterTorch(importlib.abc.MetaPathFinder):
         return spec
 
 
-if _FD is not None:
+if _PIPE is not None:
     sys.meta_path.insert(0, _AfterTorch())
 
 
