@@ -8,6 +8,7 @@ from rich.text import Text
 
 from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis
+from engine.analyze.ranks import CrossRank
 from engine.regimes import Label
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.theme import regime_style
@@ -161,12 +162,19 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
     return Group(*parts, foot, Text())
 
 
-def rank_table(analyses: list[Analysis]) -> RenderableType | None:
-    """Return a per-rank comparison (straggler = longest span) when several ranks were analysed."""
+def rank_table(analyses: list[Analysis], straggler: int | None = None) -> RenderableType | None:
+    """Return a per-rank comparison when several ranks were analysed. ``straggler``: the rank
+    the others waited for most at their collectives (engine.analyze.ranks); without one the
+    rank with the longest span is marked, and the column says which rule it is."""
     ranked = [a for a in analyses if a.rank is not None]
     if len(ranked) < 2 or len({a.rank for a in ranked}) != len(ranked):
         return None  # not the ranks of one job (missing or repeated rank ids)
-    slow = max(ranked, key=lambda a: a.span_ns)
+    if straggler is not None and any(a.rank == straggler for a in ranked):
+        slow = next(a for a in ranked if a.rank == straggler)
+        mark = "straggler (waited for)"
+    else:
+        slow = max(ranked, key=lambda a: a.span_ns)
+        mark = "straggler? longest span only"
     t = Table(title="ranks", title_justify="left", box=None, pad_edge=False)
     for c in ("rank", "GPU ms", "span ms", *[r.name for r in Label], ""):
         t.add_column(c, justify="right")
@@ -177,6 +185,36 @@ def rank_table(analyses: list[Analysis]) -> RenderableType | None:
             _ms(a.gpu_time_ns),
             _ms(a.span_ns),
             *[f"{a.time_by_regime_ns[r.name] / tot:.0%}" for r in Label],
-            Text("straggler", style="bold red") if a is slow else "",
+            Text(mark, style="bold red") if a is slow else "",
         )
+    return t
+
+
+def cross_rank_text(c: CrossRank) -> Text:
+    """The collectives across ranks in a few lines: matching and clock rules, the straggler of
+    each step and how long the others waited, the worst arrival skews, the robust outliers."""
+    t = Text()
+    t.append("collectives across ranks", style="bold")
+    t.append(f": {c.matched} matched on all {len(c.ranks)} ranks")
+    if not c.trusted:
+        t.append(" — not trusted", style="bold")
+    if c.unmatched:
+        t.append(f", {c.unmatched} not on every rank (not compared)")
+    t.append(f"\n  matching: {c.matching}\n  clocks: {c.clocks}\n", style="dim")
+    for s in c.steps[:10]:
+        others = [w for r, w in s.waited_ns.items() if r != s.straggler]
+        mean = sum(others) / len(others) if others else 0
+        t.append(f"  step {s.step}: straggler rank {s.straggler}")
+        t.append(f" — the others waited {mean / 1e6:,.3f} ms on average\n")
+    for k in c.collectives[:3]:
+        t.append(
+            f"  {k.op} #{k.ordinal}: arrival skew {k.skew_ns / 1e6:,.3f} ms, last rank {k.last_rank}\n"
+        )
+    t.append(f"  {c.rule}: ", style="dim")
+    t.append(
+        ", ".join(f"rank {o.rank} {o.metric}" for o in c.outliers) or "no outlier",
+        style="bold red" if c.outliers else "",
+    )
+    for n in c.notes:
+        t.append(f"\n  {n}", style="dim")
     return t

@@ -11,6 +11,7 @@ from pathlib import Path
 from engine.analyze.compute import analyze_trace
 from engine.analyze.export import write_outputs
 from engine.analyze.model import Analysis
+from engine.analyze.ranks import RankSummary, summarize
 from engine.analyze.semantics import COUNTING_MODES
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular, open_regular
@@ -29,6 +30,8 @@ class FileOutcome:
     analysis: Analysis | None = None
     outputs: tuple[str, ...] = ()
     error: str | None = None
+    #: what crossing ranks needs of this file (engine.analyze.ranks): a few kB, never events
+    summary: RankSummary | None = None
 
 
 def expand(paths: list[str]) -> tuple[list[Path], list[FileOutcome]]:
@@ -98,7 +101,9 @@ def analyze_file(
     """Import, analyse and write one file; never raises for bad input (returns the error line)."""
     p = Path(path)
     try:
-        res = analyze_trace(read_trace(p), hardware=hardware, top=top, counting=counting)
+        trace = read_trace(p)
+        summary = summarize(trace)
+        res = analyze_trace(trace, hardware=hardware, top=top, counting=counting)
     except TraceImportError as e:
         return FileOutcome(path, error=str(e))
     outputs: tuple[str, ...] = ()
@@ -111,8 +116,9 @@ def analyze_file(
                 path,
                 analysis=res.analysis,
                 error=f"{path}: cannot write outputs to {out_root}: {e.strerror or e}",
+                summary=summary,
             )
-    return FileOutcome(path, analysis=res.analysis, outputs=outputs)
+    return FileOutcome(path, analysis=res.analysis, outputs=outputs, summary=summary)
 
 
 def analyze_paths(

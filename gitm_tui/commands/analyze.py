@@ -80,7 +80,8 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         from rich.console import Console
         from rich.text import Text
 
-        from gitm_tui.analyze_view import rank_table, summary
+        from engine.analyze.ranks import cross_rank
+        from gitm_tui.analyze_view import cross_rank_text, rank_table, summary
 
         # piped output is not 80 columns of wrapped cells: tables get room to stay tables
         console = Console(width=None if sys.stdout.isatty() else 140)
@@ -90,9 +91,18 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             if o.outputs:
                 # Text: a path is never read as markup (file names come from outside)
                 console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
-        ranks = rank_table([o.analysis for o in good if o.analysis is not None])
+        crossed = cross_rank([o.summary for o in good if o.summary is not None])
+        most = None
+        if crossed is not None and crossed.steps:  # the rank most steps waited for
+            votes = [s.straggler for s in crossed.steps]
+            most = max(set(votes), key=votes.count)
+        ranks = rank_table([o.analysis for o in good if o.analysis is not None], most)
         if ranks is not None:
             console.print(ranks)
+            if crossed is not None:
+                console.print(cross_rank_text(crossed))
+                if not ns.no_write:
+                    _write_cross_rank(crossed, ns.out)
         elif len(good) > 1:  # several files but not the ranks of one job: say why no comparison
             console.print(
                 "ranks not compared: the files do not carry distinct rank ids "
@@ -104,6 +114,19 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         if o.error:
             error(o.error)
     return ExitCode.INPUT if any(o.error for o in outcomes) else ExitCode.OK
+
+
+def _write_cross_rank(crossed: object, out: str) -> None:
+    """OUT/cross_rank.json: the cross-rank analysis (schema: engine.analyze.ranks.CrossRank)."""
+    from pathlib import Path
+
+    from engine.store.runs import atomic_write_text
+
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        atomic_write_text(Path(out) / "cross_rank.json", crossed.model_dump_json(indent=1))  # type: ignore[attr-defined]
+    except OSError as e:
+        error(f"cannot write {out}/cross_rank.json: {e.strerror or e}")
 
 
 def analyze_ui(ns: argparse.Namespace) -> ExitCode:
