@@ -242,9 +242,10 @@ async def test_the_stage_line_names_a_hostile_file_literally():
         assert "[bold red]x" in stage and "[/]" in stage and unsafe(stage) == [], stage
         assert unsafe(_svg_text(app)) == []
         gate.set()
-        for _ in range(200):
+        for _ in range(200):  # the result arrives, the screen is rebuilt, then filled
             await pilot.pause(0.05)
-            if app.analysis.res is not None and app.query("#analysis-kernels"):
+            tables = app.query("#analysis-kernels")
+            if app.analysis.res is not None and tables and tables.first(DataTable).row_count:
                 break
         assert (
             app.analysis.error is None and app.query_one("#analysis-kernels", DataTable).row_count
