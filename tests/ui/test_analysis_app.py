@@ -86,9 +86,10 @@ async def test_analysis_screen_opens_at_once_and_loads_in_a_worker():
         assert seen_stage and app.analysis.res is None
         await pilot.press("s")  # nothing to sort yet: must not fail
         gate.set()
-        for _ in range(200):
+        for _ in range(200):  # the result arrives, the screen is rebuilt, then filled
             await pilot.pause(0.05)
-            if app.analysis.res is not None and app.query("#analysis-kernels"):
+            tables = app.query("#analysis-kernels")
+            if app.analysis.res is not None and tables and tables.first(DataTable).row_count:
                 break
         await pilot.pause(0.1)
         assert app.query_one("#analysis-kernels", DataTable).row_count > 0
