@@ -1,10 +1,9 @@
-"""Analyse many files: expand directories, import by format, run in worker processes, collect errors."""
+"""Analyse many files: expand directories, import by format, run here or on Dask, collect errors."""
 
 from __future__ import annotations
 
-import os
 import stat
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,18 +127,26 @@ def analyze_paths(
     top: int = 20,
     workers: int | None = None,
     counting: str = "exact",
+    cluster: str | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[FileOutcome]:
-    """Analyse every file (in parallel processes when there are several); keep input order.
-    ``counting``: "exact" (every GPU row, exact ns) or "hta" (as Holistic Trace Analysis's
-    default load counts), see engine.analyze.semantics."""
+    """Analyse every file; keep input order. One file (or ``workers=1``) runs here; several run
+    on Dask — ``cluster`` "local" (the default: a local cluster of worker processes) or a
+    scheduler's address (engine.analyze.cluster). ``counting``: "exact" (every GPU row, exact
+    ns) or "hta" (as Holistic Trace Analysis's default load counts), see
+    engine.analyze.semantics."""
     if counting not in COUNTING_MODES:  # a bad mode is the caller's error, not a file's
         raise ValueError(f"unknown counting mode {counting!r}: expected one of {COUNTING_MODES}")
     files, outcomes = expand(paths)
-    if len(files) <= 1 or workers == 1:
-        outcomes += [analyze_file(str(f), hardware, out_root, top, counting) for f in files]
+    if cluster is None and (len(files) <= 1 or workers == 1):
+        for i, f in enumerate(files):
+            outcomes.append(analyze_file(str(f), hardware, out_root, top, counting))
+            if progress is not None:
+                progress(i + 1, len(files), str(f))
         return outcomes
-    n = min(len(files), workers or os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        futs = [pool.submit(analyze_file, str(f), hardware, out_root, top, counting) for f in files]
-        outcomes += [f.result() for f in futs]
+    from engine.analyze.cluster import analyze_on_cluster
+
+    outcomes += analyze_on_cluster(
+        files, cluster or "local", workers, hardware, out_root, top, counting, progress
+    )
     return outcomes

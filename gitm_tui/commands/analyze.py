@@ -30,6 +30,14 @@ def analyze_parser() -> Parser:
     p.add_argument("--top", type=int, default=20, help="kernels in the top-kernels table")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
     p.add_argument(
+        "--cluster",
+        default=None,
+        help="several files: 'local' (the default: a local Dask cluster of worker processes) or "
+        "the address of a running Dask scheduler (tcp://HOST:8786, started with `dask "
+        "scheduler` / `dask worker`); each file is analysed where a worker is, and only its "
+        "analysis and a few-kB rank summary come back",
+    )
+    p.add_argument(
         "--ui",
         action="store_true",
         help="open the analysis screen (one file): timeline, kernel table, details",
@@ -61,14 +69,30 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         raise UsageError("--top and --workers must be >= 1")
     if ns.ui:
         return analyze_ui(ns)
-    outcomes = analyze_paths(
-        ns.paths,
-        hardware=ns.hardware,
-        out_root=None if ns.no_write else ns.out,
-        top=ns.top,
-        workers=ns.workers,
-        counting=ns.counting,
-    )
+
+    live = sys.stderr.isatty()  # piped stderr keeps one line per error, nothing else
+
+    def progress(done: int, total: int, path: str) -> None:
+        if total > 1 and live:  # per rank, one line rewritten in place (stdout: the analysis)
+            end = "\n" if done == total else ""
+            name = clean(path, 120)
+            print(f"\r\x1b[2K{PROG}: analysed {done}/{total}: {name}", end=end, file=sys.stderr)
+            sys.stderr.flush()
+
+    try:
+        outcomes = analyze_paths(
+            ns.paths,
+            hardware=ns.hardware,
+            out_root=None if ns.no_write else ns.out,
+            top=ns.top,
+            workers=ns.workers,
+            counting=ns.counting,
+            cluster=ns.cluster,
+            progress=progress,
+        )
+    except ConnectionError as e:
+        error(str(e))
+        return ExitCode.INPUT
     good = [o for o in outcomes if o.analysis is not None]
     if ns.json:
         from engine.text import map_strings, valid_unicode

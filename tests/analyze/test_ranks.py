@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from engine.analyze.ranks import K_MAD, collective_op, cross_rank, summarize
 from engine.analyze.run import read_trace
 from engine.analyze.synth_ranks import write_ranks
@@ -51,3 +53,81 @@ def test_analyze_a_rank_directory_prints_and_writes_the_cross_rank_analysis(tmp_
     assert rc == 0 and "collectives across ranks" in out and "straggler rank 2" in out
     data = json.loads((tmp_path / "out" / "cross_rank.json").read_text())
     assert [s["straggler"] for s in data["steps"]] == [2, 2]
+
+
+def _corrupt(paths):
+    bad = paths[3]
+    bad.write_bytes(bad.read_bytes()[:200])  # a truncated gzip stream
+    return bad
+
+
+def test_a_local_dask_cluster_analyses_the_ranks_and_names_a_corrupt_one(tmp_path):
+    from engine.analyze.run import analyze_paths
+
+    paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=6)
+    bad = _corrupt(paths)
+    seen = []
+    outs = analyze_paths(
+        [str(tmp_path / "ranks")],
+        cluster="local",
+        workers=2,
+        progress=lambda d, n, p: seen.append((d, n)),
+    )
+    assert [o.path for o in outs] == [str(p) for p in paths]  # input order
+    errors = [o for o in outs if o.error]
+    assert len(errors) == 1 and str(bad) in (errors[0].error or "")
+    good = [o.summary for o in outs if o.summary is not None]
+    assert len(good) == 7
+    c = cross_rank(good)
+    assert c is not None and {s.straggler for s in c.steps} == {6}
+    assert seen[-1] == (8, 8)
+
+
+@pytest.mark.slow
+def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
+    """Dask's own scheduler and workers, started here on 127.0.0.1 as a user would."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from engine.analyze.run import analyze_paths
+    from tests.paths import ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"tcp://127.0.0.1:{port}"
+    py = sys.executable
+    procs = [
+        subprocess.Popen(
+            [py, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
+             str(port), "--no-dashboard"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    ]  # fmt: skip
+    try:
+        time.sleep(2)
+        for _ in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [py, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
+                     "--no-dashboard"],
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )
+            )  # fmt: skip
+        paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=1)
+        bad = _corrupt(paths)
+        outs = analyze_paths([str(tmp_path / "ranks")], cluster=addr)
+        errors = [o for o in outs if o.error]
+        assert len(errors) == 1 and str(bad) in (errors[0].error or "")
+        c = cross_rank([o.summary for o in outs if o.summary is not None])
+        assert c is not None and {s.straggler for s in c.steps} == {1}
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()

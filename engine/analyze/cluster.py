@@ -1,0 +1,90 @@
+"""Run the per-file analyses of many rank traces on Dask (``analyze --cluster``).
+
+``local`` starts a ``LocalCluster`` of worker processes sized to the machine (one thread each:
+the analysis holds the GIL in places); ``tcp://HOST:PORT`` connects to a scheduler started with
+Dask's own ``dask scheduler`` / ``dask worker`` commands. Each file is one task that runs
+engine.analyze.run.analyze_file where the worker is — it reads the trace itself — and returns a
+FileOutcome: the file's analysis and its cross-rank summary (a few kB), never its events, so
+the client's memory does not grow with the traces. A task whose worker dies is retried by the
+scheduler (``retries``); a file that still fails is named with its one line and the rest are
+analysed. ``progress(done, total, path)`` is called as each file finishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.analyze.run import FileOutcome, analyze_file
+
+#: how often the scheduler re-runs a file's task whose worker died before giving up on it
+RETRIES = 2
+
+
+def analyze_on_cluster(
+    files: list[Path],
+    cluster: str,
+    workers: int | None = None,
+    hardware: str | None = None,
+    out_root: str | None = None,
+    top: int = 20,
+    counting: str = "exact",
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[FileOutcome]:
+    """The outcomes of ``files`` (input order) analysed on ``cluster`` ("local" or an
+    address). Raises ConnectionError (one line) when the scheduler cannot be reached."""
+    import os
+
+    from distributed import Client, LocalCluster, as_completed
+
+    local = None
+    try:
+        if cluster == "local":
+            n = max(1, min(len(files), workers or os.cpu_count() or 1))
+            local = LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=50,  # CRITICAL only: the terminal is ours
+            )
+            client = Client(local)
+        else:
+            try:
+                client = Client(cluster, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise ConnectionError(
+                    f"cannot reach the Dask scheduler at {cluster}: {e}"
+                ) from None
+        try:
+            futs = {
+                client.submit(
+                    analyze_file,
+                    str(f),
+                    hardware,
+                    out_root,
+                    top,
+                    counting,
+                    key=f"gitm-analyze-{i}-{f.name}",
+                    pure=False,
+                    retries=RETRIES,
+                ): i
+                for i, f in enumerate(files)
+            }
+            out: list[FileOutcome | None] = [None] * len(files)
+            for done, fut in enumerate(as_completed(futs), 1):
+                i = futs[fut]
+                try:
+                    out[i] = fut.result()
+                except Exception as e:  # the task itself failed on every try (a worker died)
+                    out[i] = FileOutcome(
+                        str(files[i]), error=f"{files[i]}: not analysed on the cluster: {e!r}"[:400]
+                    )
+                if progress is not None:
+                    progress(done, len(files), str(files[i]))
+            return [o for o in out if o is not None]
+        finally:
+            client.close()
+    finally:
+        if local is not None:
+            local.close()
