@@ -85,7 +85,8 @@ def test_a_local_dask_cluster_analyses_the_ranks_and_names_a_corrupt_one(tmp_pat
 
 @pytest.mark.slow
 def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
-    """Dask's own scheduler and workers, started here on 127.0.0.1 as a user would."""
+    """Dask's own scheduler and workers, started here on 127.0.0.1 as a user would: a corrupt
+    rank is named, and a worker killed mid-run loses no rank."""
     import socket
     import subprocess
     import sys
@@ -123,6 +124,22 @@ def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
         assert len(errors) == 1 and str(bad) in (errors[0].error or "")
         c = cross_rank([o.summary for o in outs if o.summary is not None])
         assert c is not None and {s.straggler for s in c.steps} == {1}
+        # a worker killed mid-run (SIGKILL, after the first rank came back): its tasks are run
+        # again on the other worker, and no rank is lost
+        big = write_ranks(tmp_path / "big", ranks=8, steps=12, kernels_per_step=160, straggler=2)
+        killed = []
+
+        def kill_one(done, total, path):
+            if not killed:
+                procs[1].kill()
+                killed.append(done)
+
+        outs = analyze_paths([str(tmp_path / "big")], cluster=addr, progress=kill_one)
+        assert killed and procs[1].wait(timeout=10) != 0
+        assert [o.path for o in outs] == [str(p) for p in big]
+        assert not [o.error for o in outs if o.error]
+        c = cross_rank([o.summary for o in outs if o.summary is not None])
+        assert c is not None and len(c.ranks) == 8 and {s.straggler for s in c.steps} == {2}
     finally:
         for p in procs:
             p.terminate()
