@@ -229,21 +229,7 @@ class CommandOptimizer(LoopRun):
         res["metric"] = {"pattern": self.wl.spec.metric, "goal": self.wl.spec.goal}
         res["final_choice"] = dict(self.state.choice)
         if not res["target_met"]:
-            res["diagnostic"] = {
-                "short_by": target - gain,
-                "tried": {
-                    iv.lever_id: f"{iv.state.value}: {iv.note}"
-                    for iv in self.interventions.values()
-                    if iv.state != State.PROPOSED
-                },
-                "awaiting_a_person": {
-                    iv.lever_id: "SAFE: not approved"
-                    for iv in self.interventions.values()
-                    if iv.state == State.PROPOSED
-                },
-                "not_applicable": dict(self.not_applicable),
-                "causes_without_lever": [],
-                "causes_without_applicable_lever": [],
-                "note": "no device trace: the declared levers are all the loop can try",
-            }
+            res["diagnostic"] = self.measured_only_diagnostic(
+                target, gain, "no device trace: the declared levers are all the loop can try"
+            )
         return res

@@ -218,6 +218,28 @@ class LoopRun:
             )
         return out
 
+    def measured_only_diagnostic(self, target: float, gain: float, note: str) -> dict[str, Any]:
+        """Why the target was missed, for a loop with no trace to attribute (a command, a live
+        or launched PyTorch program): what was tried, what waits for a person, what does not
+        apply."""
+        return {
+            "short_by": target - gain,
+            "tried": {
+                iv.lever_id: f"{iv.state.value}: {iv.note}"
+                for iv in self.interventions.values()
+                if iv.state != State.PROPOSED
+            },
+            "awaiting_a_person": {
+                iv.lever_id: f"{iv.safety}: not approved"
+                for iv in self.interventions.values()
+                if iv.state == State.PROPOSED
+            },
+            "not_applicable": dict(self.not_applicable),
+            "causes_without_lever": [],
+            "causes_without_applicable_lever": [],
+            "note": note,
+        }
+
     def _save_state(self, rel: str, state: Any) -> None:
         atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))
 

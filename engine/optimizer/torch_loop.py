@@ -482,23 +482,7 @@ class TorchOptimizer(LoopRun):
         res["final_choice"] = {"applied": list(self.state.applied)}
         self.batches.reset()  # the program's loader is its own again
         if not res["target_met"]:
-            res["diagnostic"] = {
-                "short_by": target - gain,
-                "tried": {
-                    iv.lever_id: f"{iv.state.value}: {iv.note}"
-                    for iv in self.interventions.values()
-                    if iv.state != State.PROPOSED
-                },
-                "awaiting_a_person": {
-                    iv.lever_id: f"{iv.safety}: not approved"
-                    for iv in self.interventions.values()
-                    if iv.state == State.PROPOSED
-                },
-                "not_applicable": dict(self.not_applicable),
-                "causes_without_lever": [],
-                "causes_without_applicable_lever": [],
-                "note": NO_TRACE,
-            }
+            res["diagnostic"] = self.measured_only_diagnostic(target, gain, NO_TRACE)
         return res
 
 
@@ -545,7 +529,8 @@ class TorchLaunchOptimizer(CommandOptimizer):
         res.pop("metric", None)  # time per step, not a metric read from the output
         res["per"] = "step"
         res["correctness"] = self.wl.check_note or (
-            "the parameters after the first step match the baseline's within each lever's "
-            "safety-class tolerance (a checksum the step finder reports)"
+            "the first update's effect on the parameters (Δ of their sum and of their sum of "
+            "squares, which the step finder reports) matches the baseline's within each lever's "
+            "safety-class tolerance — a coarse check"
         )
         return res

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -241,52 +242,66 @@ class CommandWorkload:
                 limit, why = left, "stopped: the run's budget ended"
         return limit, why
 
-    def run_once(self, state: CommandState) -> CommandRun:
-        """Run the program once (no shell, its own process group) and read its metric."""
+    def refusal(self) -> CommandRun | None:
+        """Why no run may start now (the run was stopped, the budget ended), else None."""
         if self.cancelled:
             return CommandRun(None, 0.0, False, "stopped before it started (the run was stopped)")
-        limit, why = self._limit()
-        if limit <= 0:
+        if self._limit()[0] <= 0:
             return CommandRun(None, 0.0, False, "not started: the run's budget had ended")
-        argv, env = self.argv_env(state)
-        t0 = time.monotonic()
+        return None
+
+    def start(
+        self, argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
+    ) -> subprocess.Popen[bytes]:
+        """Start the program: no shell, its own process group (its children are stopped with
+        it), stdout and stderr together on one pipe; CommandError (one line) if it cannot."""
         try:
-            p = subprocess.Popen(
+            return subprocess.Popen(
                 argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,  # its children are stopped with it
+                start_new_session=True,
+                pass_fds=pass_fds,
             )
         except FileNotFoundError:
             raise CommandError(f"cannot run {argv[0]!r}: no such program") from None
         except PermissionError:
             raise CommandError(f"cannot run {argv[0]!r}: permission denied") from None
-        scan = _OutputScanner(self._metric, self._check)
-        assert p.stdout is not None
-        out = p.stdout
 
-        def read() -> None:
-            fd = out.fileno()
-            for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
-                scan.feed(chunk)
-            out.close()
-
-        reader = threading.Thread(target=read, name="command output", daemon=True)
-        reader.start()
+    def watch(
+        self, p: subprocess.Popen[bytes], t0: float, enough: Callable[[], bool] | None = None
+    ) -> str:
+        """Wait for the program; return '' when it exited by itself (what it left in its group
+        is ended), "sampled" once ``enough()`` holds, or why it was stopped (its group ended)."""
+        limit, why = self._limit()
         ended = ""
         while p.poll() is None:
-            if self.cancelled:
+            if enough is not None and enough():
+                ended = "sampled"
+            elif self.cancelled:
                 ended = "stopped (the run was stopped)"
             elif time.monotonic() - t0 >= limit:
                 ended = why
             if ended:
                 _stop_group(p)
-                break
-            self._cancelled.wait(0.05)
-        if not ended:
-            _end_leftovers(p)
+                return ended
+            self._cancelled.wait(0.02)
+        _end_leftovers(p)
+        return ""
+
+    def run_once(self, state: CommandState) -> CommandRun:
+        """Run the program once (no shell, its own process group) and read its metric."""
+        refused = self.refusal()
+        if refused is not None:
+            return refused
+        argv, env = self.argv_env(state)
+        t0 = time.monotonic()
+        p = self.start(argv, env)
+        scan = _OutputScanner(self._metric, self._check)
+        reader = read_output(p, scan)
+        ended = self.watch(p, t0)
         reader.join(timeout=TERM_GRACE_S)
         scan.close()
         wall = time.monotonic() - t0
@@ -314,6 +329,22 @@ class CommandWorkload:
             if self.cancelled:
                 break
         return CommandMeasurement(runs)
+
+
+def read_output(p: subprocess.Popen[bytes], scan: _OutputScanner) -> threading.Thread:
+    """Feed the program's output to ``scan`` as it streams, in a thread (returned, started)."""
+    assert p.stdout is not None
+    out = p.stdout
+
+    def read() -> None:
+        fd = out.fileno()
+        for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+            scan.feed(chunk)
+        out.close()
+
+    reader = threading.Thread(target=read, name="command output", daemon=True)
+    reader.start()
+    return reader
 
 
 def _end_leftovers(p: subprocess.Popen[bytes]) -> None:

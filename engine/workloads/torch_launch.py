@@ -24,7 +24,6 @@ the check is said to be unavailable rather than guessed.
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -38,9 +37,8 @@ from engine.workloads.command import (
     CommandSpec,
     CommandState,
     CommandWorkload,
-    _end_leftovers,
     _OutputScanner,
-    _stop_group,
+    read_output,
 )
 from engine.workloads.torch_job import TOLERANCE
 
@@ -158,39 +156,23 @@ class TorchLaunchWorkload(CommandWorkload):
         return argv, env
 
     def run_once(self, state: CommandState) -> CommandRun:
-        if self.cancelled:
-            return CommandRun(None, 0.0, False, "stopped before it started (the run was stopped)")
-        limit, why = self._limit()
-        if limit <= 0:
-            return CommandRun(None, 0.0, False, "not started: the run's budget had ended")
+        """One launch: step times read from the step finder's pipe until enough are seen."""
+        refused = self.refusal()
+        if refused is not None:
+            return refused
         argv, env = self.argv_env(state)
         r, w = os.pipe()
         env["GITM_STEP_FD"] = str(w)
         t0 = time.monotonic()
         try:
-            p = subprocess.Popen(
-                argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=(w,),
-            )
-        except FileNotFoundError:
+            p = self.start(argv, env, pass_fds=(w,))
+        except CommandError:
             os.close(r)
+            raise
+        finally:
             os.close(w)
-            raise CommandError(f"cannot run {argv[0]!r}: no such program") from None
-        except PermissionError:
-            os.close(r)
-            os.close(w)
-            raise CommandError(f"cannot run {argv[0]!r}: permission denied") from None
-        os.close(w)
         steps: list[int] = []
         info: dict[str, str] = {}
-        scan = _OutputScanner(self._metric, None)
-        assert p.stdout is not None
-        out = p.stdout
 
         def read_steps() -> None:
             buf = b""
@@ -205,33 +187,12 @@ class TorchLaunchWorkload(CommandWorkload):
                         elif kind in ("C", "D", "E", "T"):
                             info[kind] = rest
 
-        def read_output() -> None:
-            fd = out.fileno()
-            for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
-                scan.feed(chunk)
-            out.close()
-
-        readers = [
-            threading.Thread(target=read_steps, name="torch steps", daemon=True),
-            threading.Thread(target=read_output, name="torch output", daemon=True),
-        ]
-        for t in readers:
-            t.start()
+        scan = _OutputScanner(self._metric, None)
+        step_reader = threading.Thread(target=read_steps, name="torch steps", daemon=True)
+        step_reader.start()
+        readers = [step_reader, read_output(p, scan)]
         need = self.warmup + self.steps + 1
-        ended = ""
-        while p.poll() is None:
-            if len(steps) >= need:
-                ended = "sampled"  # enough steps: the rest of the run is not needed
-            elif self.cancelled:
-                ended = "stopped (the run was stopped)"
-            elif time.monotonic() - t0 >= limit:
-                ended = why
-            if ended:
-                _stop_group(p)
-                break
-            self._cancelled.wait(0.02)
-        if not ended:  # it exited by itself: helpers it left in its group end with it
-            _end_leftovers(p)
+        ended = self.watch(p, t0, enough=lambda: len(steps) >= need)
         for t in readers:
             t.join(timeout=TERM_GRACE_S)
         scan.close()

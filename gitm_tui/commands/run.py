@@ -148,18 +148,28 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
 def torch_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-untyped-def]
     """`--workload torch -- python SCRIPT ARGS`: an unmodified PyTorch script, relaunched per
     trial with process-level levers (engine/workloads/torch_launch.py)."""
+    _runnable(ns, "--workload torch needs the script after '--', e.g. -- python train.py")
+    return _program_config(ns, budget, "torch")
+
+
+def _runnable(ns: argparse.Namespace, missing: str) -> None:
+    """The program after '--' exists and can be run (else one usage line)."""
     import shutil
 
-    from engine.runtime import RunConfig
-
     if not ns.argv:
-        raise UsageError("--workload torch needs the script after '--', e.g. -- python train.py")
+        raise UsageError(missing)
     if not shutil.which(ns.argv[0]):
         raise UsageError(
             f"cannot run {ns.argv[0]!r}: no such program (not on PATH / not executable)"
         )
+
+
+def _program_config(ns: argparse.Namespace, budget: float, workload: str, **more: object):  # type: ignore[no-untyped-def]
+    """The RunConfig of a real program's run (a command or a launched PyTorch script)."""
+    from engine.runtime import RunConfig
+
     return RunConfig(
-        workload="torch",
+        workload=workload,
         budget_s=budget,
         seed=ns.seed,
         target=parse_target(ns.target),
@@ -168,11 +178,11 @@ def torch_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-unty
         optimize=True,
         hold_apply_s=max(0.0, ns.hold_apply),
         command=tuple(ns.argv),
+        **more,  # type: ignore[arg-type]
     )
 
 
 def command_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-untyped-def]
-    from engine.runtime import RunConfig
     from engine.workloads.command import ChoiceLever, CommandError, CommandSpec
 
     if not ns.argv:
@@ -183,12 +193,7 @@ def command_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-un
         raise UsageError(f"bad --goal {ns.goal!r}: min or max")
     if not ns.lever:
         raise UsageError("--workload command needs at least one --lever to try")
-    import shutil
-
-    if not shutil.which(ns.argv[0]):
-        raise UsageError(
-            f"cannot run {ns.argv[0]!r}: no such program (not on PATH / not executable)"
-        )
+    _runnable(ns, "")
     try:
         CommandSpec(
             argv=tuple(ns.argv),
@@ -199,16 +204,10 @@ def command_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-un
         )
     except CommandError as e:
         raise UsageError(str(e)) from None
-    return RunConfig(
-        workload="command",
-        budget_s=budget,
-        seed=ns.seed,
-        target=parse_target(ns.target),
-        approve=ns.approve,
-        repeats=ns.repeats,
-        optimize=True,
-        hold_apply_s=max(0.0, ns.hold_apply),
-        command=tuple(ns.argv),
+    return _program_config(
+        ns,
+        budget,
+        "command",
         metric=ns.metric,
         goal=ns.goal,
         levers=tuple(ns.lever),
