@@ -10,6 +10,7 @@ from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis
 from engine.analyze.ranks import CrossRank
 from engine.regimes import Label
+from engine.text import clean
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.theme import regime_style
 
@@ -195,7 +196,7 @@ def cross_rank_text(c: CrossRank) -> Text:
     each step and how long the others waited, the worst arrival skews, the robust outliers."""
     t = Text()
     t.append("collectives across ranks", style="bold")
-    t.append(f": {c.matched} matched on all {len(c.ranks)} ranks")
+    t.append(f": {c.matched} matched on every rank taking part ({len(c.ranks)} ranks)")
     if not c.trusted:
         t.append(" — not trusted", style="bold")
     if c.unmatched:
@@ -207,14 +208,23 @@ def cross_rank_text(c: CrossRank) -> Text:
         t.append(f"  step {s.step}: straggler rank {s.straggler}")
         t.append(f" — the others waited {mean / 1e6:,.3f} ms on average\n")
     for k in c.collectives[:3]:
+        where = f" ({clean(k.group, 40)})" if k.group else ""
         t.append(
-            f"  {k.op} #{k.ordinal}: arrival skew {k.skew_ns / 1e6:,.3f} ms, last rank {k.last_rank}\n"
+            f"  {k.op} #{k.ordinal}{where}: arrival skew {k.skew_ns / 1e6:,.3f} ms, "
+            f"last rank {k.last_rank}\n"
         )
     t.append(f"  {c.rule}: ", style="dim")
     t.append(
         ", ".join(f"rank {o.rank} {o.metric}" for o in c.outliers) or "no outlier",
         style="bold red" if c.outliers else "",
     )
+    compared = [ln for ln in c.links if ln.times_median is not None]
+    for sentence in c.slow_links[:10]:  # group names come from the trace: cleaned
+        t.append(f"\n  {clean(sentence, 200)}", style="bold red")
+    if compared and not c.slow_links:
+        t.append(f"\n  links: {len(compared)} compared, none slow", style="")
+    if compared:
+        t.append(f"\n  {c.link_rule}", style="dim")
     for n in c.notes:
-        t.append(f"\n  {n}", style="dim")
+        t.append(f"\n  {clean(n, 300)}", style="dim")
     return t

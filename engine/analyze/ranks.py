@@ -58,6 +58,17 @@ class RankSummary(_M):
     ordinals: list[int] = Field(description="its index among this rank's kernels of that op")
     starts: list[int]
     ends: list[int]
+    groups: list[str] = Field(
+        default=[], description="its process group's name ('' when the kernel does not say)"
+    )
+    peers: list[int] = Field(
+        default=[], description="a Send's destination or a Recv's source rank (-1: none)"
+    )
+    nbytes: list[int] = Field(default=[], description="its message bytes (-1: not said)")
+    seqs: list[int] = Field(default=[], description="its process group's sequence no. (-1)")
+    group_ranks: dict[str, list[int]] = Field(
+        default={}, description="the ranks of each process group, where the trace lists them"
+    )
     compute_ns: int = Field(description="kernel time outside collectives (union over streams)")
     comm_ns: int = Field(description="collective kernel time (union over streams)")
     overlap_ns: int = Field(description="time a collective and a compute kernel both ran")
@@ -122,6 +133,26 @@ def summarize(trace: Trace) -> RankSummary:
     idx = np.flatnonzero(comm)
     idx = idx[np.argsort(seg.start_ns[idx], kind="stable")]
     ops = [collective_op(names[int(seg.name[i])]) for i in idx]
+    props = trace.device_properties
+    # what the kernels' args say of their communicator (engine.trace.collectives)
+    facts = {(a, b): m for a, b, m in props.get("collectives", []) or []}
+    groups, peers, nbytes, seqs = [], [], [], []
+    group_ranks: dict[str, list[int]] = {}
+    for n, i in enumerate(idx.tolist()):
+        m = facts.get((int(seg.start_ns[i]), int(seg.stream[i]))) or {}
+        g = m.get("group") or ""
+        groups.append(g)
+        if g and m.get("group_ranks") and g not in group_ranks:
+            group_ranks[g] = list(m["group_ranks"])
+        peer = -1
+        if ops[n] in ("SendRecv", "Send", "Recv", "collective"):
+            if m.get("dst") is not None:
+                ops[n], peer = "Send", int(m["dst"])
+            elif m.get("src") is not None:
+                ops[n], peer = "Recv", int(m["src"])
+        peers.append(peer)
+        nbytes.append(int(m["nbytes"]) if m.get("nbytes") else -1)
+        seqs.append(int(m["seq"]) if m.get("seq") is not None else -1)
     seen: dict[str, int] = defaultdict(int)
     ordinals = []
     for op in ops:
@@ -129,7 +160,6 @@ def summarize(trace: Trace) -> RankSummary:
         seen[op] += 1
     cu = _union(seg.start_ns[comm], seg.end_ns[comm])
     ku = _union(seg.start_ns[kern], seg.end_ns[kern])
-    props = trace.device_properties
     steps = [(int(a), int(b)) for a, b in props.get("profiler_steps", []) or []]
     span = int(seg.end_ns.max() - seg.start_ns.min()) if len(seg) else 0
     ws = props.get("world_size")
@@ -142,6 +172,11 @@ def summarize(trace: Trace) -> RankSummary:
         ordinals=ordinals,
         starts=[int(x) for x in seg.start_ns[idx]],
         ends=[int(x) for x in seg.end_ns[idx]],
+        groups=groups,
+        peers=peers,
+        nbytes=nbytes,
+        seqs=seqs,
+        group_ranks=group_ranks,
         compute_ns=_length(ku) - _intersection(ku, cu),
         comm_ns=_length(cu),
         overlap_ns=_intersection(ku, cu),
@@ -153,6 +188,9 @@ def summarize(trace: Trace) -> RankSummary:
 class CollectiveSkew(_M):
     op: str
     ordinal: int
+    group: str = Field(
+        default="", description="its process group, or 'src→dst' of a point-to-point transfer"
+    )
     ranks: int
     skew_ns: int = Field(description="last aligned arrival − first")
     last_rank: int = Field(description="the rank that arrived last (the others waited for it)")
@@ -182,13 +220,29 @@ class Outlier(_M):
     mad: float
 
 
+class LinkStats(_M):
+    """One point-to-point direction (src→dst) or one process group, and how fast it moved data."""
+
+    link: str = Field(description="'2→3' (point to point) or 'group NAME'")
+    ranks: list[int]
+    op: str
+    transfers: int
+    transfer_ns: float = Field(
+        description="median time a transfer took once every rank had arrived: the shortest of "
+        "its kernels (the last rank to arrive waits for nobody)"
+    )
+    ns_per_byte: float | None = Field(description="median transfer time per message byte")
+    slow: bool = Field(description="slower than its peers by the robust rule (links)")
+    times_median: float | None = Field(description="its rate ÷ the median of its peers' rates")
+
+
 class CrossRank(_M):
     ranks: list[int]
     trusted: bool = Field(
         description="collective ends coincide after alignment (within half a typical "
         "collective): arrivals, waits and stragglers can be read"
     )
-    matched: int = Field(description="collectives found on every rank")
+    matched: int = Field(description="collectives found on every rank that takes part")
     unmatched: int = Field(description="collectives missing on some rank (not compared)")
     matching: str
     clocks: str
@@ -197,6 +251,11 @@ class CrossRank(_M):
     steps: list[StepStraggler]
     per_rank: list[RankStats]
     outliers: list[Outlier]
+    links: list[LinkStats] = Field(
+        default=[], description="point-to-point directions and process groups, slowest first"
+    )
+    slow_links: list[str] = Field(default=[], description="the links found slow, as sentences")
+    link_rule: str = ""
     notes: list[str]
 
 
@@ -216,42 +275,201 @@ def _outliers(values: dict[int, float], metric: str) -> list[Outlier]:
     return out
 
 
+#: a link is slow when its rate exceeds its peers' median by K_MAD × max(1.4826·MAD, this share
+#: of the median): transfer rates of healthy links differ by a few per cent, never zero
+LINK_FLOOR = 0.10
+
+_Key = tuple[object, ...]
+
+
+class _Instance:
+    """One collective (or transfer) as every taking-part rank recorded it."""
+
+    __slots__ = ("expected", "group", "op", "ordinal", "seen")
+
+    def __init__(self, op: str, ordinal: int, group: str, expected: frozenset[int] | None):
+        self.op, self.ordinal, self.group, self.expected = op, ordinal, group, expected
+        self.seen: dict[int, tuple[int, int, int]] = {}  # rank → (start, end, nbytes)
+
+
+def _instances(by_rank: dict[int, RankSummary]) -> dict[_Key, _Instance]:
+    """Every collective keyed so that the same one has the same key on every rank: a Send/Recv
+    by (src, dst, its ordinal on that direction); a collective of a named process group by
+    (group, op, Seq — or its ordinal in that group when the trace has no Seq); otherwise by
+    (op, ordinal), as NCCL runs a communicator's collectives in one order on all its ranks."""
+    ranks = frozenset(by_rank)
+    out: dict[_Key, _Instance] = {}
+    for r, s in by_rank.items():
+        n = len(s.ops)
+        groups = s.groups if len(s.groups) == n else [""] * n
+        peers = s.peers if len(s.peers) == n else [-1] * n
+        sizes = s.nbytes if len(s.nbytes) == n else [-1] * n
+        seqs = s.seqs if len(s.seqs) == n else [-1] * n
+        count: dict[_Key, int] = defaultdict(int)
+        for i, op in enumerate(s.ops):
+            key: _Key
+            expected: frozenset[int] | None
+            if op in ("Send", "Recv") and peers[i] >= 0:
+                src, dst = (r, peers[i]) if op == "Send" else (peers[i], r)
+                base: _Key = ("p2p", src, dst)
+                label, expected = f"{src}→{dst}", frozenset((src, dst)) & ranks
+                op = "SendRecv"
+            elif groups[i]:
+                g = groups[i]
+                base = ("pg", g, op)
+                label = f"group {g}"
+                members = s.group_ranks.get(g)
+                expected = frozenset(members) & ranks if members else None
+            else:
+                base, label, expected = ("op", op), "", None
+            if seqs[i] >= 0 and base[0] == "pg":
+                key, k = (*base, "seq", seqs[i]), seqs[i]
+            else:
+                k = count[base]
+                count[base] += 1
+                key = (*base, k)
+            inst = out.get(key)
+            if inst is None:
+                inst = out[key] = _Instance(op, k, label, expected)
+            inst.seen[r] = (s.starts[i], s.ends[i], sizes[i])
+    return out
+
+
+def _offsets(ranks: list[int], complete: list[_Instance]) -> tuple[dict[int, int], list[int]]:
+    """Each rank's clock offset to the lowest rank: collectives end together on all their ranks,
+    so the median difference of ends, rank by rank along the collectives they share (a rank
+    reached only through another is chained). Returns the offsets and the ranks not reached."""
+    diffs: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for inst in complete:
+        rs = sorted(inst.seen)
+        a = rs[0]
+        for b in rs[1:]:
+            diffs[(a, b)].append(inst.seen[a][1] - inst.seen[b][1])
+    edges: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for (a, b), d in diffs.items():
+        m = int(np.median(d))
+        edges[a].append((b, m))  # offset[b] = offset[a] + m
+        edges[b].append((a, -m))
+    offset = {ranks[0]: 0}
+    todo = [ranks[0]]
+    while todo:
+        a = todo.pop()
+        for b, m in edges[a]:
+            if b not in offset:
+                offset[b] = offset[a] + m
+                todo.append(b)
+    lost = [r for r in ranks if r not in offset]
+    for r in lost:
+        offset[r] = 0
+    return offset, lost
+
+
+def _links(complete: list[_Instance]) -> tuple[list[LinkStats], list[str], list[str]]:
+    """Per point-to-point direction and per process group, the median time a transfer took once
+    everyone had arrived (clock-free: the shortest kernel of it), and the links slower than
+    their peers: directions compared with directions, groups with groups of the same op and
+    size, by rate per byte where every message size is known."""
+    by_link: dict[tuple[str, str], list[_Instance]] = defaultdict(list)
+    for inst in complete:
+        if inst.group:
+            by_link[(inst.group, inst.op)].append(inst)
+    stats: list[LinkStats] = []
+    for (label, op), insts in by_link.items():
+        times = [min(e - s for s, e, _ in i.seen.values()) for i in insts]
+        sizes = [max(b for _, _, b in i.seen.values()) for i in insts]
+        per_byte = (
+            float(np.median([t / b for t, b in zip(times, sizes, strict=True)]))
+            if all(b > 0 for b in sizes)
+            else None
+        )
+        stats.append(
+            LinkStats(
+                link=label,
+                ranks=sorted(set().union(*(i.seen for i in insts))),
+                op=op,
+                transfers=len(insts),
+                transfer_ns=float(np.median(times)),
+                ns_per_byte=per_byte,
+                slow=False,
+                times_median=None,
+            )
+        )
+    notes: list[str] = []
+    sentences: list[str] = []
+    classes: dict[tuple[str, bool, int], list[LinkStats]] = defaultdict(list)
+    for ln in stats:
+        p2p = "→" in ln.link
+        classes[(ln.op, p2p, 2 if p2p else len(ln.ranks))].append(ln)
+    for (op, _, _), peers in classes.items():
+        if len(peers) < 3:
+            continue
+        by_bytes = all(p.ns_per_byte is not None for p in peers)
+        rate = {id(p): (p.ns_per_byte if by_bytes else p.transfer_ns) or 0.0 for p in peers}
+        xs = np.array(list(rate.values()))
+        med = float(np.median(xs))
+        scale = max(1.4826 * float(np.median(np.abs(xs - med))), LINK_FLOOR * med)
+        for p in peers:
+            p.times_median = rate[id(p)] / med if med > 0 else None
+            if med > 0 and rate[id(p)] - med > K_MAD * scale:
+                p.slow = True
+        if not by_bytes:
+            notes.append(
+                f"{op} links compared by transfer time: not every message size is in the trace, "
+                "so equal sizes are assumed"
+            )
+    slow = {p.link: p for p in stats if p.slow}
+    for p in slow.values():
+        what, name = "process", p.link
+        if "→" in p.link:
+            src, dst = p.link.split("→")
+            what = "link"
+            if f"{dst}→{src}" in slow:  # both directions: said once, as a↔b
+                if int(src) > int(dst):
+                    continue
+                name = f"{src}↔{dst}"
+        sentences.append(
+            f"slow {what} {name}: {p.op} transfers take {p.times_median:.2f}× the median of its "
+            f"peers ({p.transfer_ns / 1e6:,.3f} ms each, {p.transfers} transfers)"
+        )
+    stats.sort(key=lambda p: -(p.times_median or 0.0))
+    return stats, sentences, notes
+
+
 def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
     """The cross-rank analysis of one job's ranks; None when there are not two distinct ranks."""
     by_rank = {s.rank: s for s in summaries if s.rank is not None}
     if len(by_rank) < 2 or len(by_rank) != len([s for s in summaries if s.rank is not None]):
         return None
     ranks = sorted(by_rank)
-    keyed: dict[int, dict[tuple[str, int], tuple[int, int]]] = {
-        r: {
-            (op, k): (a, b) for op, k, a, b in zip(s.ops, s.ordinals, s.starts, s.ends, strict=True)
-        }
-        for r, s in by_rank.items()
-    }
-    common = set.intersection(*(set(k) for k in keyed.values()))
-    every = set.union(*(set(k) for k in keyed.values()))
+    everyone = frozenset(ranks)
+    instances = _instances(by_rank)
+    complete = [
+        i
+        for i in instances.values()
+        if len(i.seen) >= 2 and set(i.seen) >= (i.expected if i.expected is not None else everyone)
+    ]
     ref = ranks[0]
-    keys = sorted(common, key=lambda k: keyed[ref][k][0])
     notes: list[str] = []
-    # clock offsets: collectives end together on all their ranks
-    offset: dict[int, int] = {}
-    for r in ranks:
-        d = [keyed[ref][k][1] - keyed[r][k][1] for k in keys]
-        offset[r] = int(np.median(d)) if d else 0
-    if not keys:
-        notes.append("no collective is on every rank: nothing to align or compare")
-    # the model's own check: after alignment, a collective's ends coincide on every rank
-    durations = [keyed[r][k][1] - keyed[r][k][0] for r in ranks for k in keys]
+    offset, lost = _offsets(ranks, complete)
+    if not complete:
+        notes.append("no collective is on every rank that takes part: nothing to compare")
+    elif lost:
+        notes.append(
+            f"{len(lost)} rank(s) share no collective with rank {ref} (directly or through "
+            f"others): their clocks are not aligned ({', '.join(map(str, lost[:8]))})"
+        )
+    # the model's own check: after alignment, a collective's ends coincide on its ranks
+    durations = [e - s for i in complete for s, e, _ in i.seen.values()]
     typical = float(np.median(durations)) if durations else 0.0
-    residual = max(
-        (
-            float(np.median([abs(keyed[r][k][1] + offset[r] - keyed[ref][k][1]) for k in keys]))
-            for r in ranks
-        ),
-        default=0.0,
-    )
-    trusted = bool(keys) and residual <= 0.5 * typical
-    if keys and not trusted:
+    dev: dict[int, list[float]] = defaultdict(list)
+    for i in complete:
+        ends = {r: v[1] + offset[r] for r, v in i.seen.items()}
+        mid = float(np.median(list(ends.values())))
+        for r, e in ends.items():
+            dev[r].append(abs(e - mid))
+    residual = max((float(np.median(d)) for d in dev.values()), default=0.0)
+    trusted = bool(complete) and not lost and residual <= 0.5 * typical
+    if complete and not trusted and not lost:
         notes.append(
             f"collective ends do not line up across ranks after alignment (median residual "
             f"{residual / 1e6:,.3f} ms vs a typical collective of {typical / 1e6:,.3f} ms): the "
@@ -262,33 +480,36 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
     last_n = dict.fromkeys(ranks, 0)
     ref_steps = by_rank[ref].steps
     step_wait: dict[int, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ranks, 0))
-    for k in keys:
-        arrive = {r: keyed[r][k][0] + offset[r] for r in ranks}
+    step_ends = np.array([b for _, b in ref_steps], np.int64)
+    for inst in complete:
+        arrive = {r: v[0] + offset[r] for r, v in inst.seen.items()}
         last = max(arrive, key=lambda r: arrive[r])
         first = min(arrive.values())
         skews.append(
             CollectiveSkew(
-                op=k[0],
-                ordinal=k[1],
-                ranks=len(ranks),
+                op=inst.op,
+                ordinal=inst.ordinal,
+                group=inst.group,
+                ranks=len(arrive),
                 skew_ns=arrive[last] - first,
                 last_rank=last,
             )
         )
         last_n[last] += 1
-        end_ref = keyed[ref][k][1]
-        step = next((i for i, (a, b) in enumerate(ref_steps) if a <= end_ref <= b), None)
-        for r in ranks:
-            w = arrive[last] - arrive[r]
+        end_ref = int(np.median([v[1] + offset[r] for r, v in inst.seen.items()]))
+        k = int(np.searchsorted(step_ends, end_ref))  # the reference rank's step it ended in
+        step = k if k < len(ref_steps) and ref_steps[k][0] <= end_ref else None
+        for r, a in arrive.items():
+            w = arrive[last] - a
             waited[r] += w
             if step is not None:
                 step_wait[step][r] += w
     steps = []
-    for i in sorted(step_wait) if trusted else ():
-        sw = step_wait[i]
+    for n in sorted(step_wait) if trusted else ():
+        sw = step_wait[n]
         # the straggler is who the others waited for: the rank that waited least
         straggler = min(ranks, key=lambda r: sw[r])
-        steps.append(StepStraggler(step=i, straggler=straggler, waited_ns=sw))
+        steps.append(StepStraggler(step=n, straggler=straggler, waited_ns=sw))
     per_rank = []
     for r in ranks:
         s = by_rank[r]
@@ -310,19 +531,32 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         + _outliers({p.rank: p.comm_share for p in per_rank}, "comm_share")
         + _outliers({p.rank: p.step_ns for p in per_rank if p.step_ns is not None}, "step_ns")
     )
+    links, slow, link_notes = _links(complete)
+    notes += link_notes
+    if complete and not any(i.group for i in complete):
+        notes.append(
+            "slow links: unknown — no collective kernel names its peer or process group (recent "
+            "PyTorch profilers copy them onto the kernel's args; this trace's kernels have none)"
+        )
     skews.sort(key=lambda c: -c.skew_ns)
     return CrossRank(
         ranks=ranks,
         trusted=trusted,
-        matched=len(keys),
-        unmatched=len(every) - len(keys),
-        matching="the i-th collective of an op on one rank is the i-th of that op on every rank "
-        "(Kineto kernels carry no communicator id)",
+        matched=len(complete),
+        unmatched=len(instances) - len(complete),
+        matching="a Send/Recv by (source, destination, its ordinal on that direction); a "
+        "collective of a named process group by (group, op, Seq or its ordinal in the group); "
+        "otherwise the i-th collective of an op on one rank is the i-th of that op on every rank",
         clocks=f"aligned on collective ends: each rank's median offset from rank {ref}",
         rule=f"outlier: |x − median| > {K_MAD} × 1.4826 × MAD",
         collectives=skews[:50],
         steps=steps,
         per_rank=per_rank,
         outliers=outliers,
+        links=links[:200],
+        slow_links=slow,
+        link_rule=f"slow link: its transfer time (per byte where sizes are known) exceeds its "
+        f"peers' median by more than {K_MAD} × max(1.4826 × MAD, {LINK_FLOOR:.0%} of the median); "
+        "a transfer's time is its shortest kernel (the last rank to arrive waits for nobody)",
         notes=notes,
     )

@@ -33,13 +33,14 @@ import numpy as np
 
 from engine.trace import json_scan as js
 from engine.trace.chrome_stream import EventStream, chunks, metadata, prefetched
+from engine.trace.collectives import collective_meta
 from engine.trace.derive import derive_work
 from engine.trace.errors import TraceImportError
 from engine.trace.import_memory import chunk_buffers_reused, gc_paused
 from engine.trace.limits import ReadLimits, check_times
-from engine.trace.segments import Kind, NameTable, Provenance, Segments
+from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
 from engine.trace.shapes import OpWork, may_derive, op_work
-from engine.trace.taxonomy import classify_table
+from engine.trace.taxonomy import classify, classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
 CHUNK = 16 << 20  # decompressed bytes per scan step
@@ -74,6 +75,9 @@ class _Columns:
         self.steps: list[tuple[int, int]] = []  # ProfilerStep#N (start, end) ns
         self.mtia = 0
         self.mtia_streams: set[int] = set()
+        # collective kernels whose args name their communicator: (start ns, stream, facts)
+        self.collectives: list[tuple[int, int, dict[str, Any]]] = []
+        self.is_comm: dict[int, bool] = {}  # name id → a collective kernel's name
 
 
 _KIND = np.full(len(js.CATEGORIES), 255, np.uint8)
@@ -223,6 +227,7 @@ def _add(
     iv = ints[dev]
     names = _name_ids(cols, buf, ns[dev], ne[dev], esc[dev], h[dev])
     stream = np.where(iv[:, js.F_STREAM] != miss, iv[:, js.F_STREAM], iv[:, js.F_TID])
+    stream = np.where(stream == miss, 0, stream)
     device = np.where(iv[:, js.F_DEVICE] != miss, iv[:, js.F_DEVICE], iv[:, js.F_PID])
     grid = np.where(iv[:, js.F_GRID] == miss, 0, iv[:, js.F_GRID])
     block = np.where(iv[:, js.F_BLOCK] == miss, 0, iv[:, js.F_BLOCK])
@@ -235,12 +240,15 @@ def _add(
         | np.where(~np.isnan(f), int(Provenance.FLOPS), 0)
     ).astype(np.uint8)
     cols.ranges += int((c == js.CAT_PROFILER).sum())
+    # the stream as the segment column will hold it (int32)
+    s32 = stream.clip(-(2**31), 2**31 - 1)
+    _collectives(cols, buf, starts, ends, np.flatnonzero(dev), c, names, ts[dev], s32)
     o = occ[dev]
     cols.dev.append(
         {
             "start_ns": ts[dev],
             "end_ns": ts[dev] + dur[dev],
-            "stream": np.where(stream == miss, 0, stream),
+            "stream": stream,
             "device": np.where(device == miss, 0, device),
             "kind": _KIND[c],
             "name": names,
@@ -255,6 +263,37 @@ def _add(
             "provenance": prov,
         }
     )
+
+
+def _collectives(
+    cols: _Columns,
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    names: np.ndarray,
+    start_ns: np.ndarray,
+    stream: np.ndarray,
+) -> None:
+    """Keep what collective kernels' args say of their communicator (engine.trace.collectives):
+    only those kernels are parsed again, a few per step."""
+    kern = codes == js.CAT_KERNEL
+    if not kern.any():
+        return
+    for nid in np.unique(names[kern]).tolist():
+        if nid not in cols.is_comm:
+            cols.is_comm[nid] = classify(cols.names[nid]) == Klass.COMM
+    comm = np.array([cols.is_comm.get(n, False) for n in names.tolist()]) & kern
+    for i in np.flatnonzero(comm).tolist():
+        r = int(rows[i])
+        try:  # the event is valid JSON: extract_fields checked it
+            ev = json.loads(buf[starts[r] : ends[r]].tobytes())
+        except (ValueError, RecursionError):
+            continue
+        meta = collective_meta(ev.get("args") if isinstance(ev, dict) else None)
+        if meta is not None:
+            cols.collectives.append((int(start_ns[i]), int(stream[i]), meta))
 
 
 def _op_name(cols: _Columns, buf: np.ndarray, s: int, e: int, esc: bool, hv: int) -> str:
@@ -471,12 +510,15 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     devices = meta.get("deviceProperties")
     dist = meta.get("distributedInfo")
     rank = dist.get("rank") if isinstance(dist, dict) else None
+    world = dist.get("world_size") if isinstance(dist, dict) else None
     base = meta.get("baseTimeNanoseconds")
     schema = meta.get("schemaVersion")
     props: dict[str, Any] = {
         "format": "kineto",
         "devices": [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else [],
         "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+        "world_size": world if isinstance(world, int) and not isinstance(world, bool) else None,
+        "collectives": cols.collectives,
         "base_time_ns": base if isinstance(base, int) and not isinstance(base, bool) else None,
         "malformed_events": cols.malformed,
         "out_of_range_times": cols.out_of_range,

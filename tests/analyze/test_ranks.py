@@ -18,11 +18,12 @@ def test_the_planted_straggler_is_named_in_every_step_despite_clock_offsets(tmp_
     sums = [summarize(read_trace(p)) for p in paths]
     assert all(len(s.model_dump_json()) < 4000 for s in sums)  # summaries, never events
     c = cross_rank(sums)
-    assert c is not None and c.matched == 3 * 4 and c.unmatched == 0
+    assert c is not None and c.matched == 3 * 4 + 3 * 8 and c.unmatched == 0
     assert [s.straggler for s in c.steps] == [5, 5, 5]
     by = {p.rank: p for p in c.per_rank}
-    assert by[5].last_arrivals == c.matched and by[5].waited_ns == 0
-    assert all(by[r].waited_ns > 0 for r in by if r != 5)
+    assert by[5].last_arrivals == 3 * 4  # last at every all-reduce (the ring's ends are ties)
+    least = min(by[r].waited_ns for r in by if r != 5)
+    assert least > 100_000 and by[5].waited_ns < 0.01 * least
     # clock offsets up to ±50 ms were planted: arrivals are compared on aligned clocks
     assert any(abs(p.clock_offset_ns) > 1_000_000 for p in c.per_rank)
     assert all(k.skew_ns < 2_000_000 for k in c.collectives)  # a few hundred µs, not ms
@@ -35,6 +36,85 @@ def test_without_a_straggler_nobody_is_an_outlier(tmp_path):
     c = cross_rank([summarize(read_trace(p)) for p in paths])
     assert c is not None
     assert not [o for o in c.outliers if o.metric == "waited_ns"]
+    assert not c.slow_links and not [ln for ln in c.links if ln.slow]  # none planted
+
+
+def test_the_planted_slow_link_is_named_from_the_kernels_args(tmp_path):
+    paths = write_ranks(tmp_path, ranks=8, steps=3, straggler=5, slow_link=(2, 3))
+    sums = [summarize(read_trace(p)) for p in paths]
+    # what the kernels' args said: the process group, its ranks, Seq, sizes, the peers
+    s0 = sums[0]
+    assert set(s0.groups) == {"0"} and s0.group_ranks == {"0": list(range(8))}
+    assert ("Send", 1) in zip(s0.ops, s0.peers, strict=True)
+    assert ("Recv", 7) in zip(s0.ops, s0.peers, strict=True)
+    assert s0.nbytes[0] == (1 << 22) * 2  # 4 Mi bfloat16 elements
+    assert sorted(x for x in s0.seqs if x >= 0) == list(range(3 * 4))
+    c = cross_rank(sums)
+    assert c is not None and c.trusted and c.unmatched == 0
+    assert c.matched == 3 * 4 + 3 * 8  # the all-reduces, and the ring's 8 transfers a step
+    assert [ln.link for ln in c.links if ln.slow] == ["2→3"]
+    assert c.links[0].link == "2→3" and 3.5 < (c.links[0].times_median or 0) < 4.5
+    assert len(c.slow_links) == 1 and c.slow_links[0].startswith("slow link 2→3")
+    assert [s.straggler for s in c.steps] == [5, 5, 5]  # the straggler is still found
+    assert "MAD" in c.link_rule
+
+
+def test_without_peers_in_the_trace_a_slow_link_is_said_to_be_unknown(tmp_path):
+    paths = write_ranks(tmp_path, ranks=6, steps=2, slow_link=(2, 3), metadata=False)
+    c = cross_rank([summarize(read_trace(p)) for p in paths])
+    assert c is not None and not c.links and not c.slow_links
+    assert any(n.startswith("slow links: unknown") for n in c.notes)
+    assert [s.straggler for s in c.steps] == [5, 5]  # matched by op and ordinal as before
+
+
+def _summary(rank, ops, peers, starts, ends, nbytes=None):
+    from engine.analyze.ranks import RankSummary
+
+    n = len(ops)
+    return RankSummary(
+        source=f"r{rank}", rank=rank, steps=[], ops=ops, ordinals=list(range(n)), starts=starts,
+        ends=ends, groups=["0"] * n, peers=peers, nbytes=nbytes or [1024] * n, seqs=[-1] * n,
+        compute_ns=0, comm_ns=1, overlap_ns=0, span_ns=1,
+    )  # fmt: skip
+
+
+def test_a_link_slow_both_ways_is_named_once_and_a_fast_one_never():
+    # four ranks exchanging with both neighbours; 1↔2 is slow in both directions
+    sums = []
+    for r in range(4):
+        ops, peers, starts, ends = [], [], [], []
+        for k in range(3):
+            for peer in ((r + 1) % 4, (r - 1) % 4):
+                for op in ("Send", "Recv"):
+                    slow = {r, peer} == {1, 2}
+                    ops.append(op)
+                    peers.append(peer)
+                    starts.append(k * 10_000)
+                    ends.append(k * 10_000 + (4000 if slow else 1000) + 10 * r)
+        sums.append(_summary(r, ops, peers, starts, ends))
+    c = cross_rank(sums)
+    assert c is not None
+    assert sorted(ln.link for ln in c.links if ln.slow) == ["1→2", "2→1"]
+    assert len(c.slow_links) == 1 and c.slow_links[0].startswith("slow link 1↔2")
+
+
+def test_collective_facts_from_hostile_args_are_dropped_not_trusted():
+    from engine.trace.collectives import collective_meta
+
+    assert collective_meta({"args": 1}) is None and collective_meta("x") is None
+    m = collective_meta(
+        {"Process Group Name": "x" * 500, "Process Group Ranks": "[0, 1, ..., 9]",
+         "Dst Rank": True, "Src Rank": "-3", "Seq": "7", "dtype": "Float",
+         "In msg nelems": 10, "Out msg nelems": "nope"}
+    )  # fmt: skip
+    assert m is not None and len(m["group"]) == 64 and m["group_ranks"] is None  # truncated
+    assert m["dst"] is None and m["src"] is None and m["seq"] == 7 and m["nbytes"] == 40
+    m = collective_meta({"Process Group Ranks": "[0, 2, 4]", "Process Group Name": "tp"})
+    assert m is not None and m["group_ranks"] == (0, 2, 4)
+    assert (
+        collective_meta({"Process Group Ranks": "[0, a]", "Process Group Name": "g"})["group_ranks"]
+        is None
+    )
 
 
 def test_collective_ops_are_read_from_kernel_names():
@@ -64,7 +144,7 @@ def _corrupt(paths):
 def test_a_local_dask_cluster_analyses_the_ranks_and_names_a_corrupt_one(tmp_path):
     from engine.analyze.run import analyze_paths
 
-    paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=6)
+    paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=6, slow_link=(0, 1))
     bad = _corrupt(paths)
     seen = []
     outs = analyze_paths(
@@ -80,6 +160,7 @@ def test_a_local_dask_cluster_analyses_the_ranks_and_names_a_corrupt_one(tmp_pat
     assert len(good) == 7
     c = cross_rank(good)
     assert c is not None and {s.straggler for s in c.steps} == {6}
+    assert [ln.link for ln in c.links if ln.slow] == ["0→1"]
     assert seen[-1] == (8, 8)
 
 
@@ -117,13 +198,14 @@ def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )
             )  # fmt: skip
-        paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=1)
+        paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=1, slow_link=(5, 6))
         bad = _corrupt(paths)
         outs = analyze_paths([str(tmp_path / "ranks")], cluster=addr)
         errors = [o for o in outs if o.error]
         assert len(errors) == 1 and str(bad) in (errors[0].error or "")
         c = cross_rank([o.summary for o in outs if o.summary is not None])
         assert c is not None and {s.straggler for s in c.steps} == {1}
+        assert [ln.link for ln in c.links if ln.slow] == ["5→6"]
         # a worker killed mid-run (SIGKILL, after the first rank came back): its tasks are run
         # again on the other worker, and no rank is lost
         big = write_ranks(tmp_path / "big", ranks=8, steps=12, kernels_per_step=160, straggler=2)
