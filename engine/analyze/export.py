@@ -175,13 +175,13 @@ def perfetto_json(res: AnalysisResult) -> str:
     )
 
 
-def _code(name: str, width: int = 80) -> str:
+def md_code(name: str, width: int = 80) -> str:
     """A name for a Markdown code span in a table: cleaned (engine.text.clean), at most
     ``width`` characters, no pipe or backtick."""
     return clean(name, width).replace("|", "\\|").replace("`", "'")
 
 
-def _md(text: str) -> str:
+def md_text(text: str) -> str:
     """Outside text as prose on one Markdown line or in a table cell: cleaned, pipes escaped."""
     return clean(text, _REPORT_CHARS).replace("|", "\\|")
 
@@ -195,9 +195,9 @@ def report_markdown(a: Analysis) -> str:
     sequence from a trace reaches the file)."""
     a = clean_analysis(a, _REPORT_CHARS)
     lines = [
-        f"# gitm-tui analysis — {_md(Path(a.source).name)}",
+        f"# gitm-tui analysis — {md_text(Path(a.source).name)}",
         "",
-        f"* source: `{_code(a.source, _REPORT_CHARS)}` "
+        f"* source: `{md_code(a.source, _REPORT_CHARS)}` "
         f"({a.format}{'' if a.rank is None else f', rank {a.rank}'})",
         f"* hardware: {a.hardware.name} ({a.hardware.detected_from}"
         f"{'' if not a.hardware.reported_name else ', trace says ' + a.hardware.reported_name})",
@@ -246,9 +246,9 @@ def report_markdown(a: Analysis) -> str:
             rate = "—" if c.achieved_Bps is None else f"{c.achieved_Bps / 1e9:.2f}"
             frac = "—" if c.fraction_of_link is None else f"{c.fraction_of_link:.0%}"
             lines.append(
-                f"| {_md(c.direction)} | {_md(c.memory) or '—'} | {c.count} | "
-                f"{c.bytes / 1e6:,.1f} | {_ms(c.time_ns)} | {rate} | {_md(c.link or 'unknown')} | "
-                f"{frac} | {_md(c.note)} |"
+                f"| {md_text(c.direction)} | {md_text(c.memory) or '—'} | {c.count} | "
+                f"{c.bytes / 1e6:,.1f} | {_ms(c.time_ns)} | {rate} | {md_text(c.link or 'unknown')} | "
+                f"{frac} | {md_text(c.note)} |"
             )
     if a.communication:
         lines += [
@@ -296,7 +296,7 @@ def report_markdown(a: Analysis) -> str:
         "|---|---|---:|---:|---:|---|---|---:|---:|",
     ]
     for k in a.top_kernels:
-        name = _code(k.name)
+        name = md_code(k.name)
         ach = "—" if k.achieved_fraction is None else f"{k.achieved_fraction:.1%}"
         conf = "—" if k.confidence is None else f"{k.confidence:.2f}"
         lines.append(
@@ -322,17 +322,17 @@ def report_markdown(a: Analysis) -> str:
         for e in a.interventions[:10]:
             gain = e.gain_text() + (" (prior-based)" if e.prior_based else "")
             basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
-            lines.append(f"| {e.lever} | {e.safety} | {gain} | {_md(basis)} |")
+            lines.append(f"| {e.lever} | {e.safety} | {gain} | {md_text(basis)} |")
     lines += ["", "## Invariants", ""]
     for inv in a.invariants:
         if not inv.checkable:
-            lines.append(f"* **{inv.invariant}**: not checkable — {_md(inv.reason)}")
+            lines.append(f"* **{inv.invariant}**: not checkable — {md_text(inv.reason)}")
             continue
         lines.append(
             f"* **{inv.invariant}**: {inv.violating_rows} violating rows of {inv.checked} "
-            f"checked ({inv.not_checked} not checkable) — {_md(inv.reason)}"
+            f"checked ({inv.not_checked} not checkable) — {md_text(inv.reason)}"
         )
-        lines += [f"  * `{_code(v.name)}`: {_md(v.message)}" for v in inv.violations[:5]]
+        lines += [f"  * `{md_code(v.name)}`: {md_text(v.message)}" for v in inv.violations[:5]]
     lines.append("")
     la = a.launch
     lines += [

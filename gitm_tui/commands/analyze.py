@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from engine.text import clean
 from gitm_tui.commands.common import PROG, Parser, UsageError, error
 from gitm_tui.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from engine.analyze.ranks import CrossRank
+    from engine.analyze.run import FileOutcome
 
 
 def analyze_parser() -> Parser:
@@ -126,7 +133,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             if crossed is not None:
                 console.print(cross_rank_text(crossed))
                 if not ns.no_write:
-                    _write_cross_rank(crossed, ns.out)
+                    _write_cross_rank(crossed, ns.out, good, console)
         elif len(good) > 1:  # several files but not the ranks of one job: say why no comparison
             console.print(
                 "ranks not compared: the files do not carry distinct rank ids "
@@ -140,17 +147,32 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
     return ExitCode.INPUT if any(o.error for o in outcomes) else ExitCode.OK
 
 
-def _write_cross_rank(crossed: object, out: str) -> None:
-    """OUT/cross_rank.json: the cross-rank analysis (schema: engine.analyze.ranks.CrossRank)."""
+def _write_cross_rank(
+    crossed: CrossRank, out: str, good: list[FileOutcome], console: Console
+) -> None:
+    """OUT/cross_rank.json (schema: manifests/schemas/cross_rank.schema.json), cross_rank.md and
+    ranks.perfetto.json.gz (engine.analyze.rank_export)."""
     from pathlib import Path
 
-    from engine.store.runs import atomic_write_text
+    from rich.text import Text
 
+    from engine.analyze.rank_export import write_rank_outputs
+
+    perfetto = [
+        (o.analysis.rank, Path(p))
+        for o in good
+        if o.analysis is not None and o.analysis.rank is not None
+        for p in o.outputs
+        if p.endswith("perfetto.json")
+    ]
     try:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        atomic_write_text(Path(out) / "cross_rank.json", crossed.model_dump_json(indent=1))  # type: ignore[attr-defined]
+        written, problems = write_rank_outputs(crossed, Path(out), perfetto)
     except OSError as e:
-        error(f"cannot write {out}/cross_rank.json: {e.strerror or e}")
+        error(f"cannot write the cross-rank outputs to {out}: {e.strerror or e}")
+        return
+    console.print(Text(clean(f"wrote {', '.join(map(str, written))}"), style="dim"))
+    for p in problems:
+        console.print(Text(clean(p), style="dim"))
 
 
 def analyze_ui(ns: argparse.Namespace) -> ExitCode:

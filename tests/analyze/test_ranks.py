@@ -133,6 +133,47 @@ def test_analyze_a_rank_directory_prints_and_writes_the_cross_rank_analysis(tmp_
     assert rc == 0 and "collectives across ranks" in out and "straggler rank 2" in out
     data = json.loads((tmp_path / "out" / "cross_rank.json").read_text())
     assert [s["straggler"] for s in data["steps"]] == [2, 2]
+    md = (tmp_path / "out" / "cross_rank.md").read_text()
+    assert "| 0 | 2 |" in md and "## Links" in md
+
+
+def test_the_ranks_merge_into_one_perfetto_file_one_process_per_rank_on_one_clock(tmp_path):
+    import gzip
+    from collections import defaultdict
+
+    from gitm_tui.cli import main
+
+    write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=1, slow_link=(0, 1))
+    assert main(["analyze", str(tmp_path / "ranks"), "--out", str(tmp_path / "out")]) == 0
+    doc = json.loads(gzip.decompress((tmp_path / "out" / "ranks.perfetto.json.gz").read_bytes()))
+    ev = doc["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert names == {r: f"rank {r}" for r in range(4)}
+    per_rank = sum(
+        len(
+            json.loads((tmp_path / "out" / f"rank{r:04d}" / "perfetto.json").read_text())[
+                "traceEvents"
+            ]
+        )
+        for r in range(4)
+    )
+    assert len(ev) == per_rank - 4 + 2 * 4  # one process_name each, named by rank, sorted
+    ends = defaultdict(list)  # the host clocks differed by up to ±50 ms: aligned now
+    for e in ev:
+        if e["ph"] == "X" and e["name"].startswith("ncclDevKernel_AllReduce"):
+            ends[e["pid"]].append(float(e["ts"]) + float(e["dur"]))
+    for r in range(1, 4):
+        assert all(abs(a - b) < 0.01 for a, b in zip(ends[r], ends[0], strict=True))
+
+
+def test_the_cross_rank_schema_is_committed():
+    from engine.analyze.rank_export import cross_rank_schema_json
+    from tests.paths import ROOT
+
+    committed = (ROOT / "manifests" / "schemas" / "cross_rank.schema.json").read_text()
+    assert committed == cross_rank_schema_json(), (
+        "regenerate manifests/schemas/cross_rank.schema.json"
+    )
 
 
 def _corrupt(paths):
@@ -230,3 +271,26 @@ def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def test_a_hostile_group_name_reaches_no_terminal_or_report_raw(tmp_path, capsys):
+    import gzip
+
+    from gitm_tui.cli import main
+
+    hostile = "\x1b[2J\x1b]0;pwn\x07[bold]x[/]|"
+    # the group name from the trace reaches the skew lines, the links table and the notes
+    for p in write_ranks(tmp_path / "ranks", ranks=4, steps=2, slow_link=(1, 2)):
+        doc = json.loads(gzip.decompress(p.read_bytes()))
+        for e in doc["traceEvents"]:
+            a = e.get("args", {})
+            if a.get("Process Group Name") == "0":
+                a["Process Group Name"] = hostile
+        p.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert main(["analyze", str(tmp_path / "ranks"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "AllReduce #" in out
+    md = (tmp_path / "out" / "cross_rank.md").read_text()
+    assert "\x1b" not in md and "\x07" not in md
+    data = json.loads((tmp_path / "out" / "cross_rank.json").read_text())
+    assert data["links"][0]["link"] == "1→2" and data["collectives"][0]["group"].startswith("group")

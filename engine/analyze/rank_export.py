@@ -1,0 +1,193 @@
+"""What `analyze` writes for the ranks of one job, beside each rank's own outputs:
+
+* ``cross_rank.json`` — engine.analyze.ranks.CrossRank (its JSON Schema:
+  manifests/schemas/cross_rank.schema.json);
+* ``cross_rank.md`` — the same for a person: stragglers per step, waits, links, outliers;
+* ``ranks.perfetto.json.gz`` — every rank's perfetto.json in one file, one process per rank, its
+  times moved onto the reference rank's clock (the offsets of the cross-rank analysis), so the
+  ranks line up in Perfetto. Merged line by line from the files already written: the events are
+  streamed, never held.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+from engine.analyze.export import md_code, md_text
+from engine.analyze.ranks import CrossRank
+from engine.store.runs import atomic_write_text
+
+#: thread ids of a rank's second and later GPUs are moved by this much (one process per rank)
+_DEVICE_TID = 100_000_000
+_X = re.compile(
+    rb'^\{"ph":"X","cat":"(?:gpu|regime)","name":.*?,"pid":(\d+),"tid":(\d+),"ts":(-?\d+\.\d{3}),'
+)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def cross_rank_markdown(c: CrossRank) -> str:
+    """The cross-rank analysis for a person (every string from a trace cleaned)."""
+    lines = [
+        f"# gitm-tui — {len(c.ranks)} ranks of one job",
+        "",
+        f"* collectives matched on every rank taking part: {c.matched}; not on every rank "
+        f"(not compared): {c.unmatched}",
+        f"* matching: {c.matching}",
+        f"* clocks: {c.clocks}"
+        + ("" if c.trusted else " — **not trusted**: no straggler is named from them"),
+        f"* {c.rule}",
+        "",
+        "## Stragglers per step",
+        "",
+    ]
+    if c.steps:
+        lines += ["| step | straggler | the others waited (mean ms) |", "|---:|---:|---:|"]
+        for s in c.steps:
+            others = [w for r, w in s.waited_ns.items() if r != s.straggler]
+            mean = sum(others) / len(others) if others else 0.0
+            lines.append(f"| {s.step} | {s.straggler} | {_ms(mean)} |")
+    else:
+        lines.append("No straggler named (no step, or the collectives cannot be trusted).")
+    lines += [
+        "",
+        "## Ranks",
+        "",
+        "| rank | clock offset ms | waited ms | last arrivals | comm share | overlapped | "
+        "step ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in c.per_rank:
+        step = "unknown" if p.step_ns is None else _ms(p.step_ns)
+        lines.append(
+            f"| {p.rank} | {_ms(p.clock_offset_ns)} | {_ms(p.waited_ns)} | {p.last_arrivals} | "
+            f"{p.comm_share:.1%} | {p.overlap_share:.1%} | {step} |"
+        )
+    lines += ["", "Outliers: " + (
+        ", ".join(f"rank {o.rank} {o.metric} ({o.value:,.4g} vs median {o.median:,.4g})"
+                  for o in c.outliers) or "none"
+    )]  # fmt: skip
+    lines += ["", "## Links", ""]
+    if c.links:
+        lines += [
+            "| link | op | transfers | transfer ms | ns/byte | × peers' median | slow |",
+            "|---|---|---:|---:|---:|---:|---|",
+        ]
+        for ln in c.links[:64]:
+            per = "unknown" if ln.ns_per_byte is None else f"{ln.ns_per_byte:.4g}"
+            x = "not compared" if ln.times_median is None else f"{ln.times_median:.2f}"
+            lines.append(
+                f"| `{md_code(ln.link, 60)}` | {ln.op} | {ln.transfers} | {_ms(ln.transfer_ns)} | "
+                f"{per} | {x} | {'**slow**' if ln.slow else ''} |"
+            )
+        lines += ["", f"Rule: {c.link_rule}", ""]
+        lines += [f"* **{md_text(s)}**" for s in c.slow_links]
+    else:
+        lines.append("No link could be compared (see the notes).")
+    if c.notes:
+        lines += ["", "## Notes", ""] + [f"* {md_text(n)}" for n in c.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _us_shift(ts: bytes, ns: int) -> bytes:
+    """Exact decimal µs ``ts`` (b"-12.345") moved by ``ns`` nanoseconds."""
+    neg = ts.startswith(b"-")
+    whole, frac = ts.lstrip(b"-").split(b".")
+    v = (int(whole) * 1000 + int(frac)) * (-1 if neg else 1) + ns
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    return f"{sign}{v // 1000}.{v % 1000:03d}".encode()
+
+
+def merge_perfetto(parts: list[tuple[int, Path]], offsets: dict[int, int], out: Path) -> Path:
+    """Merge the ranks' perfetto.json files (written by engine.analyze.export) into ``out``
+    (gzip): process = rank, times + the rank's clock offset. Raises OSError; a file not in our
+    own format raises ValueError."""
+    tmp = out.with_name(out.name + ".tmp")
+    first = True
+    with gzip.open(tmp, "wb", compresslevel=1) as w:
+        w.write(b'{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze (ranks)"},')
+        w.write(b'"traceEvents":[\n')
+
+        def emit(line: bytes) -> None:
+            nonlocal first
+            if not first:
+                w.write(b",\n")
+            w.write(line)
+            first = False
+
+        for rank, path in sorted(parts):
+            shift = offsets.get(rank, 0)
+            emit(json.dumps(
+                {"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}}
+            ).encode())  # fmt: skip
+            emit(json.dumps(
+                {"ph": "M", "name": "process_sort_index", "pid": rank,
+                 "args": {"sort_index": rank}}
+            ).encode())  # fmt: skip
+            with path.open("rb") as f:
+                for raw in f:
+                    line = raw.rstrip(b"\r\n").rstrip(b",")
+                    if not line.startswith(b'{"ph"'):
+                        continue  # the file's opening and closing lines
+                    m = _X.match(line)
+                    if m is not None:
+                        dev, tid = int(m.group(1)), int(m.group(2))
+                        new = b'"pid":%d,"tid":%d,"ts":%s,' % (
+                            rank,
+                            tid + dev * _DEVICE_TID,
+                            _us_shift(m.group(3), shift),
+                        )
+                        emit(line[: m.start(1) - 6] + new + line[m.end(3) + 1 :])
+                        continue
+                    ev = json.loads(line)
+                    if not isinstance(ev, dict) or ev.get("ph") != "M":
+                        raise ValueError(f"{path}: not a perfetto.json written by gitm-tui")
+                    if ev.get("name") == "process_name":
+                        continue  # one process per rank, named above
+                    dev = int(ev.get("pid", 0))
+                    ev["pid"] = rank
+                    if "tid" in ev:
+                        ev["tid"] = int(ev["tid"]) + dev * _DEVICE_TID
+                    if dev and ev.get("name") == "thread_name":
+                        ev["args"] = {"name": f"GPU {dev} · {ev['args']['name']}"}
+                    emit(json.dumps(ev).encode())
+        w.write(b"\n]}\n")
+    tmp.replace(out)
+    return out
+
+
+def write_rank_outputs(
+    c: CrossRank, out_dir: Path, perfetto: list[tuple[int, Path]]
+) -> tuple[list[Path], list[str]]:
+    """Write cross_rank.json, cross_rank.md and (when every rank's perfetto.json is here)
+    ranks.perfetto.json.gz into ``out_dir``; return what was written and one line per problem."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "cross_rank.json", out_dir / "cross_rank.md"]
+    atomic_write_text(written[0], c.model_dump_json(indent=1))
+    atomic_write_text(written[1], cross_rank_markdown(c))
+    problems: list[str] = []
+    missing = [str(p) for _, p in perfetto if not p.is_file()]
+    if missing or not perfetto:
+        problems.append(
+            "ranks.perfetto.json.gz not written: the ranks' perfetto.json are not on this "
+            f"machine ({len(missing) or 'none'} missing; a remote cluster writes them where its "
+            "workers are)"
+        )
+        return written, problems
+    offsets = {p.rank: p.clock_offset_ns for p in c.per_rank}
+    try:
+        written.append(merge_perfetto(perfetto, offsets, out_dir / "ranks.perfetto.json.gz"))
+    except (ValueError, KeyError, TypeError) as e:
+        problems.append(f"ranks.perfetto.json.gz not written: {e}")
+    return written, problems
+
+
+def cross_rank_schema_json() -> str:
+    """The JSON Schema of cross_rank.json (committed as manifests/schemas/cross_rank.schema.json)."""
+    return json.dumps(CrossRank.model_json_schema(), indent=2) + "\n"
