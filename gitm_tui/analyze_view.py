@@ -163,9 +163,12 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
     return Group(*parts, foot, Text())
 
 
-def rank_table(analyses: list[Analysis], straggler: int | None = None) -> RenderableType | None:
+def rank_table(
+    analyses: list[Analysis], straggler: int | None = None, judged: bool = False
+) -> RenderableType | None:
     """Return a per-rank comparison when several ranks were analysed. ``straggler``: the rank
-    the others waited for most at their collectives (engine.analyze.ranks); without one the
+    the others waited for most at their collectives (engine.analyze.ranks); ``judged``: the
+    collectives were compared and no rank held the others up (nothing is marked). Otherwise the
     rank with the longest span is marked, and the column says which rule it is."""
     ranked = [a for a in analyses if a.rank is not None]
     if len(ranked) < 2 or len({a.rank for a in ranked}) != len(ranked):
@@ -173,6 +176,8 @@ def rank_table(analyses: list[Analysis], straggler: int | None = None) -> Render
     if straggler is not None and any(a.rank == straggler for a in ranked):
         slow = next(a for a in ranked if a.rank == straggler)
         mark = "straggler (waited for)"
+    elif judged:
+        slow, mark = None, ""
     else:
         slow = max(ranked, key=lambda a: a.span_ns)
         mark = "straggler? longest span only"
@@ -203,10 +208,16 @@ def cross_rank_text(c: CrossRank) -> Text:
         t.append(f", {c.unmatched} not on every rank (not compared)")
     t.append(f"\n  matching: {c.matching}\n  clocks: {c.clocks}\n", style="dim")
     for s in c.steps[:10]:
+        if s.straggler is None:
+            wait = max(s.waited_ns.values(), default=0)
+            t.append(f"  step {s.step}: no straggler — no rank waited more than ")
+            t.append(f"{wait / 1e6:,.3f} ms (a straggler is named from 1 % of the step)\n")
+            continue
         others = [w for r, w in s.waited_ns.items() if r != s.straggler]
         mean = sum(others) / len(others) if others else 0
         t.append(f"  step {s.step}: straggler rank {s.straggler}")
-        t.append(f" — the others waited {mean / 1e6:,.3f} ms on average\n")
+        t.append(f" — the others waited {mean / 1e6:,.3f} ms on average")
+        t.append(f" ({mean / max(1, s.step_ns):.1%} of the step)\n")
     for k in c.collectives[:3]:
         where = f" ({clean(k.group, 40)})" if k.group else ""
         t.append(

@@ -30,9 +30,12 @@ def analyze_on_cluster(
     top: int = 20,
     counting: str = "exact",
     progress: Callable[[int, int, str], None] | None = None,
+    worker_peaks: dict[str, float] | None = None,
 ) -> list[FileOutcome]:
     """The outcomes of ``files`` (input order) analysed on ``cluster`` ("local" or an
-    address). Raises ConnectionError (one line) when the scheduler cannot be reached."""
+    address). Raises ConnectionError (one line) when the scheduler cannot be reached.
+    ``worker_peaks``, when given, receives each worker's peak resident memory (MiB) at the end
+    (benchmarks/bench_ranks.py)."""
     import os
 
     from distributed import Client, LocalCluster, as_completed
@@ -82,9 +85,26 @@ def analyze_on_cluster(
                     )
                 if progress is not None:
                     progress(done, len(files), str(files[i]))
+            if worker_peaks is not None:
+                worker_peaks.update(client.run(_peak_mib))
             return [o for o in out if o is not None]
         finally:
             client.close()
     finally:
         if local is not None:
             local.close()
+
+
+def _peak_mib() -> float:
+    """This process's peak resident memory in MiB: VmHWM (Linux; unlike ru_maxrss it does not
+    carry over a parent's peak through fork and exec), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -47,11 +47,16 @@ def cross_rank_markdown(c: CrossRank) -> str:
         "",
     ]
     if c.steps:
-        lines += ["| step | straggler | the others waited (mean ms) |", "|---:|---:|---:|"]
+        lines += [
+            "| step | step ms | straggler | the others waited (mean ms) |",
+            "|---:|---:|---:|---:|",
+        ]
         for s in c.steps:
+            who = "none" if s.straggler is None else str(s.straggler)
             others = [w for r, w in s.waited_ns.items() if r != s.straggler]
             mean = sum(others) / len(others) if others else 0.0
-            lines.append(f"| {s.step} | {s.straggler} | {_ms(mean)} |")
+            lines.append(f"| {s.step} | {_ms(s.step_ns)} | {who} | {_ms(mean)} |")
+        lines += ["", "A straggler is named when the others waited for it 1 % of the step or more."]
     else:
         lines.append("No straggler named (no step, or the collectives cannot be trusted).")
     lines += [

@@ -18,7 +18,8 @@ ranks fit in one process (the per-rank work can run anywhere; engine.analyze.run
   aligned clocks, and the offsets are reported;
 * per collective the **arrival skew** (last aligned start − first) and the rank that arrived
   last; per rank the time it **waited** for the last arrival, in all and per step of the
-  reference rank; the **straggler** of each step is the rank everyone else waited for most;
+  reference rank; the **straggler** of each step is the rank everyone else waited for most —
+  named only when their mean wait is at least STRAGGLER_SHARE (1 %) of the step;
 * **outliers** — per rank (step time, time waited, communication share), a robust rule:
   outside median ± k·MAD (k = 3.5 on the MAD scaled to σ, 1.4826·MAD), said so in the output.
 """
@@ -36,6 +37,8 @@ from engine.trace.trace import Trace
 
 #: the robust outlier rule: |x − median| > K_MAD · 1.4826 · MAD
 K_MAD = 3.5
+#: a step's straggler is named only when the others waited for it this share of the step or more
+STRAGGLER_SHARE = 0.01
 _OP = re.compile(
     r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|"
     r"all_reduce|all_gather|reduce_scatter|broadcast|all_to_all)",
@@ -198,8 +201,12 @@ class CollectiveSkew(_M):
 
 class StepStraggler(_M):
     step: int
-    straggler: int = Field(description="the rank the others waited for most in this step")
+    straggler: int | None = Field(
+        description="the rank the others waited for most in this step; None when their mean "
+        "wait is under STRAGGLER_SHARE of the step (no rank held the step up measurably)"
+    )
     waited_ns: dict[int, int] = Field(description="per rank: time spent waiting in collectives")
+    step_ns: int = Field(default=0, description="the step's length on the reference rank")
 
 
 class RankStats(_M):
@@ -509,7 +516,16 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         sw = step_wait[n]
         # the straggler is who the others waited for: the rank that waited least
         straggler = min(ranks, key=lambda r: sw[r])
-        steps.append(StepStraggler(step=n, straggler=straggler, waited_ns=sw))
+        mean = sum(sw[r] for r in ranks if r != straggler) / (len(ranks) - 1)
+        length = ref_steps[n][1] - ref_steps[n][0]
+        steps.append(
+            StepStraggler(
+                step=n,
+                straggler=straggler if mean >= STRAGGLER_SHARE * length else None,
+                waited_ns=sw,
+                step_ns=length,
+            )
+        )
     per_rank = []
     for r in ranks:
         s = by_rank[r]

@@ -124,10 +124,11 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
                 console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
         crossed = cross_rank([o.summary for o in good if o.summary is not None])
         most = None
-        if crossed is not None and crossed.steps:  # the rank most steps waited for
-            votes = [s.straggler for s in crossed.steps]
-            most = max(set(votes), key=votes.count)
-        ranks = rank_table([o.analysis for o in good if o.analysis is not None], most)
+        if crossed is not None:  # the rank most steps waited for
+            votes = [s.straggler for s in crossed.steps if s.straggler is not None]
+            most = max(set(votes), key=votes.count) if votes else None
+        judged = crossed is not None and crossed.trusted and bool(crossed.steps)
+        ranks = rank_table([o.analysis for o in good if o.analysis is not None], most, judged)
         if ranks is not None:
             console.print(ranks)
             if crossed is not None:
