@@ -2,12 +2,13 @@
 
 - ``dashboard`` — a live engine run (``gitm-tui``): regimes, κ, telemetry, the optimize loop;
 - ``analysis`` — one trace read by ``gitm-tui analyze PATH --ui``;
-- ``audit`` — an audit ledger (``gitm-tui audit --ui LEDGER``).
+- ``audit`` — an audit ledger (``gitm-tui audit --ui LEDGER``);
+- ``ranks`` — the ranks of one job side by side (``gitm-tui analyze DIR --ui``).
 
 An app holds the modes it was given something to show and opens on the first; the others are
 one key (``m``) or one palette command away. The palette (ctrl+p) also offers every key of the
 screen it opened on (``KeysProvider``), and the colours come from the theme (``gitm_tui/theme.py``).
-``make_app``, ``make_analysis_app`` and ``make_audit_app`` are the factories the CLI, tests and
+``make_app``, ``make_analysis_app``, ``make_audit_app`` and ``make_ranks_app`` are the factories the CLI, tests and
 screenshot script use.
 """
 
@@ -27,19 +28,29 @@ from gitm_tui.exit_codes import ExitCode
 from gitm_tui.modes.analysis import AnalysisScreen
 from gitm_tui.modes.audit import AuditScreen
 from gitm_tui.modes.dashboard import DashboardScreen, EngineLike, Settings
+from gitm_tui.modes.ranks import Loader, OpenRank, RanksScreen
 
 if TYPE_CHECKING:
     from engine.analyze.compute import AnalysisResult
     from engine.runtime import RunConfig
     from engine.study.audit import AuditLedger
 
-__all__ = ["EngineLike", "GitmApp", "Settings", "make_analysis_app", "make_app", "make_audit_app"]
+__all__ = [
+    "EngineLike",
+    "GitmApp",
+    "Settings",
+    "make_analysis_app",
+    "make_app",
+    "make_audit_app",
+    "make_ranks_app",
+]
 
 #: the modes in the order ``m`` cycles them, with what the palette says of each
 MODES_SHOWN = {
     "dashboard": "the live run: regimes, κ, telemetry, the optimize loop",
     "analysis": "the analysed trace: timeline, kernels, details",
     "audit": "the audit ledger: PCS matrix, equivalence, κ geometry",
+    "ranks": "the ranks of one job: stragglers, waits, links",
 }
 
 S = TypeVar("S", bound=Screen[None])
@@ -128,6 +139,12 @@ class GitmApp(App[int]):
         assert screen is not None, "this app holds no audit"
         return screen
 
+    @property
+    def ranks(self) -> RanksScreen:
+        screen = self.mode(RanksScreen)
+        assert screen is not None, "this app holds no ranks"
+        return screen
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "next_mode":
             return len(self.screens) > 1  # hidden with one mode: nowhere to go
@@ -167,6 +184,11 @@ def make_analysis_app(
 def make_audit_app(ledger: AuditLedger, path: str = "") -> GitmApp:
     """Return the app on an audit ledger."""
     return GitmApp([AuditScreen(ledger, path)])
+
+
+def make_ranks_app(load: Loader, source: str, open_rank: OpenRank | None = None) -> GitmApp:
+    """Return the app on the ranks of one job, analysed by ``load`` in a thread."""
+    return GitmApp([RanksScreen(load, source, open_rank)])
 
 
 def run_dashboard(config: RunConfig) -> ExitCode:

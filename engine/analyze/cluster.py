@@ -31,11 +31,13 @@ def analyze_on_cluster(
     counting: str = "exact",
     progress: Callable[[int, int, str], None] | None = None,
     worker_peaks: dict[str, float] | None = None,
+    dashboard: Callable[[str], None] | None = None,
 ) -> list[FileOutcome]:
     """The outcomes of ``files`` (input order) analysed on ``cluster`` ("local" or an
     address). Raises ConnectionError (one line) when the scheduler cannot be reached.
     ``worker_peaks``, when given, receives each worker's peak resident memory (MiB) at the end
-    (benchmarks/bench_ranks.py)."""
+    (benchmarks/bench_ranks.py). ``dashboard`` is told the Dask dashboard's address when the
+    scheduler serves one (a running cluster's; the local one starts without)."""
     import os
 
     from distributed import Client, LocalCluster, as_completed
@@ -60,6 +62,9 @@ def analyze_on_cluster(
                     f"cannot reach the Dask scheduler at {cluster}: {e}"
                 ) from None
         try:
+            link = _dashboard_link(client) if dashboard is not None else None
+            if link and dashboard is not None:
+                dashboard(link)
             futs = {
                 client.submit(
                     analyze_file,
@@ -93,6 +98,17 @@ def analyze_on_cluster(
     finally:
         if local is not None:
             local.close()
+
+
+def _dashboard_link(client: object) -> str | None:
+    """The scheduler's dashboard address, or None when it serves none."""
+    try:
+        info = client.scheduler_info()  # type: ignore[attr-defined]
+        if "dashboard" not in info.get("services", {}):
+            return None
+        return str(client.dashboard_link)  # type: ignore[attr-defined]
+    except Exception:  # an address is a courtesy: never a reason to fail the run
+        return None
 
 
 def _peak_mib() -> float:

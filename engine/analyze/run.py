@@ -129,6 +129,7 @@ def analyze_paths(
     counting: str = "exact",
     cluster: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    dashboard: Callable[[str], None] | None = None,
 ) -> list[FileOutcome]:
     """Analyse every file; keep input order. One file (or ``workers=1``) runs here; several run
     on Dask — ``cluster`` "local" (the default: a local cluster of worker processes) or a
@@ -147,6 +148,14 @@ def analyze_paths(
     from engine.analyze.cluster import analyze_on_cluster
 
     outcomes += analyze_on_cluster(
-        files, cluster or "local", workers, hardware, out_root, top, counting, progress
+        files,
+        cluster or "local",
+        workers,
+        hardware,
+        out_root,
+        top,
+        counting,
+        progress,
+        dashboard=dashboard,
     )
     return outcomes

@@ -25,23 +25,24 @@ from __future__ import annotations
 
 import gzip
 import json
-import random
 from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 #: the ring exchange's transfer and the all-reduce's base times (µs) on healthy links
 P2P_US = 60.0
 ALLREDUCE_US = 150.0
-_AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
-_P2P = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+_AR_JSON = json.dumps(
+    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+)
+_P2P_JSON = json.dumps("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)")
 _COMPUTE, _AR_STREAM, _SEND_STREAM, _RECV_STREAM = 7, 21, 23, 25
 
 
 @lru_cache(maxsize=4)
 def iteration_kernels(workload: str, seed: int = 0) -> tuple[tuple[str, float, int, int], ...]:
     """One iteration's kernels as the simulator runs ``workload``: (name, µs, grid, block)."""
-    import numpy as np
-
     from engine.device.simulator import simulate
     from engine.trace.segments import Kind
 
@@ -79,81 +80,132 @@ def write_ranks(
 ) -> list[Path]:
     """Write ``ranks`` trace files under ``out``; return their paths. Events per rank ≈
     2 × steps × (kernels_per_step + buckets + 2); ``kernels_per_step`` defaults to one
-    iteration of ``workload`` (repeated when larger)."""
+    iteration of ``workload`` (repeated when larger). The job's schedule (arrivals, collective
+    ends) is computed first for all ranks from per-rank noise arrays; then each rank's events
+    are written one rank at a time, so memory holds one rank, not the job."""
     out.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
+    rng = np.random.default_rng(seed)
     template = iteration_kernels(workload)
-    n_kernels = kernels_per_step or len(template)
-    kernels = [template[i % len(template)] for i in range(n_kernels)]
-    offsets = {r: rng.uniform(-5e4, 5e4) for r in range(ranks)}  # host clocks differ (µs)
+    n = kernels_per_step or len(template)
+    kernels = [template[i % len(template)] for i in range(n)]
+    base = np.array([k[1] for k in kernels])
+    offsets = rng.uniform(-5e4, 5e4, ranks)  # host clocks differ (µs)
     ring_slow = slow_link_factor if slow_link is not None else 1.0
-    events: dict[int, list[dict]] = {r: [] for r in range(ranks)}
-    corr = dict.fromkeys(range(ranks), 1)
-    every = f"[{', '.join(map(str, range(ranks)))}]"
-    seq = 0
+    per_bucket = max(1, n // buckets)
+    bounds = [
+        (b * per_bucket, n if b == buckets - 1 else (b + 1) * per_bucket) for b in range(buckets)
+    ]
+
+    def durations(r: int) -> np.ndarray:
+        """Rank r's kernel durations (µs), steps × kernels: the workload's, with noise."""
+        noise = np.random.default_rng([seed, r]).uniform(0.98, 1.02, (steps, n))
+        return base * noise * (straggler_slowdown if r == straggler else 1.0)
+
+    # the schedule: per step and bucket each rank's arrival and the all-reduce's end; per step
+    # the ring's transfers (src arrival, dst arrival, end)
+    bucket_time = np.zeros((ranks, steps, buckets))
+    for r in range(ranks):
+        d = durations(r) + 2.0
+        for b, (lo, hi) in enumerate(bounds):
+            bucket_time[r, :, b] = d[:, lo:hi].sum(axis=1)
+    arrive = np.zeros((steps, buckets, ranks))
+    ar_end = np.zeros((steps, buckets))
+    ring = np.zeros((steps, ranks, 3))  # src's arrival, dst's arrival, end — for src → src+1
+    step_span = np.zeros((steps, 2))
     t_job = 1_000_000.0  # µs, job clock
     for step in range(steps):
-        step_start = t_job
-        t = dict.fromkeys(range(ranks), t_job)
-        per_bucket = max(1, n_kernels // buckets)
+        t = np.full(ranks, t_job)
         for b in range(buckets):
-            hi = n_kernels if b == buckets - 1 else (b + 1) * per_bucket
-            for r in range(ranks):
-                slow = straggler_slowdown if r == straggler else 1.0
-                for name, us, grid, block in kernels[b * per_bucket : hi]:
-                    d = us * slow * rng.uniform(0.98, 1.02)
-                    _kernel(events[r], corr, r, name, _COMPUTE, t[r], d, grid, block, None)
-                    t[r] += d + 2.0
+            t = t + bucket_time[:, step, b]
+            arrive[step, b] = t
             # a collective's kernel starts when its rank arrives and ends after the last one
-            end = max(t.values()) + ALLREDUCE_US * ring_slow * rng.uniform(1.0, 1.2)
-            args = _args(metadata, "allreduce", 1 << 22, every, ranks, seq=seq)
-            seq += 1
-            for r in range(ranks):
-                _kernel(events[r], corr, r, _AR, _AR_STREAM, t[r], end - t[r], 24, 256, args)
-                t[r] = max(t[r], end - ALLREDUCE_US * 0.5)  # the next bucket overlaps it
-        # the ring exchange: r sends to r+1 and receives from r-1 (on two streams)
-        done = dict(t)
-        for src in range(ranks):
+            ar_end[step, b] = t.max() + ALLREDUCE_US * ring_slow * rng.uniform(1.0, 1.2)
+            t = np.maximum(t, ar_end[step, b] - ALLREDUCE_US * 0.5)  # the next bucket overlaps
+        done = t.copy()
+        for src in range(ranks if ranks > 1 else 0):
             dst = (src + 1) % ranks
-            if dst == src:
-                break
             factor = slow_link_factor if slow_link == (src, dst) else 1.0
             end = max(t[src], t[dst]) + P2P_US * factor * rng.uniform(0.97, 1.03)
-            send = _args(metadata, "send", 1 << 20, every, ranks, dst=dst)
-            recv = _args(metadata, "recv", 1 << 20, every, ranks, src=src)
-            _kernel(events[src], corr, src, _P2P, _SEND_STREAM, t[src], end - t[src], 8, 256, send)
-            _kernel(events[dst], corr, dst, _P2P, _RECV_STREAM, t[dst], end - t[dst], 8, 256, recv)
+            ring[step, src] = (t[src], t[dst], end)
             done[src], done[dst] = max(done[src], end), max(done[dst], end)
-        step_end = max(done.values())
-        for r in range(ranks):
-            events[r].append(
-                {
-                    "ph": "X",
-                    "cat": "user_annotation",
-                    "name": f"ProfilerStep#{step}",
-                    "pid": 100 + r,
-                    "tid": 1,
-                    "ts": step_start,
-                    "dur": round(step_end - step_start, 3),
-                }
-            )
-        t_job = step_end + 50.0
+        step_span[step] = (t_job, done.max())
+        t_job = done.max() + 50.0
+    every = f"[{', '.join(map(str, range(ranks)))}]"
+    names = [json.dumps(k[0]) for k in kernels]
     paths = []
     for r in range(ranks):
-        for e in events[r]:
-            e["ts"] = round(e["ts"] + offsets[r], 3)
-        doc = {
-            "schemaVersion": 1,
-            "synthetic": True,
-            "generator": "engine/analyze/synth_ranks.py",
-            "distributedInfo": {"backend": "nccl", "rank": r, "world_size": ranks},
-            "traceEvents": events[r],
-        }
+        w = _RankWriter(r, float(offsets[r]))
+        d = durations(r)
+        for step in range(steps):
+            t0 = step_span[step, 0]
+            for b, (lo, hi) in enumerate(bounds):
+                ts = t0 + np.concatenate(([0.0], np.cumsum(d[step, lo:hi] + 2.0)[:-1]))
+                for k in range(lo, hi):
+                    _, _, grid, block = kernels[k]
+                    w.kernel(names[k], _COMPUTE, ts[k - lo], d[step, k], grid, block, None)
+                t0 = arrive[step, b, r]
+                seq = step * buckets + b
+                args = _args(metadata, "allreduce", 1 << 22, every, ranks, seq=seq)
+                w.kernel(_AR_JSON, _AR_STREAM, t0, ar_end[step, b] - t0, 24, 256, args)
+                t0 = max(t0, ar_end[step, b] - ALLREDUCE_US * 0.5)
+            if ranks > 1:
+                src, prev = r, (r - 1) % ranks
+                a_src, _, end = ring[step, src]
+                send = _args(metadata, "send", 1 << 20, every, ranks, dst=(r + 1) % ranks)
+                w.kernel(_P2P_JSON, _SEND_STREAM, a_src, end - a_src, 8, 256, send)
+                _, a_dst, end = ring[step, prev]
+                recv = _args(metadata, "recv", 1 << 20, every, ranks, src=prev)
+                w.kernel(_P2P_JSON, _RECV_STREAM, a_dst, end - a_dst, 8, 256, recv)
+            w.step(step, step_span[step, 0], step_span[step, 1] - step_span[step, 0])
         p = out / (f"rank{r:04d}.json.gz" if gz else f"rank{r:04d}.json")
-        data = json.dumps(doc).encode()
-        p.write_bytes(gzip.compress(data, 1) if gz else data)
+        w.write(p, ranks, gz)
         paths.append(p)
     return paths
+
+
+class _RankWriter:
+    """One rank's events as JSON text (its clock offset added), written at the end."""
+
+    def __init__(self, rank: int, offset_us: float) -> None:
+        self.rank, self.offset = rank, offset_us
+        self.parts: list[str] = []
+        self.corr = 1
+
+    def kernel(
+        self, name: str, stream: int, ts: float, dur: float, grid: int, block: int,
+        extra: dict | None,
+    ) -> None:  # fmt: skip
+        c, self.corr = self.corr, self.corr + 1
+        t = ts + self.offset
+        more = "" if not extra else ", " + json.dumps(extra)[1:-1]
+        self.parts.append(
+            f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": '
+            f'{100 + self.rank}, "tid": 1, "ts": {t - 6.0:.3f}, "dur": 4.0, '
+            f'"args": {{"correlation": {c}}}}}'
+        )
+        self.parts.append(
+            f'{{"ph": "X", "cat": "kernel", "name": {name}, "pid": 0, "tid": {stream}, '
+            f'"ts": {t:.3f}, "dur": {dur:.3f}, "args": {{"device": 0, "stream": {stream}, '
+            f'"correlation": {c}, "grid": [{grid}, 1, 1], "block": [{block}, 1, 1]{more}}}}}'
+        )
+
+    def step(self, step: int, ts: float, dur: float) -> None:
+        self.parts.append(
+            f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": '
+            f'{100 + self.rank}, "tid": 1, "ts": {ts + self.offset:.3f}, "dur": {dur:.3f}}}'
+        )
+
+    def write(self, path: Path, world: int, gz: bool) -> None:
+        head = json.dumps(
+            {
+                "schemaVersion": 1,
+                "synthetic": True,
+                "generator": "engine/analyze/synth_ranks.py",
+                "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": world},
+            }
+        )[:-1]
+        data = (head + ', "traceEvents": [\n' + ",\n".join(self.parts) + "\n]}\n").encode()
+        path.write_bytes(gzip.compress(data, 1) if gz else data)
 
 
 def _args(
@@ -186,52 +238,3 @@ def _args(
     if dst is not None:
         a["Dst Rank"] = dst
     return a
-
-
-def _kernel(
-    ev: list[dict],
-    corr: dict[int, int],
-    rank: int,
-    name: str,
-    stream: int,
-    ts: float,
-    dur: float,
-    grid: int,
-    block: int,
-    extra: dict | None,
-) -> None:
-    c = corr[rank]
-    corr[rank] += 1
-    ev.append(
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 100 + rank,
-            "tid": 1,
-            "ts": ts - 6.0,
-            "dur": 4.0,
-            "args": {"correlation": c},
-        }
-    )
-    args = {
-        "device": 0,
-        "stream": stream,
-        "correlation": c,
-        "grid": [grid, 1, 1],
-        "block": [block, 1, 1],
-    }
-    if extra:
-        args.update(extra)
-    ev.append(
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": name,
-            "pid": 0,
-            "tid": stream,
-            "ts": ts,
-            "dur": round(dur, 3),
-            "args": args,
-        }
-    )

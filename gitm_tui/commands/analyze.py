@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.text import clean
@@ -12,10 +13,9 @@ from gitm_tui.commands.common import PROG, Parser, UsageError, error
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from engine.analyze.ranks import CrossRank
     from engine.analyze.run import FileOutcome
+    from gitm_tui.app import GitmApp
 
 
 def analyze_parser() -> Parser:
@@ -101,6 +101,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         error(str(e))
         return ExitCode.INPUT
     good = [o for o in outcomes if o.analysis is not None]
+    write_failed = False
     if ns.json:
         from engine.text import map_strings, valid_unicode
 
@@ -134,7 +135,16 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             if crossed is not None:
                 console.print(cross_rank_text(crossed))
                 if not ns.no_write:
-                    _write_cross_rank(crossed, ns.out, good, console)
+                    written, problems, failed = _write_cross_rank(crossed, ns.out, good)
+                    if failed:
+                        error(failed)
+                        write_failed = True
+                    else:
+                        console.print(
+                            Text(clean(f"wrote {', '.join(map(str, written))}"), style="dim")
+                        )
+                    for line in problems:
+                        console.print(Text(clean(line), style="dim"))
         elif len(good) > 1:  # several files but not the ranks of one job: say why no comparison
             console.print(
                 "ranks not compared: the files do not carry distinct rank ids "
@@ -145,18 +155,15 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
     for o in outcomes:
         if o.error:
             error(o.error)
-    return ExitCode.INPUT if any(o.error for o in outcomes) else ExitCode.OK
+    return ExitCode.INPUT if write_failed or any(o.error for o in outcomes) else ExitCode.OK
 
 
 def _write_cross_rank(
-    crossed: CrossRank, out: str, good: list[FileOutcome], console: Console
-) -> None:
+    crossed: CrossRank, out: str, good: list[FileOutcome]
+) -> tuple[list[Path], list[str], str | None]:
     """OUT/cross_rank.json (schema: manifests/schemas/cross_rank.schema.json), cross_rank.md and
-    ranks.perfetto.json.gz (engine.analyze.rank_export)."""
-    from pathlib import Path
-
-    from rich.text import Text
-
+    ranks.perfetto.json.gz (engine.analyze.rank_export). Returns what was written, the lines
+    saying what was not and why, and the error line when nothing could be written."""
     from engine.analyze.rank_export import write_rank_outputs
 
     perfetto = [
@@ -169,11 +176,8 @@ def _write_cross_rank(
     try:
         written, problems = write_rank_outputs(crossed, Path(out), perfetto)
     except OSError as e:
-        error(f"cannot write the cross-rank outputs to {out}: {e.strerror or e}")
-        return
-    console.print(Text(clean(f"wrote {', '.join(map(str, written))}"), style="dim"))
-    for p in problems:
-        console.print(Text(clean(p), style="dim"))
+        return [], [], f"cannot write the cross-rank outputs to {out}: {e.strerror or e}"
+    return written, problems, None
 
 
 def analyze_ui(ns: argparse.Namespace) -> ExitCode:
@@ -184,8 +188,10 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
     if errors:
         error(errors[0].error or "")
         return ExitCode.INPUT
-    if len(files) != 1:
-        raise UsageError(f"--ui opens one trace; got {len(files)} files")
+    if len(files) > 1:
+        return ranks_ui(ns, files)
+    if not files:
+        raise UsageError("--ui: no trace file given")
     from gitm_tui.app import make_analysis_app
 
     def load(progress: Callable[[str], None]) -> AnalysisResult:
@@ -202,3 +208,66 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
         error(app.analysis.error)
         return ExitCode.INPUT
     return ExitCode.OK
+
+
+def ranks_ui(ns: argparse.Namespace, files: list[Path]) -> ExitCode:
+    """`analyze DIR --ui`: the ranks screen; the ranks are analysed as without --ui (on Dask),
+    written under --out, and each rank opens in the analysis screen on request."""
+    app, said, failures = ranks_app(ns, files)
+    app.run()
+    screen = app.ranks
+    if screen.error is not None:
+        error(screen.error)
+        return ExitCode.INPUT
+    for o in screen.outcomes or []:
+        if o.error:
+            error(o.error)
+    for line in said + failures:
+        error(line)
+    failed = failures or any(o.error for o in screen.outcomes or [])
+    return ExitCode.INPUT if failed else ExitCode.OK
+
+
+def ranks_app(ns: argparse.Namespace, files: list[Path]) -> tuple[GitmApp, list[str], list[str]]:
+    """The ranks app of `analyze DIR --ui`, and the lists its loader fills with what was not
+    written (why) and what failed — said once the screen is gone."""
+    from multiprocessing import resource_tracker
+
+    from engine.analyze.compute import AnalysisResult, analyze_trace
+    from engine.analyze.ranks import cross_rank
+    from engine.analyze.run import analyze_paths, read_trace
+    from gitm_tui.app import make_ranks_app
+
+    out_root = None if ns.no_write else ns.out
+    # what was not written and why: said once the screen is gone
+    said: list[str] = []
+    failures: list[str] = []
+
+    def load(
+        progress: Callable[[int, int, str], None], dashboard: Callable[[str], None]
+    ) -> tuple[list[FileOutcome], CrossRank | None]:
+        outcomes = analyze_paths(
+            [str(f) for f in files], hardware=ns.hardware, out_root=out_root, top=ns.top,
+            workers=ns.workers, counting=ns.counting, cluster=ns.cluster, progress=progress,
+            dashboard=dashboard,
+        )  # fmt: skip
+        crossed = cross_rank([o.summary for o in outcomes if o.summary is not None])
+        if crossed is not None and out_root is not None:
+            _, problems, failed = _write_cross_rank(crossed, out_root, outcomes)
+            said.extend(problems)
+            failures.extend([failed] if failed else [])
+        return outcomes, crossed
+
+    def open_rank(path: str, progress: Callable[[str], None]) -> AnalysisResult:
+        progress(f"reading {Path(path).name}…")
+        trace = read_trace(Path(path))
+        progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
+        return analyze_trace(
+            trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting
+        )
+
+    # Dask's worker processes start from the loader thread while Textual holds sys.stderr;
+    # multiprocessing's resource tracker, started on first use, passes sys.stderr's fd to its
+    # child and fails under the app ("bad value(s) in fds_to_keep"): start it now, before
+    resource_tracker.ensure_running()
+    return make_ranks_app(load, source=", ".join(ns.paths), open_rank=open_rank), said, failures

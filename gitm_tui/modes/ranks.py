@@ -1,0 +1,267 @@
+"""Ranks mode (`gitm-tui analyze DIR --ui`): the ranks of one job side by side — per rank its
+GPU time, regime mix, step time, time waited at collectives, communication share and overlap,
+the straggler and outliers marked — and the cross-rank findings (stragglers per step, arrival
+skews, slow links, notes). Enter opens a rank's own analysis (timeline, kernels); escape comes
+back. The ranks are analysed in a thread (on Dask for several files) while a bar counts them."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, LoadingIndicator, ProgressBar, Static
+
+from engine.analyze.compute import AnalysisResult
+from engine.analyze.ranks import CrossRank
+from engine.analyze.run import FileOutcome
+from engine.regimes import Label
+from gitm_tui.analyze_view import cross_rank_text
+from gitm_tui.modes.analysis import AnalysisScreen
+from gitm_tui.render import mode_title, outside_text
+from gitm_tui.theme import regime_style
+
+#: what the loader returns: every file's outcome, and the ranks crossed (None: not one job)
+RanksResult = tuple[list[FileOutcome], CrossRank | None]
+#: progress(done, total, path) and the Dask dashboard's address when the cluster has one
+Progress = Callable[[int, int, str], None]
+Loader = Callable[[Progress, Callable[[str], None]], RanksResult]
+#: a rank's own analysis, loaded when asked (the client holds summaries, not events)
+OpenRank = Callable[[str, Callable[[str], None]], AnalysisResult]
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+class RankAnalysisScreen(AnalysisScreen):
+    """One rank's analysis, pushed over the ranks: escape goes back; a failure to load it is a
+    notification, not the end of the app."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Ranks")]
+
+    def on_analysis_screen_load_done(self, message: AnalysisScreen.LoadDone) -> None:
+        # Textual runs this handler, then AnalysisScreen's (the base class's) unless the
+        # default is prevented: a result is shown there; a failure stops here
+        if message.res is None:
+            message.prevent_default()
+            self.app.pop_screen()
+            self.app.notify(outside_text(message.error or "cannot open the rank").plain,
+                            severity="error")  # fmt: skip
+
+
+class RanksScreen(Screen[None]):
+    """The ranks of one job and what crossing them found."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_rank", "Open rank"),
+        Binding("tab", "app.focus_next", "Next pane", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    class Progressed(Message):
+        def __init__(self, done: int, total: int, path: str) -> None:
+            super().__init__()
+            self.done, self.total, self.path = done, total, path
+
+    class Dashboard(Message):
+        def __init__(self, link: str) -> None:
+            super().__init__()
+            self.link = link
+
+    class Done(Message):
+        def __init__(self, result: RanksResult | None, error: str | None) -> None:
+            super().__init__()
+            self.result, self.error = result, error
+
+    def __init__(self, load: Loader, source: str, open_rank: OpenRank | None = None) -> None:
+        """Run ``load(progress, dashboard)`` in a thread and show what it returns;
+        ``open_rank(path, progress)`` analyses one rank again here when the user opens it."""
+        super().__init__(id="ranks")
+        self._load = load
+        self._open_rank = open_rank
+        self._source = source
+        self.outcomes: list[FileOutcome] | None = None
+        self.crossed: CrossRank | None = None
+        self.error: str | None = None
+        self._paths: dict[str, str] = {}
+        self._dashboard = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._header(), id="ranks-header")
+        if self.outcomes is None:
+            with Vertical(id="ranks-loading"):
+                yield LoadingIndicator()
+                yield ProgressBar(id="ranks-progress", show_eta=False)
+                yield Static("listing the rank files…", id="ranks-stage")
+            yield Footer()
+            return
+        with Horizontal(id="ranks-body"):
+            table: DataTable[object] = DataTable(
+                id="ranks-table", cursor_type="row", zebra_stripes=True
+            )
+            table.border_title = "ranks (enter: open one)"
+            yield table
+            with VerticalScroll(id="ranks-cross") as side:
+                side.border_title = "across ranks"
+                yield Static(self._cross(), id="ranks-findings")
+        yield Footer()
+
+    def _header(self) -> Text:
+        head = mode_title("ranks", self._source)
+        if self.outcomes is not None:
+            good = [o for o in self.outcomes if o.analysis is not None]
+            head.append(f"{len(good)} analysed")
+            bad = len(self.outcomes) - len(good)
+            if bad:
+                head.append(f"  ·  {bad} failed", style="bold")
+        return head
+
+    def _cross(self) -> Text:
+        out = Text()
+        if self.crossed is not None:
+            out.append_text(cross_rank_text(self.crossed))  # cleaned where it comes from a trace
+        else:
+            out.append(
+                "not compared: the files do not carry distinct rank ids (distributedInfo.rank)",
+                style="dim",
+            )
+        for o in self.outcomes or []:
+            if o.error:
+                out.append("\n")
+                out.append_text(outside_text(o.error, "bold"))
+        return out
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(
+            threading.Thread(target=self._run, name="gitm-ranks-load", daemon=True).start
+        )
+
+    def _run(self) -> None:
+        """Loader thread: the analyses run here (or on Dask); the UI only gets messages."""
+        try:
+            result = self._load(
+                lambda d, n, p: self._post(self.Progressed(d, n, p)),
+                lambda link: self._post(self.Dashboard(link)),
+            )
+        except Exception as e:  # the loader's one-line errors (a cluster not reached, …)
+            self._post(self.Done(None, str(e)))
+            return
+        self._post(self.Done(result, None))
+
+    def _post(self, message: Message) -> None:
+        with contextlib.suppress(RuntimeError):  # the app quit meanwhile
+            self.post_message(message)
+
+    def on_ranks_screen_dashboard(self, message: Dashboard) -> None:
+        self._dashboard = message.link
+
+    def on_ranks_screen_progressed(self, message: Progressed) -> None:
+        bars = self.query("#ranks-progress")
+        if bars:
+            bars.first(ProgressBar).update(total=message.total, progress=message.done)
+        stage = self.query("#ranks-stage")
+        if stage:
+            line = Text(f"analysed {message.done}/{message.total}: ")
+            line.append_text(outside_text(Path(message.path).name))
+            if self._dashboard:
+                line.append("\nDask dashboard: ")
+                line.append_text(outside_text(self._dashboard))
+            stage.first(Static).update(line)
+
+    def on_ranks_screen_done(self, message: Done) -> None:
+        if message.result is None:
+            self.error = message.error
+            self.app.exit(return_code=1)
+            return
+        self.outcomes, self.crossed = message.result
+        self.call_later(self._rebuild)
+
+    async def _rebuild(self) -> None:
+        await self.recompose()
+        self._populate()
+
+    def _populate(self) -> None:
+        table = self.query_one("#ranks-table", DataTable)
+        stats = {p.rank: p for p in self.crossed.per_rank} if self.crossed else {}
+        votes = [s.straggler for s in self.crossed.steps] if self.crossed else []
+        named = [v for v in votes if v is not None]
+        straggler = max(set(named), key=named.count) if named else None
+        odd: dict[int, list[str]] = {}
+        for out in self.crossed.outliers if self.crossed else []:
+            odd.setdefault(out.rank, []).append(out.metric)
+        for col in ("rank", "GPU ms", "step ms", "waited ms", "last", "comm", "overlap",
+                    "regimes", ""):  # fmt: skip
+            table.add_column(col, key=col)
+        good = [(o, o.analysis) for o in self.outcomes or [] if o.analysis is not None]
+        for o, a in sorted(good, key=lambda g: (g[1].rank is None, g[1].rank or 0)):
+            p = stats.get(a.rank) if a.rank is not None else None
+            mark = Text()
+            if a.rank is not None and a.rank == straggler:
+                mark.append("straggler ", style="bold red")
+            if a.rank is not None and a.rank in odd:  # the metrics it is an outlier on
+                short = {"waited_ns": "waited", "comm_share": "comm", "step_ns": "step"}
+                mark.append("odd " + ",".join(short.get(m, m) for m in odd[a.rank]), style="red")
+            key = str(len(self._paths))
+            self._paths[key] = o.path
+            table.add_row(
+                "?" if a.rank is None else str(a.rank),
+                _ms(a.gpu_time_ns),
+                "—" if p is None or p.step_ns is None else _ms(p.step_ns),
+                "—" if p is None else _ms(p.waited_ns),
+                "—" if p is None else str(p.last_arrivals),
+                "—" if p is None else f"{p.comm_share:.0%}",
+                "—" if p is None else f"{p.overlap_share:.0%}",
+                _mix(a.time_by_regime_ns),
+                mark,
+                key=key,
+            )
+        table.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "open_rank":
+            return self.outcomes is not None and self._open_rank is not None
+        return True
+
+    def action_open_rank(self) -> None:
+        table = self.query_one("#ranks-table", DataTable)
+        if table.row_count:
+            self._open(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        # enter on the focused table selects the row (the table's own key comes first)
+        self._open(event.row_key.value)
+
+    def _open(self, key: object) -> None:
+        path = self._paths.get(str(key))
+        opener = self._open_rank
+        if path is None or opener is None:
+            return
+        self.app.push_screen(
+            RankAnalysisScreen(load=lambda progress: opener(path, progress), source=path)
+        )
+
+
+def _mix(by_regime: dict[str, int], width: int = 16) -> Text:
+    """The regime mix as a bar of ``width`` cells coloured by regime (largest first)."""
+    total = sum(by_regime.values())
+    out = Text()
+    if total <= 0:
+        return Text("—")
+    used = 0
+    parts = sorted(((v, k) for k, v in by_regime.items() if v > 0), reverse=True)
+    for i, (v, k) in enumerate(parts):
+        n = width - used if i == len(parts) - 1 else round(width * v / total)
+        n = max(0, min(n, width - used))
+        if n:
+            out.append("█" * n, style=regime_style(Label[k]))
+            used += n
+    return out

@@ -1,0 +1,122 @@
+"""The ranks screen (`analyze DIR --ui`): per-rank progress while the ranks are analysed in a
+thread, then one row per rank with the straggler and outliers marked, the cross-rank findings
+(a planted slow link), a rank opened in the analysis screen and closed again."""
+
+from __future__ import annotations
+
+import threading
+
+from textual.widgets import DataTable, ProgressBar, Static
+
+from engine.analyze.compute import analyze_trace
+from engine.analyze.ranks import cross_rank
+from engine.analyze.run import analyze_paths, read_trace
+from engine.analyze.synth_ranks import write_ranks
+from gitm_tui.app import make_ranks_app
+from gitm_tui.modes.ranks import RankAnalysisScreen
+
+
+async def _until(pilot, check, tries=100):
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        if check():
+            return True
+    return False
+
+
+async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tmp_path):
+    paths = write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=2, slow_link=(0, 1))
+    outcomes = analyze_paths([str(tmp_path / "ranks")], workers=1)  # here: fast for a test
+    gate = threading.Event()
+
+    def load(progress, dashboard):
+        assert threading.current_thread() is not threading.main_thread()
+        dashboard("http://127.0.0.1:8787/status")
+        progress(1, 4, str(paths[0]))
+        gate.wait(10)
+        for i in range(2, 5):
+            progress(i, 4, str(paths[i - 1]))
+        return outcomes, cross_rank([o.summary for o in outcomes if o.summary])
+
+    opened = []
+
+    def open_rank(path, progress):
+        opened.append(path)
+        progress("reading…")
+        return analyze_trace(read_trace(paths[2]))
+
+    app = make_ranks_app(load, source=str(tmp_path / "ranks"), open_rank=open_rank)
+    async with app.run_test(size=(150, 40)) as pilot:
+        assert await _until(pilot, lambda: "1/4" in str(app.query_one("#ranks-stage").render()))
+        stage = str(app.query_one("#ranks-stage", Static).render())
+        assert "rank0000.json.gz" in stage and "127.0.0.1:8787" in stage  # the Dask dashboard
+        assert app.query_one(ProgressBar).progress == 1
+        gate.set()
+        assert await _until(pilot, lambda: bool(app.query("#ranks-table")))
+        table = app.query_one("#ranks-table", DataTable)
+        assert table.row_count == 4
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(4)]
+        assert [r[0] for r in rows] == ["0", "1", "2", "3"]
+        assert "straggler" in rows[2][-1] and not any("straggler" in r[-1] for r in rows[:2])
+        findings = str(app.query_one("#ranks-findings", Static).render())
+        assert "slow link 0→1" in findings and "straggler rank 2" in findings
+        await pilot.press("down", "down", "enter")  # rank 2
+        assert await _until(pilot, lambda: isinstance(app.screen, RankAnalysisScreen))
+        assert await _until(pilot, lambda: app.screen.res is not None)
+        assert opened == [str(paths[2])]
+        await pilot.press("escape")
+        assert await _until(pilot, lambda: app.screen is app.ranks)
+        await pilot.press("q")
+
+
+async def test_a_loader_that_fails_ends_the_app_with_its_line():
+    def load(progress, dashboard):
+        raise ConnectionError("cannot reach the Dask scheduler at tcp://127.0.0.1:1")
+
+    app = make_ranks_app(load, source="ranks/")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _until(pilot, lambda: app.ranks.error is not None)
+    assert app.ranks.error == "cannot reach the Dask scheduler at tcp://127.0.0.1:1"
+    assert app.return_code == 1
+
+
+async def test_a_rank_that_cannot_be_opened_is_a_notice_not_the_end(tmp_path):
+    write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
+    outcomes = analyze_paths([str(tmp_path / "ranks")], workers=1)
+
+    def load(progress, dashboard):
+        return outcomes, cross_rank([o.summary for o in outcomes if o.summary])
+
+    def open_rank(path, progress):
+        raise OSError(f"{path}: gone")
+
+    app = make_ranks_app(load, source="ranks/", open_rank=open_rank)
+    async with app.run_test(size=(150, 40)) as pilot:
+        assert await _until(pilot, lambda: bool(app.query("#ranks-table")))
+        table = app.query_one("#ranks-table", DataTable)
+        assert not any("straggler" in str(table.get_row_at(i)[-1]) for i in range(3))
+        await pilot.press("enter")
+        assert await _until(pilot, lambda: app.screen is app.ranks and app.ranks.error is None)
+        await pilot.pause(0.2)
+        assert app.is_running and app.screen is app.ranks
+        await pilot.press("q")
+
+
+async def test_analyze_dir_ui_runs_the_ranks_on_a_local_dask_cluster_under_the_app(tmp_path):
+    """The CLI's own app (`analyze DIR --ui`): Dask's worker processes start from the loader
+    thread while Textual holds sys.stderr; the outputs are written as without --ui."""
+    from gitm_tui.commands.analyze import analyze_parser, ranks_app
+
+    write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=1)
+    ns = analyze_parser().parse_args(
+        [str(tmp_path / "ranks"), "--ui", "--workers", "2", "--out", str(tmp_path / "out")]
+    )
+    files = sorted((tmp_path / "ranks").iterdir())
+    app, said, failures = ranks_app(ns, files)
+    async with app.run_test(size=(150, 40)) as pilot:
+        assert await _until(pilot, lambda: app.ranks.outcomes or app.ranks.error, tries=600)
+        assert app.ranks.error is None
+        assert [o.error for o in app.ranks.outcomes if o.error] == []
+        await pilot.press("q")
+    assert not failures and not said and (tmp_path / "out" / "cross_rank.md").exists()
+    assert (tmp_path / "out" / "ranks.perfetto.json.gz").exists()
