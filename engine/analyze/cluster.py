@@ -13,8 +13,8 @@ analysed. ``progress(done, total, path)`` is called as each file finishes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
+from engine.analyze.remote import url_name
 from engine.analyze.run import FileOutcome, analyze_file
 
 #: how often the scheduler re-runs a file's task whose worker died before giving up on it
@@ -22,7 +22,7 @@ RETRIES = 2
 
 
 def analyze_on_cluster(
-    files: list[Path],
+    files: list[str],
     cluster: str,
     workers: int | None = None,
     hardware: str | None = None,
@@ -68,12 +68,12 @@ def analyze_on_cluster(
             futs = {
                 client.submit(
                     analyze_file,
-                    str(f),
+                    f,
                     hardware,
                     out_root,
                     top,
                     counting,
-                    key=f"gitm-analyze-{i}-{f.name}",
+                    key=f"gitm-analyze-{i}-{url_name(f)}",
                     pure=False,
                     retries=RETRIES,
                 ): i
@@ -86,10 +86,10 @@ def analyze_on_cluster(
                     out[i] = fut.result()
                 except Exception as e:  # the task itself failed on every try (a worker died)
                     out[i] = FileOutcome(
-                        str(files[i]), error=f"{files[i]}: not analysed on the cluster: {e!r}"[:400]
+                        files[i], error=f"{files[i]}: not analysed on the cluster: {e!r}"[:400]
                     )
                 if progress is not None:
-                    progress(done, len(files), str(files[i]))
+                    progress(done, len(files), files[i])
             if worker_peaks is not None:
                 worker_peaks.update(client.run(_peak_mib))
             return [o for o in out if o is not None]

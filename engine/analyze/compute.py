@@ -23,6 +23,7 @@ from engine.analyze.model import (
     StreamStats,
     Violation,
 )
+from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
 from engine.planner.catalogue import GpuPeaks, by_id, detect
@@ -450,7 +451,7 @@ def analyze_trace(
         )
 
     analysis = Analysis(
-        source=str(Path(trace.source)),
+        source=trace.source if is_url(trace.source) else str(Path(trace.source)),
         format=str(props.get("format", "")),
         rank=props.get("rank"),
         hardware=hw_model,

@@ -69,8 +69,10 @@ class RankSummary(_M):
     )
     nbytes: list[int] = Field(default=[], description="its message bytes (-1: not said)")
     seqs: list[int] = Field(default=[], description="its process group's sequence no. (-1)")
-    group_ranks: dict[str, list[int]] = Field(
-        default={}, description="the ranks of each process group, where the trace lists them"
+    group_ranks: dict[str, list[tuple[int, int, int]]] = Field(
+        default={},
+        description="the ranks of each process group where the trace lists them, as ranges "
+        "(start, stop, step): a group of 4,096 consecutive ranks is one range, not 4,096 ints",
     )
     compute_ns: int = Field(description="kernel time outside collectives (union over streams)")
     comm_ns: int = Field(description="collective kernel time (union over streams)")
@@ -126,6 +128,27 @@ def _intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
     return total
 
 
+def rank_ranges(ranks: tuple[int, ...] | list[int]) -> list[tuple[int, int, int]]:
+    """Ranks as arithmetic runs (start, stop, step), in their order: [0..4095] → [(0, 4096, 1)]."""
+    out: list[tuple[int, int, int]] = []
+    i, n = 0, len(ranks)
+    while i < n:
+        if i + 1 == n:
+            out.append((ranks[i], ranks[i] + 1, 1))
+            break
+        step = ranks[i + 1] - ranks[i]
+        if step <= 0:
+            out.append((ranks[i], ranks[i] + 1, 1))
+            i += 1
+            continue
+        j = i + 1
+        while j + 1 < n and ranks[j + 1] - ranks[j] == step:
+            j += 1
+        out.append((ranks[i], ranks[j] + 1, step))
+        i = j + 1
+    return out
+
+
 def summarize(trace: Trace) -> RankSummary:
     """The rank's summary: its collectives, steps, and compute/communication time."""
     seg = trace.segments
@@ -140,13 +163,13 @@ def summarize(trace: Trace) -> RankSummary:
     # what the kernels' args say of their communicator (engine.trace.collectives)
     facts = {(a, b): m for a, b, m in props.get("collectives", []) or []}
     groups, peers, nbytes, seqs = [], [], [], []
-    group_ranks: dict[str, list[int]] = {}
+    group_ranks: dict[str, list[tuple[int, int, int]]] = {}
     for n, i in enumerate(idx.tolist()):
         m = facts.get((int(seg.start_ns[i]), int(seg.stream[i]))) or {}
         g = m.get("group") or ""
         groups.append(g)
         if g and m.get("group_ranks") and g not in group_ranks:
-            group_ranks[g] = list(m["group_ranks"])
+            group_ranks[g] = rank_ranges(m["group_ranks"])
         peer = -1
         if ops[n] in ("SendRecv", "Send", "Recv", "collective"):
             if m.get("dst") is not None:
@@ -325,8 +348,12 @@ def _instances(by_rank: dict[int, RankSummary]) -> dict[_Key, _Instance]:
                 g = groups[i]
                 base = ("pg", g, op)
                 label = f"group {g}"
-                members = s.group_ranks.get(g)
-                expected = frozenset(members) & ranks if members else None
+                spans = s.group_ranks.get(g)
+                expected = (
+                    frozenset(r for a, b, c in spans for r in range(a, b, c)) & ranks
+                    if spans
+                    else None
+                )
             else:
                 base, label, expected = ("op", op), "", None
             if seqs[i] >= 0 and base[0] == "pg":

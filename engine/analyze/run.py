@@ -11,6 +11,7 @@ from engine.analyze.compute import analyze_trace
 from engine.analyze.export import write_outputs
 from engine.analyze.model import Analysis
 from engine.analyze.ranks import RankSummary, summarize
+from engine.analyze.remote import expand_url, is_url, local_copy, url_name
 from engine.analyze.semantics import COUNTING_MODES
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular, open_regular
@@ -33,13 +34,21 @@ class FileOutcome:
     summary: RankSummary | None = None
 
 
-def expand(paths: list[str]) -> tuple[list[Path], list[FileOutcome]]:
+def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
     """Return the trace files named or contained (one level) in ``paths``, and per-path errors
     (a path that does not exist, cannot be listed or is not a regular file: a FIFO or a device
-    would block or never end)."""
-    files: list[Path] = []
+    would block or never end). An fsspec URL (``s3://…``) is listed with fsspec
+    (engine.analyze.remote) and read by the worker that analyses it."""
+    files: list[str] = []
     errors: list[FileOutcome] = []
-    for p in map(Path, paths):
+    for raw in paths:
+        if is_url(raw):
+            found, why = expand_url(raw, TRACE_SUFFIXES)
+            files.extend(found)
+            if why is not None:
+                errors.append(FileOutcome(raw, error=why))
+            continue
+        p = Path(raw)
         try:
             mode = p.stat().st_mode
         except FileNotFoundError:
@@ -50,7 +59,7 @@ def expand(paths: list[str]) -> tuple[list[Path], list[FileOutcome]]:
             continue
         if stat.S_ISDIR(mode):
             try:
-                found = sorted(f for f in p.iterdir() if _is_trace_file(f))
+                found = sorted(str(f) for f in p.iterdir() if _is_trace_file(f))
             except OSError as e:
                 errors.append(
                     FileOutcome(str(p), error=f"{p}: cannot list directory: {e.strerror or e}")
@@ -67,7 +76,7 @@ def expand(paths: list[str]) -> tuple[list[Path], list[FileOutcome]]:
         elif (problem := not_regular(mode)) is not None:
             errors.append(FileOutcome(str(p), error=f"{p}: {problem}"))
         else:
-            files.append(p)
+            files.append(raw)
     return files, errors
 
 
@@ -94,13 +103,28 @@ def read_trace(path: Path) -> Trace:
     return read_kineto(path)
 
 
+def load_trace(path: str) -> Trace:
+    """Import a file, or a URL read through fsspec into a temporary copy (its source stays the
+    URL); TraceImportError for anything that cannot be read."""
+    if not is_url(path):
+        return read_trace(Path(path))
+    with local_copy(path) as copy:
+        try:
+            trace = read_trace(copy)
+        except TraceImportError as e:  # named by its URL, not by the temporary copy
+            raise TraceImportError(path, e.problem) from None
+    trace.source = path
+    return trace
+
+
 def analyze_file(
     path: str, hardware: str | None, out_root: str | None, top: int, counting: str = "exact"
 ) -> FileOutcome:
-    """Import, analyse and write one file; never raises for bad input (returns the error line)."""
-    p = Path(path)
+    """Import, analyse and write one file (a path, or a URL read here through fsspec); never
+    raises for bad input (returns the error line)."""
+    p = Path(url_name(path) if is_url(path) else path)
     try:
-        trace = read_trace(p)
+        trace = load_trace(path)
         summary = summarize(trace)
         res = analyze_trace(trace, hardware=hardware, top=top, counting=counting)
     except TraceImportError as e:
@@ -141,9 +165,9 @@ def analyze_paths(
     files, outcomes = expand(paths)
     if cluster is None and (len(files) <= 1 or workers == 1):
         for i, f in enumerate(files):
-            outcomes.append(analyze_file(str(f), hardware, out_root, top, counting))
+            outcomes.append(analyze_file(f, hardware, out_root, top, counting))
             if progress is not None:
-                progress(i + 1, len(files), str(f))
+                progress(i + 1, len(files), f)
         return outcomes
     from engine.analyze.cluster import analyze_on_cluster
 

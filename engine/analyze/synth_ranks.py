@@ -238,3 +238,44 @@ def _args(
     if dst is not None:
         a["Dst Rank"] = dst
     return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.analyze.synth_ranks OUT [--ranks N] [--events E] …``: write SYNTHETIC
+    rank traces (sizes from the arguments) for a try of `gitm-tui analyze OUT`."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m engine.analyze.synth_ranks", description=main.__doc__
+    )
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--events", type=int, default=None, help="about this many events per rank")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--straggler", type=int, default=5, help="-1: none")
+    ap.add_argument("--slow-link", default="2,3", help="SRC,DST of the ring, or 'none'")
+    ap.add_argument("--no-metadata", action="store_true", help="kernels without comm args")
+    ap.add_argument("--workload", default="hft-lob")
+    ap.add_argument("--seed", type=int, default=0)
+    ns = ap.parse_args(argv)
+    if ns.ranks < 1 or ns.steps < 1:
+        ap.error("--ranks and --steps must be >= 1")
+    link = None
+    if ns.slow_link != "none":
+        try:
+            a, b = (int(x) for x in ns.slow_link.split(","))
+        except ValueError:
+            ap.error("--slow-link: SRC,DST (two ranks) or 'none'")
+        link = (a, b)
+    kernels = None if ns.events is None else max(1, ns.events // (2 * ns.steps) - 6)
+    paths = write_ranks(
+        ns.out, ranks=ns.ranks, steps=ns.steps, kernels_per_step=kernels,
+        straggler=None if ns.straggler < 0 else ns.straggler, slow_link=link,
+        metadata=not ns.no_metadata, workload=ns.workload, seed=ns.seed,
+    )  # fmt: skip
+    print(f"wrote {len(paths)} SYNTHETIC rank traces to {ns.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -86,6 +86,10 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             print(f"\r\x1b[2K{PROG}: analysed {done}/{total}: {name}", end=end, file=sys.stderr)
             sys.stderr.flush()
 
+    def dashboard(link: str) -> None:  # a running cluster's own page: where to watch it
+        if live:
+            print(f"{PROG}: Dask dashboard: {clean(link, 200)}", file=sys.stderr)
+
     try:
         outcomes = analyze_paths(
             ns.paths,
@@ -96,6 +100,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             counting=ns.counting,
             cluster=ns.cluster,
             progress=progress,
+            dashboard=dashboard,
         )
     except ConnectionError as e:
         error(str(e))
@@ -182,7 +187,8 @@ def _write_cross_rank(
 
 def analyze_ui(ns: argparse.Namespace) -> ExitCode:
     from engine.analyze.compute import AnalysisResult, analyze_trace
-    from engine.analyze.run import expand, read_trace
+    from engine.analyze.remote import url_name
+    from engine.analyze.run import expand, load_trace
 
     files, errors = expand(ns.paths)
     if errors:
@@ -195,8 +201,8 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
     from gitm_tui.app import make_analysis_app
 
     def load(progress: Callable[[str], None]) -> AnalysisResult:
-        progress(f"reading {files[0].name}…")
-        trace = read_trace(files[0])
+        progress(f"reading {url_name(files[0])}…")
+        trace = load_trace(files[0])
         progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
         return analyze_trace(
             trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting
@@ -210,7 +216,7 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
-def ranks_ui(ns: argparse.Namespace, files: list[Path]) -> ExitCode:
+def ranks_ui(ns: argparse.Namespace, files: list[str]) -> ExitCode:
     """`analyze DIR --ui`: the ranks screen; the ranks are analysed as without --ui (on Dask),
     written under --out, and each rank opens in the analysis screen on request."""
     app, said, failures = ranks_app(ns, files)
@@ -228,14 +234,15 @@ def ranks_ui(ns: argparse.Namespace, files: list[Path]) -> ExitCode:
     return ExitCode.INPUT if failed else ExitCode.OK
 
 
-def ranks_app(ns: argparse.Namespace, files: list[Path]) -> tuple[GitmApp, list[str], list[str]]:
+def ranks_app(ns: argparse.Namespace, files: list[str]) -> tuple[GitmApp, list[str], list[str]]:
     """The ranks app of `analyze DIR --ui`, and the lists its loader fills with what was not
     written (why) and what failed — said once the screen is gone."""
     from multiprocessing import resource_tracker
 
     from engine.analyze.compute import AnalysisResult, analyze_trace
     from engine.analyze.ranks import cross_rank
-    from engine.analyze.run import analyze_paths, read_trace
+    from engine.analyze.remote import url_name
+    from engine.analyze.run import analyze_paths, load_trace
     from gitm_tui.app import make_ranks_app
 
     out_root = None if ns.no_write else ns.out
@@ -247,7 +254,7 @@ def ranks_app(ns: argparse.Namespace, files: list[Path]) -> tuple[GitmApp, list[
         progress: Callable[[int, int, str], None], dashboard: Callable[[str], None]
     ) -> tuple[list[FileOutcome], CrossRank | None]:
         outcomes = analyze_paths(
-            [str(f) for f in files], hardware=ns.hardware, out_root=out_root, top=ns.top,
+            files, hardware=ns.hardware, out_root=out_root, top=ns.top,
             workers=ns.workers, counting=ns.counting, cluster=ns.cluster, progress=progress,
             dashboard=dashboard,
         )  # fmt: skip
@@ -259,8 +266,8 @@ def ranks_app(ns: argparse.Namespace, files: list[Path]) -> tuple[GitmApp, list[
         return outcomes, crossed
 
     def open_rank(path: str, progress: Callable[[str], None]) -> AnalysisResult:
-        progress(f"reading {Path(path).name}…")
-        trace = read_trace(Path(path))
+        progress(f"reading {url_name(path)}…")
+        trace = load_trace(path)
         progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
         return analyze_trace(
             trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting

@@ -46,7 +46,7 @@ def test_the_planted_slow_link_is_named_from_the_kernels_args(tmp_path):
     sums = [summarize(read_trace(p)) for p in paths]
     # what the kernels' args said: the process group, its ranks, Seq, sizes, the peers
     s0 = sums[0]
-    assert set(s0.groups) == {"0"} and s0.group_ranks == {"0": list(range(8))}
+    assert set(s0.groups) == {"0"} and s0.group_ranks == {"0": [(0, 8, 1)]}
     assert ("Send", 1) in zip(s0.ops, s0.peers, strict=True)
     assert ("Recv", 7) in zip(s0.ops, s0.peers, strict=True)
     assert s0.nbytes[0] == (1 << 22) * 2  # 4 Mi bfloat16 elements
@@ -98,6 +98,15 @@ def test_a_link_slow_both_ways_is_named_once_and_a_fast_one_never():
     assert c is not None
     assert sorted(ln.link for ln in c.links if ln.slow) == ["1→2", "2→1"]
     assert len(c.slow_links) == 1 and c.slow_links[0].startswith("slow link 1↔2")
+
+
+def test_group_ranks_are_kept_as_ranges_and_come_back_whole():
+    from engine.analyze.ranks import rank_ranges
+
+    for ranks in ([0], list(range(4096)), [0, 2, 4, 6, 1, 3, 5, 7], [5, 3, 9, 10, 11], [3, 3]):
+        spans = rank_ranges(ranks)
+        assert [r for a, b, c in spans for r in range(a, b, c)] == ranks
+    assert rank_ranges(list(range(4096))) == [(0, 4096, 1)]
 
 
 def test_collective_facts_from_hostile_args_are_dropped_not_trusted():

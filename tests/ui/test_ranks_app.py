@@ -111,7 +111,7 @@ async def test_analyze_dir_ui_runs_the_ranks_on_a_local_dask_cluster_under_the_a
     ns = analyze_parser().parse_args(
         [str(tmp_path / "ranks"), "--ui", "--workers", "2", "--out", str(tmp_path / "out")]
     )
-    files = sorted((tmp_path / "ranks").iterdir())
+    files = sorted(str(f) for f in (tmp_path / "ranks").iterdir())
     app, said, failures = ranks_app(ns, files)
     async with app.run_test(size=(150, 40)) as pilot:
         assert await _until(pilot, lambda: app.ranks.outcomes or app.ranks.error, tries=600)
