@@ -13,6 +13,8 @@ from engine.analyze.model import Analysis
 from engine.analyze.ranks import RankSummary, summarize
 from engine.analyze.remote import expand_url, is_url, local_copy, url_name
 from engine.analyze.semantics import COUNTING_MODES
+from engine.analyze.warm import kernels
+from engine.jit import cold, compile_elsewhere, wait_compiled
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular, open_regular
 from engine.trace.kineto import read_kineto
@@ -118,14 +120,27 @@ def load_trace(path: str) -> Trace:
 
 
 def analyze_file(
-    path: str, hardware: str | None, out_root: str | None, top: int, counting: str = "exact"
+    path: str,
+    hardware: str | None,
+    out_root: str | None,
+    top: int,
+    counting: str = "exact",
+    stage: Callable[[str], None] | None = None,
+    before_analysis: Callable[[], None] | None = None,
 ) -> FileOutcome:
     """Import, analyse and write one file (a path, or a URL read here through fsspec); never
-    raises for bad input (returns the error line)."""
+    raises for bad input (returns the error line). ``stage`` hears what is being done (a line);
+    ``before_analysis`` runs between the import and the analysis."""
     p = Path(url_name(path) if is_url(path) else path)
+    say = stage or (lambda _line: None)
     try:
+        first = " — first run: compiling the reader (once)" if cold(kernels("import")) else ""
+        say(f"reading {p.name}{first}…")
         trace = load_trace(path)
         summary = summarize(trace)
+        if before_analysis is not None:
+            before_analysis()
+        say(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
         res = analyze_trace(trace, hardware=hardware, top=top, counting=counting)
     except TraceImportError as e:
         return FileOutcome(path, error=str(e))
@@ -154,6 +169,7 @@ def analyze_paths(
     cluster: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     dashboard: Callable[[str], None] | None = None,
+    stage: Callable[[str], None] | None = None,
 ) -> list[FileOutcome]:
     """Analyse every file; keep input order. One file (or ``workers=1``) runs here; several run
     on Dask — ``cluster`` "local" (the default: a local cluster of worker processes) or a
@@ -164,10 +180,25 @@ def analyze_paths(
         raise ValueError(f"unknown counting mode {counting!r}: expected one of {COUNTING_MODES}")
     files, outcomes = expand(paths)
     if cluster is None and (len(files) <= 1 or workers == 1):
+        # a first run compiles the analysis kernels in a child on the other core while this
+        # process compiles and runs the reader; then it loads them from the cache (engine.jit)
+        child = None
+        if files and cold(kernels("analysis")):
+            child = compile_elsewhere("engine.analyze.warm", "analysis")
+
+        def ready() -> None:
+            nonlocal child
+            if child is not None:
+                if stage is not None:
+                    stage("first run: waiting for the analysis kernels to compile (once)…")
+                wait_compiled(child)
+                child = None
+
         for i, f in enumerate(files):
-            outcomes.append(analyze_file(f, hardware, out_root, top, counting))
+            outcomes.append(analyze_file(f, hardware, out_root, top, counting, stage, ready))
             if progress is not None:
                 progress(i + 1, len(files), f)
+        # a child still running (no file got that far) finishes filling the cache on its own
         return outcomes
     from engine.analyze.cluster import analyze_on_cluster
 

@@ -86,6 +86,14 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             print(f"\r\x1b[2K{PROG}: analysed {done}/{total}: {name}", end=end, file=sys.stderr)
             sys.stderr.flush()
 
+    staged = False
+
+    def stage(line: str) -> None:  # what one file is going through, on one line rewritten
+        nonlocal staged
+        if live:
+            print(f"\r\x1b[2K{PROG}: {clean(line, 160)}", end="", file=sys.stderr, flush=True)
+            staged = True
+
     def dashboard(link: str) -> None:  # a running cluster's own page: where to watch it
         if live:
             print(f"{PROG}: Dask dashboard: {clean(link, 200)}", file=sys.stderr)
@@ -101,10 +109,14 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             cluster=ns.cluster,
             progress=progress,
             dashboard=dashboard,
+            stage=stage,
         )
     except ConnectionError as e:
         error(str(e))
         return ExitCode.INPUT
+    finally:
+        if staged:  # the stage line goes: the analysis follows on stdout
+            print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
     good = [o for o in outcomes if o.analysis is not None]
     write_failed = False
     if ns.json:

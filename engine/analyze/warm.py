@@ -1,0 +1,57 @@
+"""`python -m engine.analyze.warm [analysis] [import]`: compile the kernels `analyze` uses into
+numba's disk cache by running the production code on tiny inputs (engine.jit.compile_elsewhere
+runs it in a child on a cold first run; see engine.jit)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def kernels(kind: str) -> tuple[Any, ...]:
+    """The kernels whose cache files say whether ``kind`` is compiled."""
+    if kind == "import":
+        from engine.trace import json_scan
+
+        return (json_scan.scan_stream, json_scan.extract_fields)
+    from engine.eesm import embed, kappa, posterior, viterbi
+    from engine.schedule import dag
+
+    return (embed.observe, viterbi.viterbi_groups, posterior.posterior_groups,
+            kappa.kappa_groups, dag._replay)  # fmt: skip
+
+
+def warm_analysis() -> None:
+    """Regime decoding, κ and every lever's replay (analyze_trace) on two simulated iterations."""
+    from engine.analyze.compute import analyze_trace
+    from engine.device.simulator import simulate
+    from engine.trace.trace import Trace
+
+    batch, names = simulate("hft-lob", 2)
+    analyze_trace(Trace(segments=batch.segments, names=names, host=batch.host, source="warm-up"))
+
+
+def warm_import() -> None:
+    """The Kineto reader on a small generated trace."""
+    from engine.analyze.synth_ranks import write_ranks
+    from engine.trace.kineto import read_kineto
+
+    with tempfile.TemporaryDirectory(prefix="gitm-warm-") as d:
+        (path,) = write_ranks(Path(d), ranks=1, steps=1)
+        read_kineto(path)
+
+
+def main(argv: list[str]) -> int:
+    warmers = {"analysis": warm_analysis, "import": warm_import}
+    if not argv or any(k not in warmers for k in argv):
+        print("usage: python -m engine.analyze.warm {analysis,import}…", file=sys.stderr)
+        return 2
+    for kind in argv:
+        warmers[kind]()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
