@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.analyze.remote import url_name
-from engine.analyze.run import FileOutcome, analyze_file
+from engine.analyze.run import FileOutcome, analyze_file, output_names
 
 #: how often the scheduler re-runs a file's task whose worker died before giving up on it
 RETRIES = 2
@@ -43,6 +43,7 @@ def analyze_on_cluster(
     from distributed import Client, LocalCluster, as_completed
 
     local = None
+    restore = _terminate_cleanly()
     try:
         if cluster == "local":
             n = max(1, min(len(files), workers or os.cpu_count() or 1))
@@ -57,7 +58,7 @@ def analyze_on_cluster(
         else:
             try:
                 client = Client(cluster, timeout="10s")
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError, ValueError) as e:  # ValueError: a malformed address
                 raise ConnectionError(
                     f"cannot reach the Dask scheduler at {cluster}: {e}"
                 ) from None
@@ -65,6 +66,7 @@ def analyze_on_cluster(
             link = _dashboard_link(client) if dashboard is not None else None
             if link and dashboard is not None:
                 dashboard(link)
+            names = output_names(files)
             futs = {
                 client.submit(
                     analyze_file,
@@ -73,6 +75,7 @@ def analyze_on_cluster(
                     out_root,
                     top,
                     counting,
+                    out_name=names[f],
                     key=f"gitm-analyze-{i}-{url_name(f)}",
                     pure=False,
                     retries=RETRIES,
@@ -98,6 +101,28 @@ def analyze_on_cluster(
     finally:
         if local is not None:
             local.close()
+        restore()
+
+
+def _terminate_cleanly() -> Callable[[], None]:
+    """SIGTERM (a job scheduler's stop, `kill`) ends the run through its ``finally``: the local
+    cluster's worker processes are closed with it instead of lingering. The main thread only
+    (signal handlers live there); returns what restores the previous handler."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
 
 
 def _dashboard_link(client: object) -> str | None:

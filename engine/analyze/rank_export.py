@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
@@ -23,7 +24,7 @@ from engine.store.runs import atomic_write_text
 #: thread ids of a rank's second and later GPUs are moved by this much (one process per rank)
 _DEVICE_TID = 100_000_000
 _X = re.compile(
-    rb'^\{"ph":"X","cat":"(?:gpu|regime)","name":.*?,"pid":(\d+),"tid":(\d+),"ts":(-?\d+\.\d{3}),'
+    rb'^\{"ph":"X","cat":"(?:gpu|regime)","name":.*?,"pid":(-?\d+),"tid":(-?\d+),"ts":(-?\d+\.\d{3}),'
 )
 
 
@@ -91,7 +92,14 @@ def cross_rank_markdown(c: CrossRank) -> str:
                 f"{per} | {x} | {'**slow**' if ln.slow else ''} |"
             )
         lines += ["", f"Rule: {c.link_rule}", ""]
-        lines += [f"* **{md_text(s)}**" for s in c.slow_links]
+        for ln in c.links:  # from the structured fields: a name from the trace stays in code
+            if ln.slow:
+                lines.append(
+                    f"* **slow {'link' if ln.kind == 'p2p' else 'process group'}** "
+                    f"`{md_code(ln.link, 60)}`: {ln.op} transfers take "
+                    f"{ln.times_median or 0:.2f}× the median of its peers "
+                    f"({_ms(ln.transfer_ns)} ms each, {ln.transfers} transfers)"
+                )
     else:
         lines.append("No link could be compared (see the notes).")
     if c.notes:
@@ -114,6 +122,17 @@ def merge_perfetto(parts: list[tuple[int, Path]], offsets: dict[int, int], out: 
     (gzip): process = rank, times + the rank's clock offset. Raises OSError; a file not in our
     own format raises ValueError."""
     tmp = out.with_name(out.name + ".tmp")
+    try:
+        _merge(parts, offsets, tmp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    tmp.replace(out)
+    return out
+
+
+def _merge(parts: list[tuple[int, Path]], offsets: dict[int, int], tmp: Path) -> None:
     first = True
     with gzip.open(tmp, "wb", compresslevel=1) as w:
         w.write(b'{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze (ranks)"},')
@@ -163,8 +182,6 @@ def merge_perfetto(parts: list[tuple[int, Path]], offsets: dict[int, int], out: 
                         ev["args"] = {"name": f"GPU {dev} · {ev['args']['name']}"}
                     emit(json.dumps(ev).encode())
         w.write(b"\n]}\n")
-    tmp.replace(out)
-    return out
 
 
 def write_rank_outputs(
@@ -184,13 +201,28 @@ def write_rank_outputs(
             f"machine ({len(missing) or 'none'} missing; a remote cluster writes them where its "
             "workers are)"
         )
+        _stale(out_dir / "ranks.perfetto.json.gz", problems)
         return written, problems
     offsets = {p.rank: p.clock_offset_ns for p in c.per_rank}
+    merged = out_dir / "ranks.perfetto.json.gz"
     try:
-        written.append(merge_perfetto(perfetto, offsets, out_dir / "ranks.perfetto.json.gz"))
+        written.append(merge_perfetto(perfetto, offsets, merged))
     except (ValueError, KeyError, TypeError) as e:
         problems.append(f"ranks.perfetto.json.gz not written: {e}")
+        _stale(merged, problems)
     return written, problems
+
+
+def _stale(merged: Path, problems: list[str]) -> None:
+    """No merged file this time: one from an earlier run would not match these ranks."""
+    with contextlib.suppress(OSError):
+        merged.with_name(merged.name + ".tmp").unlink(missing_ok=True)
+    try:
+        if merged.exists():
+            merged.unlink()
+            problems.append(f"removed {merged.name} of an earlier run (not these ranks)")
+    except OSError as e:
+        problems.append(f"{merged.name} of an earlier run is still there: {e.strerror or e}")
 
 
 def cross_rank_schema_json() -> str:

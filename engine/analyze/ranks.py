@@ -26,8 +26,10 @@ ranks fit in one process (the per-rank work can run anywhere; engine.analyze.run
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -57,6 +59,9 @@ class RankSummary(_M):
     rank: int | None
     world_size: int | None = None
     steps: list[tuple[int, int]] = Field(description="ProfilerStep (start, end) ns, own clock")
+    step_ids: list[int] = Field(
+        default=[], description="each step's N (ProfilerStep#N), -1 where not said"
+    )
     ops: list[str] = Field(description="per collective kernel, in start order: its op")
     ordinals: list[int] = Field(description="its index among this rank's kernels of that op")
     starts: list[int]
@@ -187,6 +192,7 @@ def summarize(trace: Trace) -> RankSummary:
     cu = _union(seg.start_ns[comm], seg.end_ns[comm])
     ku = _union(seg.start_ns[kern], seg.end_ns[kern])
     steps = [(int(a), int(b)) for a, b in props.get("profiler_steps", []) or []]
+    ids = [int(x) for x in props.get("profiler_step_ids", []) or []]
     span = int(seg.end_ns.max() - seg.start_ns.min()) if len(seg) else 0
     ws = props.get("world_size")
     return RankSummary(
@@ -194,6 +200,7 @@ def summarize(trace: Trace) -> RankSummary:
         rank=props.get("rank"),
         world_size=ws if isinstance(ws, int) and not isinstance(ws, bool) else None,
         steps=steps,
+        step_ids=ids if len(ids) == len(steps) else [-1] * len(steps),
         ops=ops,
         ordinals=ordinals,
         starts=[int(x) for x in seg.start_ns[idx]],
@@ -223,13 +230,16 @@ class CollectiveSkew(_M):
 
 
 class StepStraggler(_M):
-    step: int
+    step: int = Field(
+        description="the profiled iteration (N of ProfilerStep#N) where every rank names its "
+        "steps; otherwise the index of the reference rank's step"
+    )
     straggler: int | None = Field(
         description="the rank the others waited for most in this step; None when their mean "
         "wait is under STRAGGLER_SHARE of the step (no rank held the step up measurably)"
     )
     waited_ns: dict[int, int] = Field(description="per rank: time spent waiting in collectives")
-    step_ns: int = Field(default=0, description="the step's length on the reference rank")
+    step_ns: int = Field(default=0, description="the step's length (median over the ranks)")
 
 
 class RankStats(_M):
@@ -253,7 +263,12 @@ class Outlier(_M):
 class LinkStats(_M):
     """One point-to-point direction (src→dst) or one process group, and how fast it moved data."""
 
-    link: str = Field(description="'2→3' (point to point) or 'group NAME'")
+    link: str = Field(
+        description="'2→3' (point to point) or 'group NAME' (the name from the trace)"
+    )
+    kind: str = Field(default="group", description="'p2p' (src → dst) or 'group'")
+    src: int | None = Field(default=None, description="p2p: the sending rank")
+    dst: int | None = Field(default=None, description="p2p: the receiving rank")
     ranks: list[int]
     op: str
     transfers: int
@@ -274,6 +289,11 @@ class CrossRank(_M):
     )
     matched: int = Field(description="collectives found on every rank that takes part")
     unmatched: int = Field(description="collectives missing on some rank (not compared)")
+    inconsistent: int = Field(
+        default=0,
+        description="matched collectives whose aligned ends do not coincide (a wrong match or a "
+        "clock step): left out of waits, stragglers and links",
+    )
     matching: str
     clocks: str
     rule: str
@@ -289,25 +309,29 @@ class CrossRank(_M):
     notes: list[str]
 
 
-def _outliers(values: dict[int, float], metric: str) -> list[Outlier]:
+def _outliers(values: dict[int, float], metric: str, floor: float) -> list[Outlier]:
+    """Ranks whose ``metric`` is off the median by more than K_MAD · 1.4826 · MAD and by more
+    than ``floor`` (a difference too small to matter is never an outlier, even when the other
+    ranks agree exactly and the MAD is 0)."""
     xs = np.array(list(values.values()), float)
     if len(xs) < 3:
         return []
     med = float(np.median(xs))
     mad = float(np.median(np.abs(xs - med)))
-    scale = 1.4826 * mad
-    out = []
-    for r, v in values.items():
-        if scale > 0 and abs(v - med) > K_MAD * scale:
-            out.append(Outlier(rank=r, metric=metric, value=v, median=med, mad=mad))
-        elif scale == 0 and v != med and abs(v - med) > 1e-9 * max(1.0, abs(med)):
-            out.append(Outlier(rank=r, metric=metric, value=v, median=med, mad=0.0))
-    return out
+    bar = max(K_MAD * 1.4826 * mad, floor)
+    return [
+        Outlier(rank=r, metric=metric, value=v, median=med, mad=mad)
+        for r, v in values.items()
+        if abs(v - med) > bar
+    ]
 
 
 #: a link is slow when its rate exceeds its peers' median by K_MAD × max(1.4826·MAD, this share
 #: of the median): transfer rates of healthy links differ by a few per cent, never zero
 LINK_FLOOR = 0.10
+#: outliers below these are not reported: comm share (absolute), step time (share of the median)
+COMM_SHARE_FLOOR = 0.02
+STEP_FLOOR = 0.02
 
 _Key = tuple[object, ...]
 
@@ -315,19 +339,55 @@ _Key = tuple[object, ...]
 class _Instance:
     """One collective (or transfer) as every taking-part rank recorded it."""
 
-    __slots__ = ("expected", "group", "op", "ordinal", "seen")
+    __slots__ = ("expected", "group", "op", "ordinal", "p2p", "seen", "step", "twice")
 
-    def __init__(self, op: str, ordinal: int, group: str, expected: frozenset[int] | None):
+    def __init__(
+        self,
+        op: str,
+        ordinal: int,
+        group: str,
+        expected: frozenset[int] | None,
+        p2p: tuple[int, int] | None,
+        step: int | None,
+    ) -> None:
         self.op, self.ordinal, self.group, self.expected = op, ordinal, group, expected
+        self.p2p, self.step = p2p, step
         self.seen: dict[int, tuple[int, int, int]] = {}  # rank → (start, end, nbytes)
+        self.twice = False  # one rank had two collectives under this key: not compared
 
 
-def _instances(by_rank: dict[int, RankSummary]) -> dict[_Key, _Instance]:
+def _step_of(s: RankSummary) -> Callable[[int], int | None]:
+    """A rank's collective start → the N of the ProfilerStep#N it falls in (None outside)."""
+    ordered = sorted(zip(s.steps, s.step_ids, strict=True))
+    starts = [a for (a, _), _ in ordered]
+
+    def step(t: int) -> int | None:
+        k = bisect.bisect_right(starts, t) - 1
+        if k >= 0 and t <= ordered[k][0][1]:
+            return ordered[k][1]
+        return None
+
+    return step
+
+
+def _instances(by_rank: dict[int, RankSummary], by_step: bool) -> dict[_Key, _Instance]:
     """Every collective keyed so that the same one has the same key on every rank: a Send/Recv
     by (src, dst, its ordinal on that direction); a collective of a named process group by
-    (group, op, Seq — or its ordinal in that group when the trace has no Seq); otherwise by
-    (op, ordinal), as NCCL runs a communicator's collectives in one order on all its ranks."""
+    (group, op, Seq — or its ordinal in that group when the trace has no Seq or repeats one);
+    otherwise by (op, ordinal), as NCCL runs a communicator's collectives in one order on all
+    its ranks. With ``by_step`` (every rank names its ProfilerSteps) ordinals count within the
+    step, so ranks whose profiler windows start at different iterations still match."""
     ranks = frozenset(by_rank)
+    # a Seq repeated on any rank cannot key anything: that group's collectives go by ordinal
+    repeated: set[tuple[str, str]] = set()
+    for s in by_rank.values():
+        seen_seq: set[tuple[str, str, int]] = set()
+        for op, g, q in zip(s.ops, s.groups or [""] * len(s.ops), s.seqs or [-1] * len(s.ops),
+                            strict=True):  # fmt: skip
+            if g and q >= 0:
+                if (g, op, q) in seen_seq:
+                    repeated.add((g, op))
+                seen_seq.add((g, op, q))
     out: dict[_Key, _Instance] = {}
     for r, s in by_rank.items():
         n = len(s.ops)
@@ -335,36 +395,41 @@ def _instances(by_rank: dict[int, RankSummary]) -> dict[_Key, _Instance]:
         peers = s.peers if len(s.peers) == n else [-1] * n
         sizes = s.nbytes if len(s.nbytes) == n else [-1] * n
         seqs = s.seqs if len(s.seqs) == n else [-1] * n
+        step_of = _step_of(s) if by_step else (lambda _t: None)
         count: dict[_Key, int] = defaultdict(int)
         for i, op in enumerate(s.ops):
             key: _Key
             expected: frozenset[int] | None
+            p2p: tuple[int, int] | None = None
+            step = step_of(s.starts[i])
             if op in ("Send", "Recv") and peers[i] >= 0:
                 src, dst = (r, peers[i]) if op == "Send" else (peers[i], r)
-                base: _Key = ("p2p", src, dst)
-                label, expected = f"{src}→{dst}", frozenset((src, dst)) & ranks
+                base: _Key = ("p2p", src, dst, step)
+                label, expected, p2p = f"{src}→{dst}", frozenset((src, dst)) & ranks, (src, dst)
                 op = "SendRecv"
             elif groups[i]:
                 g = groups[i]
-                base = ("pg", g, op)
+                base = ("pg", g, op, step)
                 label = f"group {g}"
                 spans = s.group_ranks.get(g)
                 expected = (
-                    frozenset(r for a, b, c in spans for r in range(a, b, c)) & ranks
+                    frozenset(x for a, b, c in spans for x in range(a, b, c)) & ranks
                     if spans
                     else None
                 )
             else:
-                base, label, expected = ("op", op), "", None
-            if seqs[i] >= 0 and base[0] == "pg":
-                key, k = (*base, "seq", seqs[i]), seqs[i]
+                base, label, expected = ("op", op, step), "", None
+            if seqs[i] >= 0 and base[0] == "pg" and (base[1], base[2]) not in repeated:
+                key, k = ("pg", base[1], base[2], "seq", seqs[i]), seqs[i]
             else:
                 k = count[base]
                 count[base] += 1
                 key = (*base, k)
             inst = out.get(key)
             if inst is None:
-                inst = out[key] = _Instance(op, k, label, expected)
+                inst = out[key] = _Instance(op, k, label, expected, p2p, step)
+            if r in inst.seen:
+                inst.twice = True
             inst.seen[r] = (s.starts[i], s.ends[i], sizes[i])
     return out
 
@@ -403,12 +468,14 @@ def _links(complete: list[_Instance]) -> tuple[list[LinkStats], list[str], list[
     everyone had arrived (clock-free: the shortest kernel of it), and the links slower than
     their peers: directions compared with directions, groups with groups of the same op and
     size, by rate per byte where every message size is known."""
-    by_link: dict[tuple[str, str], list[_Instance]] = defaultdict(list)
+    by_link: dict[tuple[object, str], list[_Instance]] = defaultdict(list)
     for inst in complete:
-        if inst.group:
+        if inst.p2p is not None:
+            by_link[(inst.p2p, inst.op)].append(inst)
+        elif inst.group:
             by_link[(inst.group, inst.op)].append(inst)
     stats: list[LinkStats] = []
-    for (label, op), insts in by_link.items():
+    for (_, op), insts in by_link.items():
         times = [min(e - s for s, e, _ in i.seen.values()) for i in insts]
         sizes = [max(b for _, _, b in i.seen.values()) for i in insts]
         per_byte = (
@@ -416,9 +483,13 @@ def _links(complete: list[_Instance]) -> tuple[list[LinkStats], list[str], list[
             if all(b > 0 for b in sizes)
             else None
         )
+        p2p = insts[0].p2p
         stats.append(
             LinkStats(
-                link=label,
+                link=insts[0].group,
+                kind="p2p" if p2p else "group",
+                src=p2p[0] if p2p else None,
+                dst=p2p[1] if p2p else None,
                 ranks=sorted(set().union(*(i.seen for i in insts))),
                 op=op,
                 transfers=len(insts),
@@ -429,14 +500,14 @@ def _links(complete: list[_Instance]) -> tuple[list[LinkStats], list[str], list[
             )
         )
     notes: list[str] = []
-    sentences: list[str] = []
-    classes: dict[tuple[str, bool, int], list[LinkStats]] = defaultdict(list)
+    classes: dict[tuple[str, str, int], list[LinkStats]] = defaultdict(list)
     for ln in stats:
-        p2p = "→" in ln.link
-        classes[(ln.op, p2p, 2 if p2p else len(ln.ranks))].append(ln)
+        classes[(ln.op, ln.kind, 2 if ln.kind == "p2p" else len(ln.ranks))].append(ln)
+    compared = 0
     for (op, _, _), peers in classes.items():
         if len(peers) < 3:
             continue
+        compared += len(peers)
         by_bytes = all(p.ns_per_byte is not None for p in peers)
         rate = {id(p): (p.ns_per_byte if by_bytes else p.transfer_ns) or 0.0 for p in peers}
         xs = np.array(list(rate.values()))
@@ -451,16 +522,23 @@ def _links(complete: list[_Instance]) -> tuple[list[LinkStats], list[str], list[
                 f"{op} links compared by transfer time: not every message size is in the trace, "
                 "so equal sizes are assumed"
             )
-    slow = {p.link: p for p in stats if p.slow}
-    for p in slow.values():
+    if stats and not compared:
+        notes.append(
+            "links: none compared — a link is judged against at least two peers of its kind "
+            "(point-to-point directions, or process groups of one op and size), and this job "
+            "has fewer"
+        )
+    sentences: list[str] = []
+    slow = [p for p in stats if p.slow]
+    both = {(p.src, p.dst) for p in slow if p.kind == "p2p"}
+    for p in slow:
         what, name = "process", p.link
-        if "→" in p.link:
-            src, dst = p.link.split("→")
+        if p.kind == "p2p":
             what = "link"
-            if f"{dst}→{src}" in slow:  # both directions: said once, as a↔b
-                if int(src) > int(dst):
+            if (p.dst, p.src) in both:  # both directions: said once, as a↔b
+                if (p.src or 0) > (p.dst or 0):
                     continue
-                name = f"{src}↔{dst}"
+                name = f"{p.src}↔{p.dst}"
         sentences.append(
             f"slow {what} {name}: {p.op} transfers take {p.times_median:.2f}× the median of its "
             f"peers ({p.transfer_ns / 1e6:,.3f} ms each, {p.transfers} transfers)"
@@ -476,14 +554,27 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         return None
     ranks = sorted(by_rank)
     everyone = frozenset(ranks)
-    instances = _instances(by_rank)
+    # ordinals count within a ProfilerStep#N when every rank names its steps
+    by_step = all(
+        s.steps and len(s.step_ids) == len(s.steps) and min(s.step_ids) >= 0
+        for s in by_rank.values()
+    )
+    instances = _instances(by_rank, by_step)
+    twice = sum(1 for i in instances.values() if i.twice)
     complete = [
         i
         for i in instances.values()
-        if len(i.seen) >= 2 and set(i.seen) >= (i.expected if i.expected is not None else everyone)
+        if not i.twice
+        and len(i.seen) >= 2
+        and set(i.seen) >= (i.expected if i.expected is not None else everyone)
     ]
     ref = ranks[0]
     notes: list[str] = []
+    if twice:
+        notes.append(
+            f"{twice} collective key(s) appear twice on one rank (a repeated sequence number "
+            "or ordinal): those collectives are not compared"
+        )
     offset, lost = _offsets(ranks, complete)
     if not complete:
         notes.append("no collective is on every rank that takes part: nothing to compare")
@@ -496,11 +587,16 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
     durations = [e - s for i in complete for s, e, _ in i.seen.values()]
     typical = float(np.median(durations)) if durations else 0.0
     dev: dict[int, list[float]] = defaultdict(list)
+    consistent: list[_Instance] = []
     for i in complete:
         ends = {r: v[1] + offset[r] for r, v in i.seen.items()}
         mid = float(np.median(list(ends.values())))
+        worst = 0.0
         for r, e in ends.items():
             dev[r].append(abs(e - mid))
+            worst = max(worst, abs(e - mid))
+        if worst <= 0.5 * typical:
+            consistent.append(i)
     residual = max((float(np.median(d)) for d in dev.values()), default=0.0)
     trusted = bool(complete) and not lost and residual <= 0.5 * typical
     if complete and not trusted and not lost:
@@ -509,13 +605,20 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             f"{residual / 1e6:,.3f} ms vs a typical collective of {typical / 1e6:,.3f} ms): the "
             "matching or the clocks are not reliable here, so no straggler is named from them"
         )
+    inconsistent = len(complete) - len(consistent)
+    if trusted and inconsistent:
+        notes.append(
+            f"{inconsistent} matched collective(s) end at different aligned times on their ranks "
+            "(a wrong match, or a clock that stepped): left out of waits, stragglers and links"
+        )
+    use = consistent if trusted else complete
     skews: list[CollectiveSkew] = []
     waited = dict.fromkeys(ranks, 0)
     last_n = dict.fromkeys(ranks, 0)
     ref_steps = by_rank[ref].steps
     step_wait: dict[int, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ranks, 0))
     step_ends = np.array([b for _, b in ref_steps], np.int64)
-    for inst in complete:
+    for inst in use:
         arrive = {r: v[0] + offset[r] for r, v in inst.seen.items()}
         last = max(arrive, key=lambda r: arrive[r])
         first = min(arrive.values())
@@ -530,25 +633,34 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             )
         )
         last_n[last] += 1
-        end_ref = int(np.median([v[1] + offset[r] for r, v in inst.seen.items()]))
-        k = int(np.searchsorted(step_ends, end_ref))  # the reference rank's step it ended in
-        step = k if k < len(ref_steps) and ref_steps[k][0] <= end_ref else None
+        if by_step:
+            step = inst.step
+        else:  # the reference rank's step the collective ended in
+            end_ref = int(np.median([v[1] + offset[r] for r, v in inst.seen.items()]))
+            k = int(np.searchsorted(step_ends, end_ref))
+            step = k if k < len(ref_steps) and ref_steps[k][0] <= end_ref else None
         for r, a in arrive.items():
             w = arrive[last] - a
             waited[r] += w
             if step is not None:
                 step_wait[step][r] += w
+    lengths: dict[int, list[int]] = defaultdict(list)  # step → its length on each rank
+    for s in by_rank.values():
+        for n, (a, b) in enumerate(s.steps):
+            sid = s.step_ids[n] if by_step else (n if s.rank == ref else None)
+            if sid is not None:
+                lengths[sid].append(b - a)
     steps = []
     for n in sorted(step_wait) if trusted else ():
         sw = step_wait[n]
         # the straggler is who the others waited for: the rank that waited least
         straggler = min(ranks, key=lambda r: sw[r])
         mean = sum(sw[r] for r in ranks if r != straggler) / (len(ranks) - 1)
-        length = ref_steps[n][1] - ref_steps[n][0]
+        length = int(np.median(lengths[n])) if lengths.get(n) else 0
         steps.append(
             StepStraggler(
                 step=n,
-                straggler=straggler if mean >= STRAGGLER_SHARE * length else None,
+                straggler=straggler if length and mean >= STRAGGLER_SHARE * length else None,
                 waited_ns=sw,
                 step_ns=length,
             )
@@ -569,12 +681,26 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
                 step_ns=float(np.median(durs)) if durs else None,
             )
         )
+    span = float(np.median([s.span_ns for s in by_rank.values()]))
+    step_med = [p.step_ns for p in per_rank if p.step_ns is not None]
     outliers = (
-        _outliers({p.rank: float(p.waited_ns) for p in per_rank}, "waited_ns")
-        + _outliers({p.rank: p.comm_share for p in per_rank}, "comm_share")
-        + _outliers({p.rank: p.step_ns for p in per_rank if p.step_ns is not None}, "step_ns")
+        # time waited rests on the aligned clocks: judged only when they can be trusted, and
+        # only a difference of 1 % of the run or more
+        (
+            _outliers(
+                {p.rank: float(p.waited_ns) for p in per_rank}, "waited_ns", STRAGGLER_SHARE * span
+            )
+            if trusted
+            else []
+        )
+        + _outliers({p.rank: p.comm_share for p in per_rank}, "comm_share", COMM_SHARE_FLOOR)
+        + _outliers(
+            {p.rank: p.step_ns for p in per_rank if p.step_ns is not None},
+            "step_ns",
+            STEP_FLOOR * float(np.median(step_med)) if step_med else 0.0,
+        )
     )
-    links, slow, link_notes = _links(complete)
+    links, slow, link_notes = _links(use)
     notes += link_notes
     if complete and not any(i.group for i in complete):
         notes.append(
@@ -587,11 +713,14 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         trusted=trusted,
         matched=len(complete),
         unmatched=len(instances) - len(complete),
+        inconsistent=inconsistent if trusted else 0,
         matching="a Send/Recv by (source, destination, its ordinal on that direction); a "
         "collective of a named process group by (group, op, Seq or its ordinal in the group); "
-        "otherwise the i-th collective of an op on one rank is the i-th of that op on every rank",
+        "otherwise the i-th collective of an op on one rank is the i-th of that op on every rank"
+        + (" — ordinals counted within each ProfilerStep#N" if by_step else ""),
         clocks=f"aligned on collective ends: each rank's median offset from rank {ref}",
-        rule=f"outlier: |x − median| > {K_MAD} × 1.4826 × MAD",
+        rule=f"outlier: |x − median| > {K_MAD} × 1.4826 × MAD and more than a floor (waited: 1 % "
+        f"of the run; comm share: {COMM_SHARE_FLOOR:.0%} points; step: {STEP_FLOOR:.0%})",
         collectives=skews[:50],
         steps=steps,
         per_rank=per_rank,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,36 @@ def read_trace(path: Path) -> Trace:
     return read_kineto(path)
 
 
+def _stem(name: str) -> str:
+    return name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
+
+
+def output_names(files: list[str]) -> dict[str, str]:
+    """Each file's output folder: its name without suffixes; where two files share one
+    (``a/trace.json`` and ``b/trace.json``), its parent's name joins it (``a_trace``), and a
+    number where that still collides — no file's outputs overwrite another's."""
+    full = {f: (url_name(f) if is_url(f) else Path(f).name) for f in files}
+    stems = {f: _stem(n) for f, n in full.items()}
+    count: dict[str, int] = defaultdict(int)
+    for v in stems.values():
+        count[v] += 1
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for f in files:
+        stem = stems[f]
+        if count[stem] > 1:
+            segs = f.rstrip("/").replace("\\", "/").split("/")
+            parent = segs[-2] if len(segs) >= 2 and segs[-2] else "x"
+            stem = f"{parent}_{stem}"
+        base, k = stem, 1
+        while stem in used:
+            k += 1
+            stem = f"{base}-{k}"
+        used.add(stem)
+        out[f] = stem
+    return out
+
+
 def load_trace(path: str) -> Trace:
     """Import a file, or a URL read through fsspec into a temporary copy (its source stays the
     URL); TraceImportError for anything that cannot be read."""
@@ -127,10 +158,12 @@ def analyze_file(
     counting: str = "exact",
     stage: Callable[[str], None] | None = None,
     before_analysis: Callable[[], None] | None = None,
+    out_name: str | None = None,
 ) -> FileOutcome:
     """Import, analyse and write one file (a path, or a URL read here through fsspec); never
     raises for bad input (returns the error line). ``stage`` hears what is being done (a line);
-    ``before_analysis`` runs between the import and the analysis."""
+    ``before_analysis`` runs between the import and the analysis; ``out_name``: the folder under
+    ``out_root`` (default: the file's name without its suffixes; see ``output_names``)."""
     p = Path(url_name(path) if is_url(path) else path)
     say = stage or (lambda _line: None)
     try:
@@ -146,7 +179,7 @@ def analyze_file(
         return FileOutcome(path, error=str(e))
     outputs: tuple[str, ...] = ()
     if out_root is not None:
-        stem = p.name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
+        stem = out_name or _stem(p.name)
         try:
             outputs = tuple(str(x) for x in write_outputs(res, Path(out_root) / stem))
         except OSError as e:
@@ -194,8 +227,11 @@ def analyze_paths(
                 wait_compiled(child)
                 child = None
 
+        names = output_names(files)
         for i, f in enumerate(files):
-            outcomes.append(analyze_file(f, hardware, out_root, top, counting, stage, ready))
+            outcomes.append(
+                analyze_file(f, hardware, out_root, top, counting, stage, ready, names[f])
+            )
             if progress is not None:
                 progress(i + 1, len(files), f)
         # a child still running (no file got that far) finishes filling the cache on its own

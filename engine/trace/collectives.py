@@ -14,6 +14,7 @@ a label's length, a rank list is kept only when it is whole (PyTorch truncates l
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 #: bytes per element of the c10 ScalarType names PyTorch writes as "dtype"
@@ -37,22 +38,33 @@ def _int(v: Any) -> int | None:
     if isinstance(v, int):
         return v if -(2**62) < v < 2**62 else None
     if isinstance(v, str) and 0 < len(v) <= 20 and _INT.fullmatch(v.strip()):
-        return int(v.strip())
+        x = int(v.strip())
+        return x if -(2**62) < x < 2**62 else None
     return None
 
 
 def _ranks(v: Any) -> tuple[int, ...] | None:
     """The ranks of "Process Group Ranks" ("[0, 1, 2]" or a JSON list); None when truncated
-    ("...") or not a list of ranks."""
+    ("...") or not a list of ranks. Every kernel of a group repeats the same string: it is
+    parsed once (and one tuple kept for all of them)."""
+    if isinstance(v, str):
+        return _ranks_text(v)
     if isinstance(v, list):
-        items = v
-    elif isinstance(v, str) and len(v) <= 16 * RANKS_MAX and "..." not in v:
+        return _rank_list(v)
+    return None
+
+
+@lru_cache(maxsize=8)  # a few groups per trace; a string may be 1 MB
+def _ranks_text(v: str) -> tuple[int, ...] | None:
+    if len(v) <= 16 * RANKS_MAX and "..." not in v:
         body = v.strip()
         if not (body.startswith("[") and body.endswith("]")):
             return None
-        items = [p for p in body[1:-1].split(",") if p.strip()]
-    else:
-        return None
+        return _rank_list([p for p in body[1:-1].split(",") if p.strip()])
+    return None
+
+
+def _rank_list(items: list[Any]) -> tuple[int, ...] | None:
     out = [_int(x) for x in items[: RANKS_MAX + 1]]
     if not out or len(out) > RANKS_MAX or any(x is None or x < 0 for x in out):
         return None

@@ -72,7 +72,7 @@ class _Columns:
         self.ops: list[dict[str, np.ndarray]] = []
         self.work: list[OpWork] = []
         self.op_names: dict[int, str] = {}  # name hash → op name
-        self.steps: list[tuple[int, int]] = []  # ProfilerStep#N (start, end) ns
+        self.steps: list[tuple[int, int, int]] = []  # ProfilerStep#N (start, end ns, N or -1)
         self.mtia = 0
         self.mtia_streams: set[int] = set()
         # collective kernels whose args name their communicator: (start ns, stream, facts)
@@ -349,10 +349,11 @@ def _framework(
         )
     ann = np.flatnonzero((codes == js.CAT_ANNOTATION) & ~bad)
     for r in ann.tolist():
-        if _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r])).startswith(
-            "ProfilerStep#"
-        ):
-            cols.steps.append((int(ts[r]), int(ts[r] + dur[r])))
+        name = _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r]))
+        if name.startswith("ProfilerStep#"):
+            num = name[len("ProfilerStep#") :]
+            sid = int(num) if num.isascii() and num.isdigit() and len(num) < 12 else -1
+            cols.steps.append((int(ts[r]), int(ts[r] + dur[r]), sid))
     mt = (codes == js.CAT_MTIA) & ~bad
     if mt.any():
         cols.mtia += int(mt.sum())
@@ -524,7 +525,9 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         "out_of_range_times": cols.out_of_range,
         "profiler_ranges": cols.ranges,
         "schema_version": schema if isinstance(schema, (int, str)) else None,
-        "profiler_steps": sorted(cols.steps),
+        "profiler_steps": [(a, b) for a, b, _ in sorted(cols.steps)],
+        # each step's N (ProfilerStep#N: the iteration it profiled), -1 where the name has none
+        "profiler_step_ids": [n for _, _, n in sorted(cols.steps)],
         "framework_ops": int(sum(len(o["tid"]) for o in cols.ops)),
         "mtia_events": cols.mtia,
         "mtia_streams": len(cols.mtia_streams),

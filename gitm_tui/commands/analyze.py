@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -74,6 +75,13 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         raise UsageError(f"unknown hardware {ns.hardware!r}; known: {', '.join(known)}")
     if ns.top < 1 or (ns.workers is not None and ns.workers < 1):
         raise UsageError("--top and --workers must be >= 1")
+    if ns.cluster not in (None, "local") and not re.fullmatch(
+        r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/]+:\d+/?", ns.cluster
+    ):
+        raise UsageError(
+            f"--cluster {clean(ns.cluster, 80)!r}: expected 'local' or a scheduler's address "
+            "with its port, such as tcp://HOST:8786"
+        )
     if ns.ui:
         return analyze_ui(ns)
 

@@ -305,3 +305,141 @@ def test_a_hostile_group_name_reaches_no_terminal_or_report_raw(tmp_path, capsys
     assert "\x1b" not in md and "\x07" not in md
     data = json.loads((tmp_path / "out" / "cross_rank.json").read_text())
     assert data["links"][0]["link"] == "1→2" and data["collectives"][0]["group"].startswith("group")
+
+
+# ---------------------------------------------------------------- what an adversarial review found
+def _mutate(path, fn):
+    """Apply fn(event, rank) to every NCCL kernel event of a generated rank file."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    rank = doc["distributedInfo"]["rank"]
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and "nccl" in e.get("name", ""):
+            fn(e, rank)
+    path.write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+
+
+def _drop_first_step(path):
+    """The profiler window of this rank starts one iteration later."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    ev = doc["traceEvents"]
+    first = next(e for e in ev if e.get("name") == "ProfilerStep#0")
+    end = first["ts"] + first["dur"]
+    doc["traceEvents"] = [e for e in ev if e["ts"] >= end - 1e-6 and e is not first]
+    path.write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+
+
+def test_a_group_name_with_an_arrow_is_a_name_not_a_link(tmp_path):
+    paths = write_ranks(tmp_path, ranks=4, steps=4, straggler=None, kernels_per_step=60)
+    names = ["a→b→c", "d→e", "f→g", "h→i"]
+
+    def rename(e, rank):
+        if "AllReduce" in e["name"]:
+            b = e["args"]["Seq"] % 4
+            e["args"]["Process Group Name"] = names[b]
+            e["args"]["Seq"] //= 4
+            if b == 0:
+                e["dur"] *= 10
+
+    for p in paths:
+        _mutate(p, rename)
+    c = cross_rank([summarize(read_trace(p)) for p in paths])  # no exception
+    assert c is not None
+    assert {ln.kind for ln in c.links if ln.link.startswith("group")} == {"group"}
+    assert all(ln.src is None for ln in c.links if ln.kind == "group")
+
+
+def test_a_repeated_seq_is_not_trusted_to_match(tmp_path):
+    paths = write_ranks(tmp_path, ranks=4, steps=4, straggler=2, kernels_per_step=60)
+    for p in paths:
+        _mutate(p, lambda e, r: e["args"].__setitem__("Seq", 0) if "Seq" in e["args"] else None)
+    c = cross_rank([summarize(read_trace(p)) for p in paths])
+    assert c is not None
+    assert [s.straggler for s in c.steps] == [2, 2, 2, 2]  # by ordinal, as without a Seq
+
+
+@pytest.mark.parametrize("metadata", [True, False])
+def test_profiler_windows_a_step_apart_name_no_false_straggler(tmp_path, metadata):
+    paths = write_ranks(
+        tmp_path, ranks=4, steps=4, straggler=None, kernels_per_step=60, seed=3, metadata=metadata
+    )
+    _drop_first_step(paths[1])
+    c = cross_rank([summarize(read_trace(p)) for p in paths])
+    assert c is not None and c.trusted
+    assert all(s.straggler is None for s in c.steps), [s.model_dump() for s in c.steps]
+    assert {s.step for s in c.steps} <= {0, 1, 2, 3}  # ProfilerStep#N, as the traces say
+    assert not [o for o in c.outliers if o.metric == "waited_ns"]
+
+
+def test_profiler_windows_a_step_apart_still_find_the_straggler(tmp_path):
+    paths = write_ranks(tmp_path, ranks=4, steps=4, straggler=2, kernels_per_step=60)
+    _drop_first_step(paths[1])
+    c = cross_rank([summarize(read_trace(p)) for p in paths])
+    assert c is not None and [s.straggler for s in c.steps if s.step > 0] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("ranks", [4, 16])
+def test_noise_is_not_an_outlier(tmp_path, ranks):
+    paths = write_ranks(tmp_path, ranks=ranks, steps=3, straggler=None, kernels_per_step=40)
+    c = cross_rank([summarize(read_trace(p)) for p in paths])
+    assert c is not None and c.outliers == []
+
+
+def test_a_malformed_cluster_address_is_a_usage_error(tmp_path, capsys):
+    from gitm_tui.cli import main
+
+    write_ranks(tmp_path / "ranks", ranks=2, steps=1)
+    for bad in ("tcp://127.0.0.1", "bogus!!"):
+        assert main(["analyze", str(tmp_path / "ranks"), "--cluster", bad, "--no-write"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "tcp://HOST:8786" in err
+
+
+def test_files_with_one_name_in_two_folders_keep_their_own_outputs(tmp_path):
+    import gzip
+    import shutil
+
+    from gitm_tui.cli import main
+
+    paths = write_ranks(tmp_path / "ranks", ranks=2, steps=2, straggler=None)
+    for r, p in enumerate(paths):
+        (tmp_path / f"r{r}").mkdir()
+        shutil.copy(p, tmp_path / f"r{r}" / "trace.json.gz")
+    files = [str(tmp_path / f"r{r}" / "trace.json.gz") for r in range(2)]
+    assert main(["analyze", *files, "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    for r in range(2):
+        a = json.loads((tmp_path / "out" / f"r{r}_trace" / "analysis.json").read_text())
+        assert a["rank"] == r
+    doc = json.loads(gzip.decompress((tmp_path / "out" / "ranks.perfetto.json.gz").read_bytes()))
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    assert names == {0: "rank 0", 1: "rank 1"}
+
+
+def test_negative_stream_ids_merge_and_no_temporary_file_is_left(tmp_path):
+    import gzip
+
+    from gitm_tui.cli import main
+
+    paths = write_ranks(tmp_path / "ranks", ranks=2, steps=2, straggler=None)
+    doc = json.loads(gzip.decompress(paths[1].read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e["args"]["stream"] == 7:
+            e["args"]["stream"] = -7
+            e["tid"] = -7
+    paths[1].write_bytes(gzip.compress(json.dumps(doc).encode()))
+    out = tmp_path / "out"
+    assert main(["analyze", str(tmp_path / "ranks"), "--out", str(out)]) == 0
+    merged = json.loads(gzip.decompress((out / "ranks.perfetto.json.gz").read_bytes()))
+    assert any(e.get("tid") == -7 and e["pid"] == 1 for e in merged["traceEvents"])
+    assert not list(out.glob("*.tmp"))
+
+
+def test_a_number_too_large_for_a_rank_or_seq_is_dropped():
+    from engine.trace.collectives import collective_meta
+
+    m = collective_meta({"Seq": "99999999999999999999", "Dst Rank": str(2**63), "dtype": "Float",
+                         "In msg nelems": 4, "Process Group Name": "g"})  # fmt: skip
+    assert m is not None and m["seq"] is None and m["dst"] is None
