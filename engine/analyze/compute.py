@@ -490,12 +490,16 @@ def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:
 def _levers(trace: Trace, hw: GpuPeaks, seg: Segments, dec: Decoded, notes: list[str]) -> list:
     """Replay each lever on the trace (regimes of every segment: 255 where none was decoded)."""
     from engine.analyze.levers import estimate_levers
+    from engine.analyze.steady import steady_window
 
     regimes = np.full(len(seg), 255, np.uint8)
     lab = dec.labels.copy()
     lab[lab >= len(Regime)] = 255  # UNKNOWN, COMM, COPY: no regime for the replay to read
     regimes[np.isin(seg.kind, np.array(_TIMED, np.uint8))] = lab
-    out = estimate_levers(trace, hw, regimes)
+    replayed, regimes, window = steady_window(trace, regimes)
+    if window is not None:
+        notes.append(window)
+    out = estimate_levers(replayed, hw, regimes)
     if not len(trace.host):
         notes.append(
             "no host runtime rows in this trace: launch/sync structure unknown, no lever replayed"

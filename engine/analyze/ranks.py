@@ -101,36 +101,33 @@ def collective_op(name: str) -> str:
     return canon.get(op.lower(), op[0].upper() + op[1:])
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted disjoint (starts, ends) — numpy, whatever the count."""
     if not len(start):
-        return []
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     o = np.argsort(start, kind="stable")
-    out: list[tuple[int, int]] = []
-    cs, ce = int(start[o[0]]), int(end[o[0]])
-    for s, e in zip(start[o[1:]].tolist(), end[o[1:]].tolist(), strict=True):
-        if s > ce:
-            out.append((cs, ce))
-            cs, ce = s, e
-        else:
-            ce = max(ce, e)
-    out.append((cs, ce))
-    return out
+    s, e = start[o].astype(np.int64), end[o].astype(np.int64)
+    reach = np.maximum.accumulate(e)
+    new = np.concatenate([[True], s[1:] > reach[:-1]])
+    first = np.flatnonzero(new)
+    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
+    return s[first], reach[last]
 
 
-def _length(spans: list[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in spans)
+def _length(u: tuple[np.ndarray, np.ndarray]) -> int:
+    return int((u[1] - u[0]).sum())
 
 
-def _intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0, hi - lo)
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+def _intersection(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
+    """Total length covered by both unions (each sorted and disjoint)."""
+    if not len(a[0]) or not len(b[0]):
+        return 0
+    # at every breakpoint, is each union covering? (disjoint intervals: a count of 0 or 1)
+    t = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
+    in_a = np.searchsorted(a[0], t, "right") - np.searchsorted(a[1], t, "right")
+    in_b = np.searchsorted(b[0], t, "right") - np.searchsorted(b[1], t, "right")
+    both = (in_a > 0) & (in_b > 0)
+    return int((np.diff(t) * both[:-1]).sum())
 
 
 def rank_ranges(ranks: tuple[int, ...] | list[int]) -> list[tuple[int, int, int]]:

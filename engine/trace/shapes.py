@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
+
 #: C++ type names in ``Input type`` → (DTYPES name or "" for non-float, bytes per element)
 _TYPES: dict[str, tuple[str, int]] = {
     "float": ("fp32", 4),
@@ -234,13 +236,17 @@ def innermost_known(
     stack of open ops finds them in O(n log n). Linking by time on the launching thread works
     for every Kineto version; older ones write the launch's own correlation as "External id"."""
     out = [-1] * len(q_ts)
+    # only ops of known work can be the answer, and a subset of nested intervals still nests:
+    # the innermost *known* op around a launch is the innermost op of the known ones (a trace
+    # of 2 M events has ~730k ops, a few of them known — the sweep visits only those)
     by_tid: dict[int, list[int]] = {}
-    for i, t in enumerate(op_tid.tolist()):
+    known = np.flatnonzero(np.asarray(op_work_idx) >= 0)
+    for i, t in zip(known.tolist(), np.asarray(op_tid)[known].tolist(), strict=True):
         by_tid.setdefault(t, []).append(i)
     q_by_tid: dict[int, list[int]] = {}
     for j, t in enumerate(q_tid.tolist()):
         q_by_tid.setdefault(t, []).append(j)
-    starts, ends, work = op_start.tolist(), op_end.tolist(), op_work_idx.tolist()
+    starts, ends = op_start.tolist(), op_end.tolist()
     qts = q_ts.tolist()
     for t, qs in q_by_tid.items():
         ops = by_tid.get(t)
@@ -261,7 +267,7 @@ def innermost_known(
             while stack and ends[stack[-1]] < tq:
                 stack.pop()
             for i in reversed(stack):
-                if work[i] >= 0 and ends[i] >= tq:
+                if ends[i] >= tq:
                     out[j] = i
                     break
     return out

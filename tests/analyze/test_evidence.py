@@ -291,3 +291,39 @@ def test_unknown_class_is_unknown_not_memory():
     unknown = [k for k in a.top_kernels if k.klass == "OTHER"]
     assert unknown and all(k.regime == Label.UNKNOWN.name and k.tier == "NONE" for k in unknown)
     assert a.evidence.share_of_kernel_time["NONE"] > 0.5
+
+
+def _call_tree(rng, tid, start, end, t, a, b, depth):
+    """A random call tree inside [a, b] on thread t, appended to the three lists."""
+    x = a
+    while x < b and depth < 5:
+        lo = int(rng.integers(x, b + 1))
+        hi = int(rng.integers(lo, b + 1))
+        tid.append(t)
+        start.append(lo)
+        end.append(hi)
+        if rng.random() < 0.6:
+            _call_tree(rng, tid, start, end, t, lo, hi, depth + 1)
+        x = hi + 1
+
+
+def test_innermost_known_matches_brute_force_on_random_call_stacks():
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        tid, start, end = [], [], []
+        for t in (1, 2):
+            _call_tree(rng, tid, start, end, t, 0, 200, 0)
+        tid_a, start_a, end_a = np.array(tid), np.array(start), np.array(end)
+        work = np.where(rng.random(len(tid)) < 0.4, 0, -1)
+        q_tid = rng.integers(1, 3, 50)
+        q_ts = rng.integers(0, 201, 50)
+        got = innermost_known(tid_a, start_a, end_a, work, q_tid, q_ts)
+        for j in range(50):
+            inside = [
+                i for i in range(len(tid))
+                if tid[i] == q_tid[j] and start[i] <= q_ts[j] <= end[i] and work[i] >= 0
+            ]  # fmt: skip
+            want = max(inside, key=lambda i: (start[i], -end[i], i)) if inside else -1
+            assert got[j] == want or (
+                want >= 0 and (start[got[j]], end[got[j]]) == (start[want], end[want])
+            )

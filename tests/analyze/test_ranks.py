@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 from engine.analyze.ranks import K_MAD, collective_op, cross_rank, summarize
@@ -443,3 +444,20 @@ def test_a_number_too_large_for_a_rank_or_seq_is_dropped():
     m = collective_meta({"Seq": "99999999999999999999", "Dst Rank": str(2**63), "dtype": "Float",
                          "In msg nelems": 4, "Process Group Name": "g"})  # fmt: skip
     assert m is not None and m["seq"] is None and m["dst"] is None
+
+
+def test_compute_and_communication_overlap_is_exact():
+    from engine.analyze.ranks import _intersection, _length, _union
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        a = rng.integers(0, 100, rng.integers(0, 30))
+        b = rng.integers(0, 100, rng.integers(0, 30))
+        ua = _union(a, a + rng.integers(0, 20, len(a)))
+        ub = _union(b, b + rng.integers(0, 20, len(b)))
+        cover = [set(range(s, e)) for s, e in zip(*ua, strict=True)]
+        covered_a = set().union(*cover) if cover else set()
+        cover = [set(range(s, e)) for s, e in zip(*ub, strict=True)]
+        covered_b = set().union(*cover) if cover else set()
+        assert _length(ua) == len(covered_a)
+        assert _intersection(ua, ub) == len(covered_a & covered_b)

@@ -1,0 +1,44 @@
+"""The levers of a long trace are replayed on its steady state: a window of consecutive
+ProfilerSteps (never the first) or the middle rows, said in a note; a short trace whole."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.analyze import steady
+from engine.analyze.run import read_trace
+from engine.analyze.synth_ranks import write_ranks
+from tests.paths import TRACES
+
+
+def test_a_short_trace_is_replayed_whole():
+    t = read_trace(TRACES / "kineto" / "a100_training_3streams.json.gz")
+    regimes = np.zeros(len(t.segments), np.uint8)
+    sub, reg, note = steady.steady_window(t, regimes)
+    assert sub is t and reg is regimes and note is None
+
+
+def test_a_long_trace_is_replayed_on_middle_steps_not_the_first(tmp_path, monkeypatch):
+    (path,) = write_ranks(tmp_path, ranks=1, steps=12, kernels_per_step=100)
+    t = read_trace(path)
+    monkeypatch.setattr(steady, "REPLAY_ROWS", 400)  # about 3 steps of ~100 kernels
+    regimes = np.arange(len(t.segments)) % 4
+    sub, reg, note = steady.steady_window(t, regimes.astype(np.uint8))
+    assert note is not None and "ProfilerSteps #" in note and "(the first is warm-up)" in note
+    steps = t.device_properties["profiler_steps"]
+    lo, hi = int(sub.segments.start_ns.min()), int(sub.segments.start_ns.max())
+    inside = [i for i, (a, b) in enumerate(steps) if a <= lo <= b or a <= hi <= b]
+    assert 0 not in inside and len(inside) >= 2
+    assert len(reg) == len(sub.segments) <= len(t.segments)
+    # every kept kernel's launch call is kept with it
+    assert np.isin(sub.segments.correlation[sub.segments.correlation >= 0],
+                   sub.host.correlation).all()  # fmt: skip
+
+
+def test_the_analysis_says_which_window_it_replayed(tmp_path, monkeypatch):
+    from engine.analyze.compute import analyze_trace
+
+    (path,) = write_ranks(tmp_path, ranks=1, steps=8, kernels_per_step=100)
+    monkeypatch.setattr(steady, "REPLAY_ROWS", 300)
+    a = analyze_trace(read_trace(path)).analysis
+    assert any(n.startswith("levers replayed on ProfilerSteps") for n in a.notes)
