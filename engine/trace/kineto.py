@@ -70,6 +70,7 @@ class _Columns:
         self.waits: list[dict[str, np.ndarray]] = []
         # framework ops (thread, interval, index into ``work`` or -1) for the DERIVED tier
         self.ops: list[dict[str, np.ndarray]] = []
+        self.framework_ops = 0  # cpu_op rows seen (only those of known work are kept)
         self.work: list[OpWork] = []
         self.op_names: dict[int, str] = {}  # name hash → op name
         self.op_work_memo: dict[tuple[str, ...], OpWork | None] = {}  # (name, shape texts)
@@ -379,9 +380,16 @@ def _framework(
             if w is not None:
                 idx[n] = len(cols.work)
                 cols.work.append(w)
-        cols.ops.append(
-            {"tid": ints[op, js.F_TID], "start": ts[op], "end": ts[op] + dur[op], "work": idx}
-        )
+        # only ops of known work are kept: the innermost-known-op sweep needs no other
+        # (engine.trace.shapes.innermost_known), and a 2 M-event trace has ~730k ops
+        cols.framework_ops += int(op.size)
+        keep = idx >= 0
+        if keep.any():
+            kept = op[keep]
+            cols.ops.append(
+                {"tid": ints[kept, js.F_TID], "start": ts[kept], "end": ts[kept] + dur[kept],
+                 "work": idx[keep]}
+            )  # fmt: skip
     ann = np.flatnonzero((codes == js.CAT_ANNOTATION) & ~bad)
     for r in ann.tolist():
         name = _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r]))
@@ -563,7 +571,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         "profiler_steps": [(a, b) for a, b, _ in sorted(cols.steps)],
         # each step's N (ProfilerStep#N: the iteration it profiled), -1 where the name has none
         "profiler_step_ids": [n for _, _, n in sorted(cols.steps)],
-        "framework_ops": int(sum(len(o["tid"]) for o in cols.ops)),
+        "framework_ops": cols.framework_ops,
         "mtia_events": cols.mtia,
         "mtia_streams": len(cols.mtia_streams),
     }
