@@ -76,18 +76,30 @@ class KernelTable(DataTable[object]):
             self.clear()
             self.border_title = f"kernels — {config}" if config else None
             self.set_class(bool(config), "-config")
-        dur = (end_ns - start_ns).tolist()
-        for name, d, lab, deg in zip(
-            names, dur, labels.tolist(), degenerate.tolist(), strict=False
-        ):
+        n = min(len(names), len(labels))
+        if not n:
+            return
+        # one dict lookup per row, the sums in numpy: a batch of thousands of rows of a few
+        # kernels costs a few bincounts, not a Python loop of array updates
+        code: dict[str, int] = {}
+        idx = np.fromiter((code.setdefault(x, len(code)) for x in names[:n]), np.int64, n)
+        k = len(code)
+        dur = (end_ns[:n] - start_ns[:n]).astype(np.float64)
+        calls = np.bincount(idx, minlength=k)
+        total = np.bincount(idx, weights=dur, minlength=k)
+        regimes = np.bincount(
+            idx * N_LABELS + labels[:n].astype(np.int64), minlength=k * N_LABELS
+        ).reshape(k, N_LABELS)
+        deg = np.bincount(idx, weights=degenerate[:n].astype(np.float64), minlength=k)
+        for name, i in code.items():
             key = (stream, name)
             a = self._agg.get(key)
             if a is None:
                 a = self._agg[key] = _Agg()
-            a.calls += 1
-            a.total_ns += d
-            a.regimes[lab] += 1
-            a.degenerate += deg
+            a.calls += int(calls[i])
+            a.total_ns += int(total[i])
+            a.regimes += regimes[i]
+            a.degenerate += int(deg[i])
             self._dirty.add(key)
 
     def flush(self) -> None:

@@ -37,8 +37,8 @@ class RegimeStrip(Widget):
         """Append decoded segments (oldest first); ``names`` are their kernel names if known."""
         if not len(labels):
             return
-        self._labels.extend(int(x) for x in labels[-_HISTORY:])
-        self._degenerate.extend(bool(x) for x in degenerate[-_HISTORY:])
+        self._labels.extend(labels[-_HISTORY:].tolist())
+        self._degenerate.extend(np.asarray(degenerate[-_HISTORY:], bool).tolist())
         self._counts += np.bincount(labels, minlength=N_LABELS)
         if names:
             self._latest = names[-1]

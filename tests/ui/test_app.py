@@ -226,3 +226,28 @@ def test_colours_come_from_the_theme():
         for m in re.findall(r"#[0-9a-fA-F]{6}\b", p.read_text())
     ]
     assert spelled == []
+
+
+def test_kernel_table_sums_a_batch_per_kernel_as_row_by_row_would():
+    """add() sums with bincounts; every figure equals a row-by-row sum."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = 500
+    names = tuple(f"k{i}" for i in rng.integers(0, 7, n))
+    start = np.sort(rng.integers(0, 10**6, n)).astype(np.int64)
+    end = start + rng.integers(1, 5000, n)
+    labels = rng.integers(0, 6, n).astype(np.uint8)
+    deg = rng.random(n) < 0.2
+    t = KernelTable()
+    t.add(3, names, start, end, labels, deg)
+    t.add(3, names[:10], start[:10], end[:10], labels[:10], deg[:10])
+    for name in set(names):
+        rows = [i for i in range(n) if names[i] == name] + [
+            i for i in range(10) if names[i] == name
+        ]
+        a = t._agg[(3, name)]
+        assert a.calls == len(rows)
+        assert a.total_ns == sum(int(end[i] - start[i]) for i in rows)
+        assert a.degenerate == sum(bool(deg[i]) for i in rows)
+        assert a.regimes.tolist() == np.bincount(labels[rows], minlength=len(a.regimes)).tolist()
