@@ -59,6 +59,7 @@ class LoadEngine:
         self.rate, self.seconds, self.streams = rate, seconds, streams
         self.published: dict[int, float] = {}  # batch sequence → perf_counter at publication
         self.rows = 0
+        self.per = max(1, round(rate * TICK_S / streams))  # rows per batch
         self._stop = asyncio.Event()
 
     def pause(self) -> None: ...
@@ -77,7 +78,7 @@ class LoadEngine:
                        regimes=tuple(r.name for r in Regime)))  # fmt: skip
         pub(PhaseChanged(t_wall=0.0, phase="profile", detail="SYNTHETIC load"))
         pub(KernelsReady(t_wall=0.0, backend="numba", seconds=0.0))
-        per = max(1, round(self.rate * TICK_S / self.streams))
+        per = self.per
         rng = np.random.default_rng(0)
         labels = rng.integers(0, len(Regime), (64, per)).astype(np.uint8)
         names = [tuple(NAMES[(k + i) % len(NAMES)] for i in range(per)) for k in range(64)]
@@ -119,9 +120,9 @@ async def measure(rate: int, seconds: float, streams: int) -> dict:
 
     def on_event(self, message):  # type: ignore[no-untyped-def]
         ev = message.event
-        if isinstance(ev, DecodedBatch):
-            seqs = np.unique(ev.start_ns // 1_000_000_000).tolist()
-            pending.setdefault(ev.stream, []).extend(int(x) for x in seqs)
+        if isinstance(ev, DecodedBatch):  # batches of `per` rows each, merged in order
+            seqs = (ev.start_ns[:: engine.per] // 1_000_000_000).tolist()
+            pending.setdefault(ev.stream, []).extend(seqs)
         return original_show(self, message)
 
     def render(self):  # type: ignore[no-untyped-def]

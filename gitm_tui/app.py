@@ -15,6 +15,7 @@ screenshot script use.
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -111,6 +112,12 @@ class GitmApp(App[int]):
     def on_mount(self) -> None:
         theme.use(self.theme_variables)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
+        # Python's full garbage collections walk every object alive — millions once numpy,
+        # numba and Textual are loaded — and each stopped the loop for up to 77 ms under a
+        # 1 M rows/s load (benchmarks/bench_dashboard.py). What exists once the app is up lives
+        # as long as the app: moved out of the collector's reach, a full collection walks only
+        # what came after.
+        gc.freeze()
 
     def _theme_changed(self, _new: object) -> None:
         """Widgets that draw Rich text read the colours through theme.tone: give it the new ones."""

@@ -81,8 +81,9 @@ class KernelTable(DataTable[object]):
             return
         # one dict lookup per row, the sums in numpy: a batch of thousands of rows of a few
         # kernels costs a few bincounts, not a Python loop of array updates
-        code: dict[str, int] = {}
-        idx = np.fromiter((code.setdefault(x, len(code)) for x in names[:n]), np.int64, n)
+        rows = names[:n]
+        code = {name: i for i, name in enumerate(dict.fromkeys(rows))}  # first-seen order
+        idx = np.fromiter(map(code.__getitem__, rows), np.int64, n)  # no Python frame per row
         k = len(code)
         dur = (end_ns[:n] - start_ns[:n]).astype(np.float64)
         calls = np.bincount(idx, minlength=k)
