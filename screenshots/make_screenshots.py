@@ -110,6 +110,30 @@ async def shoot_audit() -> None:
     print("wrote screenshots/audit.svg")
 
 
+async def shoot_ranks() -> None:
+    """The ranks screen on 8 SYNTHETIC rank traces (a planted straggler and slow link)."""
+    import tempfile
+
+    from engine.analyze.ranks import cross_rank
+    from engine.analyze.run import analyze_paths
+    from engine.analyze.synth_ranks import write_ranks
+    from gitm_tui.app import make_ranks_app
+
+    with tempfile.TemporaryDirectory() as d:
+        write_ranks(Path(d), ranks=8, steps=3, straggler=5, slow_link=(2, 3))
+        outcomes = analyze_paths([d], workers=1)
+        crossed = cross_rank([o.summary for o in outcomes if o.summary is not None])
+        app = make_ranks_app(lambda progress, dashboard: (outcomes, crossed), "ranks/ (SYNTHETIC)")
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if app.query("#ranks-table"):
+                    break
+            await pilot.pause(0.3)
+            app.save_screenshot(str(HERE / "ranks.svg"))
+    print("wrote screenshots/ranks.svg")
+
+
 async def main() -> None:
     only = sys.argv[1:]
     for name, workload, approve in SHOTS:
@@ -119,6 +143,8 @@ async def main() -> None:
         await shoot_analysis()
     if not only or "audit.svg" in only:
         await shoot_audit()
+    if not only or "ranks.svg" in only:
+        await shoot_ranks()
 
 
 if __name__ == "__main__":
