@@ -48,7 +48,7 @@ outs = analyze_on_cluster(files, "local", int(sys.argv[2]), worker_peaks=peaks)
 c = cross_rank([o.summary for o in outs if o.summary is not None])
 dt = time.perf_counter() - t0
 bad = [o.error for o in outs if o.error]
-steps = {s.straggler for s in c.steps} if c else set()
+steps = {s.straggler for s in c.steps if s.straggler is not None} if c else set()
 print(json.dumps({
     "seconds": dt,
     "client_mib": _peak_mib(),

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis
-from engine.analyze.ranks import CrossRank
+from engine.analyze.ranks import STRAGGLER_SHARE, CrossRank
 from engine.regimes import Label
 from engine.text import clean
 from gitm_tui.render import SHOWN_CHARS
@@ -203,21 +203,22 @@ def cross_rank_text(c: CrossRank) -> Text:
     t.append("collectives across ranks", style="bold")
     t.append(f": {c.matched} matched on every rank taking part ({len(c.ranks)} ranks)")
     if not c.trusted:
-        t.append(" — not trusted", style="bold")
+        t.append(" — clocks not trusted: no waits, skews or stragglers from them", style="bold")
     if c.unmatched:
         t.append(f", {c.unmatched} not on every rank (not compared)")
     t.append(f"\n  matching: {c.matching}\n  clocks: {c.clocks}\n", style="dim")
     for s in c.steps[:10]:
+        share = s.others_waited_ns / max(1, s.step_ns)
         if s.straggler is None:
-            wait = max(s.waited_ns.values(), default=0)
-            t.append(f"  step {s.step}: no straggler — no rank waited more than ")
-            t.append(f"{wait / 1e6:,.3f} ms (a straggler is named from 1 % of the step)\n")
+            t.append(
+                f"  step {s.step}: no straggler — the others waited {s.others_waited_ns / 1e6:,.3f}"
+                f" ms on average for the rank they waited for most ({share:.1%} of the step; a "
+                f"straggler is named from {STRAGGLER_SHARE:.0%})\n"
+            )
             continue
-        others = [w for r, w in s.waited_ns.items() if r != s.straggler]
-        mean = sum(others) / len(others) if others else 0
         t.append(f"  step {s.step}: straggler rank {s.straggler}")
-        t.append(f" — the others waited {mean / 1e6:,.3f} ms on average")
-        t.append(f" ({mean / max(1, s.step_ns):.1%} of the step)\n")
+        t.append(f" — the others waited {s.others_waited_ns / 1e6:,.3f} ms on average for it")
+        t.append(f" ({share:.1%} of the step)\n")
     for k in c.collectives[:3]:
         where = f" ({clean(k.group, 40)})" if k.group else ""
         t.append(

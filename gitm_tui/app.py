@@ -119,6 +119,9 @@ class GitmApp(App[int]):
         # what came after.
         gc.freeze()
 
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # the app is gone: what it froze may be collected again
+
     def _theme_changed(self, _new: object) -> None:
         """Widgets that draw Rich text read the colours through theme.tone: give it the new ones."""
         theme.use(self.theme_variables)

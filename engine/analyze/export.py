@@ -51,7 +51,7 @@ def analysis_json(a: Analysis) -> str:
     return escape_json_text(text)
 
 
-def _us(ns: int) -> str:
+def us_text(ns: int) -> str:
     """Exact decimal microseconds for the JSON 'ts'/'dur' fields (no float rounding)."""
     sign = "-" if ns < 0 else ""
     ns = abs(int(ns))
@@ -134,8 +134,8 @@ def perfetto_json(res: AnalysisResult) -> str:
                 json.dumps(valid_unicode(names[int(rows.name[i])])),
                 rows.device[i],
                 rows.stream[i],
-                _us(rows.start_ns[i]),
-                _us(rows.end_ns[i] - rows.start_ns[i]),
+                us_text(rows.start_ns[i]),
+                us_text(rows.end_ns[i] - rows.start_ns[i]),
                 lab.name,
                 tier_names[i],
                 "null" if c != c else f"{c:.3f}",
@@ -162,8 +162,8 @@ def perfetto_json(res: AnalysisResult) -> str:
                     _CNAME[r],
                     dev,
                     _REGIME_TID + st,
-                    _us(s),
-                    _us(max(0, e - s)),
+                    us_text(s),
+                    us_text(max(0, e - s)),
                     len(run),
                     int(dec.degenerate[sel[run]].sum()),
                 )

@@ -1,27 +1,33 @@
-"""Many ranks of one job (issue 16, first part): a compact summary per rank — never its events —
-and the cross-rank analysis a distributed-training engineer needs.
+"""Many ranks of one job (issue 16): a compact summary per rank — never its events — and the
+cross-rank analysis a distributed-training engineer needs.
 
 ``summarize(trace)`` keeps, per rank, what crossing ranks needs: the collectives (NCCL/RCCL
-kernels: op, ordinal, start, end), the profiler steps, and compute / communication time and
-their overlap. A summary is a few kB whatever the trace's size, so the summaries of thousands of
-ranks fit in one process (the per-rank work can run anywhere; engine.analyze.run, Dask later).
+kernels: op, start, end, the ProfilerStep#N their launch call fell in, and what the kernels'
+args say of their communicator — engine.trace.collectives), the profiler steps, and compute /
+communication time and their overlap. A summary is a few kB whatever the trace's size, so the
+summaries of thousands of ranks fit in one process; the per-rank work runs anywhere (Dask:
+engine.analyze.cluster).
 
 ``cross_rank(summaries)``:
 
-* **matching** — the i-th collective of one op on one rank is the i-th of that op on every
-  other (NCCL runs a communicator's collectives in the same order on all its ranks). Kineto
-  kernels carry no communicator id, so two communicators running the same op interleaved
-  differently on different ranks would be mismatched: the result says the rule it used;
+* **matching** — a Send/Recv by (source, destination, its ordinal on that direction); a
+  collective of a named process group by (group, op, Seq) — or its ordinal in the group where
+  the trace has no Seq or repeats one; otherwise the i-th collective of an op on one rank is the
+  i-th on every rank (NCCL runs a communicator's collectives in one order on all its ranks).
+  Ordinals count within each ProfilerStep#N where every rank names its steps. The result says
+  the rule it used;
 * **clocks** — ranks on different hosts do not share a clock. A collective ends at (nearly) the
-  same instant on all its ranks, so each rank's offset is the median difference of its
-  collective *ends* from the reference rank's (the lowest rank); arrivals are compared on the
-  aligned clocks, and the offsets are reported;
+  same instant on all its ranks, so each rank's offset is the median difference of collective
+  *ends*, chained from the reference rank (the lowest) through the collectives ranks share;
+  the alignment is checked (``trusted``), and nothing that rests on it is given when it fails;
 * per collective the **arrival skew** (last aligned start − first) and the rank that arrived
-  last; per rank the time it **waited** for the last arrival, in all and per step of the
-  reference rank; the **straggler** of each step is the rank everyone else waited for most —
-  named only when their mean wait is at least STRAGGLER_SHARE (1 %) of the step;
-* **outliers** — per rank (step time, time waited, communication share), a robust rule:
-  outside median ± k·MAD (k = 3.5 on the MAD scaled to σ, 1.4826·MAD), said so in the output.
+  last; per rank the time it **waited** for the last arrivals; per step the **straggler** — the
+  rank the others waited for most (each wait is blamed on the rank that arrived last) — named
+  only when the others' mean wait for it is at least STRAGGLER_SHARE of the step;
+* **slow links** — each point-to-point direction and process group's transfer time against
+  its peers' (``_links``);
+* **outliers** — per rank (step time, time waited, communication share): outside median ±
+  3.5·1.4826·MAD and beyond a floor, said so in the output.
 """
 
 from __future__ import annotations
@@ -29,7 +35,6 @@ from __future__ import annotations
 import bisect
 import re
 from collections import defaultdict
-from collections.abc import Callable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,6 +79,11 @@ class RankSummary(_M):
     )
     nbytes: list[int] = Field(default=[], description="its message bytes (-1: not said)")
     seqs: list[int] = Field(default=[], description="its process group's sequence no. (-1)")
+    coll_steps: list[int] = Field(
+        default=[],
+        description="the N of the ProfilerStep#N its launch call fell in (the kernel's start "
+        "where the launch is unknown); -1 outside every step",
+    )
     group_ranks: dict[str, list[tuple[int, int, int]]] = Field(
         default={},
         description="the ranks of each process group where the trace lists them, as ranges "
@@ -181,6 +191,21 @@ def summarize(trace: Trace) -> RankSummary:
         peers.append(peer)
         nbytes.append(int(m["nbytes"]) if m.get("nbytes") else -1)
         seqs.append(int(m["seq"]) if m.get("seq") is not None else -1)
+    # the step of a collective is the step its launch call fell in: a GPU running behind the
+    # CPU runs a step's last kernels after the host's ProfilerStep window has closed
+    when = seg.start_ns[idx].astype(np.int64)
+    hrow = trace.host.rows_of(seg.correlation[idx]) if len(trace.host) else np.full(len(idx), -1)
+    launched = hrow >= 0
+    when[launched] = trace.host.api_start_ns[hrow[launched]]
+    sids = [int(x) for x in props.get("profiler_step_ids", []) or []]
+    spans = [(int(a), int(b)) for a, b in props.get("profiler_steps", []) or []]
+    coll_steps = [-1] * len(idx)
+    if spans and len(sids) == len(spans):
+        starts_s = [a for a, _ in spans]
+        for n, t in enumerate(when.tolist()):
+            k = bisect.bisect_right(starts_s, t) - 1
+            if k >= 0 and t <= spans[k][1]:
+                coll_steps[n] = sids[k]
     seen: dict[str, int] = defaultdict(int)
     ordinals = []
     for op in ops:
@@ -206,6 +231,7 @@ def summarize(trace: Trace) -> RankSummary:
         peers=peers,
         nbytes=nbytes,
         seqs=seqs,
+        coll_steps=coll_steps,
         group_ranks=group_ranks,
         compute_ns=_length(ku) - _intersection(ku, cu),
         comm_ns=_length(cu),
@@ -236,14 +262,23 @@ class StepStraggler(_M):
         "wait is under STRAGGLER_SHARE of the step (no rank held the step up measurably)"
     )
     waited_ns: dict[int, int] = Field(description="per rank: time spent waiting in collectives")
-    step_ns: int = Field(default=0, description="the step's length (median over the ranks)")
+    step_ns: int = Field(
+        default=0,
+        description="the step's length (median over the ranks where every rank names its "
+        "steps; else the reference rank's)",
+    )
+    others_waited_ns: float = Field(
+        default=0.0,
+        description="the others' mean wait for the rank they waited for most (the straggler, "
+        "when named): each collective's waits are blamed on the rank that arrived last",
+    )
 
 
 class RankStats(_M):
     rank: int
     clock_offset_ns: int = Field(description="added to this rank's times to align them")
-    waited_ns: int
-    last_arrivals: int = Field(description="collectives this rank arrived at last")
+    waited_ns: int | None = Field(description="None when the clocks cannot be trusted")
+    last_arrivals: int | None = Field(description="collectives this rank arrived at last")
     comm_share: float = Field(description="collective time / (compute + collective time)")
     overlap_share: float = Field(description="collective time overlapped by compute")
     step_ns: float | None = Field(description="median profiler-step time, own clock")
@@ -302,8 +337,17 @@ class CrossRank(_M):
         default=[], description="point-to-point directions and process groups, slowest first"
     )
     slow_links: list[str] = Field(default=[], description="the links found slow, as sentences")
+    ranks_lost: list[int] = Field(
+        default=[], description="ranks sharing no collective with the others: clocks not aligned"
+    )
     link_rule: str = ""
     notes: list[str]
+
+
+def most_waited_for(c: CrossRank | None) -> int | None:
+    """The rank named straggler in most steps (None: none named)."""
+    votes = [s.straggler for s in (c.steps if c else []) if s.straggler is not None]
+    return max(set(votes), key=votes.count) if votes else None
 
 
 def _outliers(values: dict[int, float], metric: str, floor: float) -> list[Outlier]:
@@ -353,20 +397,6 @@ class _Instance:
         self.twice = False  # one rank had two collectives under this key: not compared
 
 
-def _step_of(s: RankSummary) -> Callable[[int], int | None]:
-    """A rank's collective start → the N of the ProfilerStep#N it falls in (None outside)."""
-    ordered = sorted(zip(s.steps, s.step_ids, strict=True))
-    starts = [a for (a, _), _ in ordered]
-
-    def step(t: int) -> int | None:
-        k = bisect.bisect_right(starts, t) - 1
-        if k >= 0 and t <= ordered[k][0][1]:
-            return ordered[k][1]
-        return None
-
-    return step
-
-
 def _instances(by_rank: dict[int, RankSummary], by_step: bool) -> dict[_Key, _Instance]:
     """Every collective keyed so that the same one has the same key on every rank: a Send/Recv
     by (src, dst, its ordinal on that direction); a collective of a named process group by
@@ -379,8 +409,10 @@ def _instances(by_rank: dict[int, RankSummary], by_step: bool) -> dict[_Key, _In
     repeated: set[tuple[str, str]] = set()
     for s in by_rank.values():
         seen_seq: set[tuple[str, str, int]] = set()
-        for op, g, q in zip(s.ops, s.groups or [""] * len(s.ops), s.seqs or [-1] * len(s.ops),
-                            strict=True):  # fmt: skip
+        n = len(s.ops)
+        groups = s.groups if len(s.groups) == n else [""] * n
+        seqs = s.seqs if len(s.seqs) == n else [-1] * n
+        for op, g, q in zip(s.ops, groups, seqs, strict=True):
             if g and q >= 0:
                 if (g, op, q) in seen_seq:
                     repeated.add((g, op))
@@ -392,13 +424,13 @@ def _instances(by_rank: dict[int, RankSummary], by_step: bool) -> dict[_Key, _In
         peers = s.peers if len(s.peers) == n else [-1] * n
         sizes = s.nbytes if len(s.nbytes) == n else [-1] * n
         seqs = s.seqs if len(s.seqs) == n else [-1] * n
-        step_of = _step_of(s) if by_step else (lambda _t: None)
+        steps_of = s.coll_steps if len(s.coll_steps) == n else [-1] * n
         count: dict[_Key, int] = defaultdict(int)
         for i, op in enumerate(s.ops):
             key: _Key
             expected: frozenset[int] | None
             p2p: tuple[int, int] | None = None
-            step = step_of(s.starts[i])
+            step = steps_of[i] if by_step and steps_of[i] >= 0 else None
             if op in ("Send", "Recv") and peers[i] >= 0:
                 src, dst = (r, peers[i]) if op == "Send" else (peers[i], r)
                 base: _Key = ("p2p", src, dst, step)
@@ -553,7 +585,10 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
     everyone = frozenset(ranks)
     # ordinals count within a ProfilerStep#N when every rank names its steps
     by_step = all(
-        s.steps and len(s.step_ids) == len(s.steps) and min(s.step_ids) >= 0
+        s.steps
+        and len(s.step_ids) == len(s.steps)
+        and min(s.step_ids) >= 0
+        and len(s.coll_steps) == len(s.ops)
         for s in by_rank.values()
     )
     instances = _instances(by_rank, by_step)
@@ -614,6 +649,7 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
     last_n = dict.fromkeys(ranks, 0)
     ref_steps = by_rank[ref].steps
     step_wait: dict[int, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ranks, 0))
+    blame: dict[int, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ranks, 0))
     step_ends = np.array([b for _, b in ref_steps], np.int64)
     for inst in use:
         arrive = {r: v[0] + offset[r] for r, v in inst.seen.items()}
@@ -641,6 +677,7 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             waited[r] += w
             if step is not None:
                 step_wait[step][r] += w
+                blame[step][last] += w  # the others waited this long for the last to arrive
     lengths: dict[int, list[int]] = defaultdict(list)  # step → its length on each rank
     for s in by_rank.values():
         for n, (a, b) in enumerate(s.steps):
@@ -650,9 +687,9 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
     steps = []
     for n in sorted(step_wait) if trusted else ():
         sw = step_wait[n]
-        # the straggler is who the others waited for: the rank that waited least
-        straggler = min(ranks, key=lambda r: sw[r])
-        mean = sum(sw[r] for r in ranks if r != straggler) / (len(ranks) - 1)
+        # the straggler is who the others waited for most
+        straggler = max(ranks, key=lambda r: blame[n][r])
+        mean = blame[n][straggler] / (len(ranks) - 1)
         length = int(np.median(lengths[n])) if lengths.get(n) else 0
         steps.append(
             StepStraggler(
@@ -660,6 +697,7 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
                 straggler=straggler if length and mean >= STRAGGLER_SHARE * length else None,
                 waited_ns=sw,
                 step_ns=length,
+                others_waited_ns=mean,
             )
         )
     per_rank = []
@@ -671,8 +709,8 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             RankStats(
                 rank=r,
                 clock_offset_ns=offset[r],
-                waited_ns=waited[r],
-                last_arrivals=last_n[r],
+                waited_ns=waited[r] if trusted else None,
+                last_arrivals=last_n[r] if trusted else None,
                 comm_share=s.comm_ns / busy if busy else 0.0,
                 overlap_share=s.overlap_ns / s.comm_ns if s.comm_ns else 0.0,
                 step_ns=float(np.median(durs)) if durs else None,
@@ -685,7 +723,9 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         # only a difference of 1 % of the run or more
         (
             _outliers(
-                {p.rank: float(p.waited_ns) for p in per_rank}, "waited_ns", STRAGGLER_SHARE * span
+                {p.rank: float(waited[p.rank]) for p in per_rank},
+                "waited_ns",
+                STRAGGLER_SHARE * span,
             )
             if trusted
             else []
@@ -705,6 +745,14 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             "PyTorch profilers copy them onto the kernel's args; this trace's kernels have none)"
         )
     skews.sort(key=lambda c: -c.skew_ns)
+    if not trusted:
+        skews = []  # arrival skews rest on the aligned clocks: not given when they fail
+    world = max((s.world_size or 0 for s in by_rank.values()), default=0)
+    if world > len(ranks):
+        notes.append(
+            f"{len(ranks)} of the job's {world} ranks analysed: collectives are compared among "
+            "these, and a rank not given (the straggler, perhaps) cannot be seen"
+        )
     return CrossRank(
         ranks=ranks,
         trusted=trusted,
@@ -719,6 +767,7 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         rule=f"outlier: |x − median| > {K_MAD} × 1.4826 × MAD and more than a floor (waited: 1 % "
         f"of the run; comm share: {COMM_SHARE_FLOOR:.0%} points; step: {STEP_FLOOR:.0%})",
         collectives=skews[:50],
+        ranks_lost=lost,
         steps=steps,
         per_rank=per_rank,
         outliers=outliers,

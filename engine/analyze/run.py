@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -234,7 +235,8 @@ def analyze_paths(
             )
             if progress is not None:
                 progress(i + 1, len(files), f)
-        # a child still running (no file got that far) finishes filling the cache on its own
+        if child is not None:  # no file got that far: it finishes filling the cache on its
+            threading.Thread(target=child.wait, daemon=True).start()  # own, and is reaped
         return outcomes
     from engine.analyze.cluster import analyze_on_cluster
 

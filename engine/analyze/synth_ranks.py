@@ -91,6 +91,7 @@ def write_ranks(
     base = np.array([k[1] for k in kernels])
     offsets = rng.uniform(-5e4, 5e4, ranks)  # host clocks differ (µs)
     ring_slow = slow_link_factor if slow_link is not None else 1.0
+    buckets = max(1, min(buckets, n))  # a bucket holds one kernel at least
     per_bucket = max(1, n // buckets)
     bounds = [
         (b * per_bucket, n if b == buckets - 1 else (b + 1) * per_bucket) for b in range(buckets)

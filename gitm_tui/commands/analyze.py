@@ -14,6 +14,7 @@ from gitm_tui.commands.common import PROG, Parser, UsageError, error
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
+    from engine.analyze.compute import AnalysisResult
     from engine.analyze.ranks import CrossRank
     from engine.analyze.run import FileOutcome
     from gitm_tui.app import GitmApp
@@ -137,7 +138,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         from rich.console import Console
         from rich.text import Text
 
-        from engine.analyze.ranks import cross_rank
+        from engine.analyze.ranks import cross_rank, most_waited_for
         from gitm_tui.analyze_view import cross_rank_text, rank_table, summary
 
         # piped output is not 80 columns of wrapped cells: tables get room to stay tables
@@ -149,10 +150,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
                 # Text: a path is never read as markup (file names come from outside)
                 console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
         crossed = cross_rank([o.summary for o in good if o.summary is not None])
-        most = None
-        if crossed is not None:  # the rank most steps waited for
-            votes = [s.straggler for s in crossed.steps if s.straggler is not None]
-            most = max(set(votes), key=votes.count) if votes else None
+        most = most_waited_for(crossed)
         judged = crossed is not None and crossed.trusted and bool(crossed.steps)
         ranks = rank_table([o.analysis for o in good if o.analysis is not None], most, judged)
         if ranks is not None:
@@ -205,10 +203,20 @@ def _write_cross_rank(
     return written, problems, None
 
 
-def analyze_ui(ns: argparse.Namespace) -> ExitCode:
-    from engine.analyze.compute import AnalysisResult, analyze_trace
+def _load_one(ns: argparse.Namespace, path: str, progress: Callable[[str], None]) -> AnalysisResult:
+    """One trace read and analysed for a screen (the analysis screen, a rank opened)."""
+    from engine.analyze.compute import analyze_trace
     from engine.analyze.remote import url_name
-    from engine.analyze.run import expand, load_trace
+    from engine.analyze.run import load_trace
+
+    progress(f"reading {url_name(path)}…")
+    trace = load_trace(path)
+    progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
+    return analyze_trace(trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting)
+
+
+def analyze_ui(ns: argparse.Namespace) -> ExitCode:
+    from engine.analyze.run import expand
 
     files, errors = expand(ns.paths)
     if errors:
@@ -221,12 +229,7 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
     from gitm_tui.app import make_analysis_app
 
     def load(progress: Callable[[str], None]) -> AnalysisResult:
-        progress(f"reading {url_name(files[0])}…")
-        trace = load_trace(files[0])
-        progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
-        return analyze_trace(
-            trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting
-        )
+        return _load_one(ns, files[0], progress)
 
     app = make_analysis_app(load=load, source=str(files[0]))
     app.run()
@@ -245,6 +248,9 @@ def ranks_ui(ns: argparse.Namespace, files: list[str]) -> ExitCode:
     if screen.error is not None:
         error(screen.error)
         return ExitCode.INPUT
+    if screen.outcomes is None:  # quit before the ranks were analysed
+        error("stopped before the ranks were analysed: nothing written for the ranks")
+        return ExitCode.INTERRUPTED
     for o in screen.outcomes or []:
         if o.error:
             error(o.error)
@@ -259,10 +265,8 @@ def ranks_app(ns: argparse.Namespace, files: list[str]) -> tuple[GitmApp, list[s
     written (why) and what failed — said once the screen is gone."""
     from multiprocessing import resource_tracker
 
-    from engine.analyze.compute import AnalysisResult, analyze_trace
     from engine.analyze.ranks import cross_rank
-    from engine.analyze.remote import url_name
-    from engine.analyze.run import analyze_paths, load_trace
+    from engine.analyze.run import analyze_paths
     from gitm_tui.app import make_ranks_app
 
     out_root = None if ns.no_write else ns.out
@@ -286,12 +290,7 @@ def ranks_app(ns: argparse.Namespace, files: list[str]) -> tuple[GitmApp, list[s
         return outcomes, crossed
 
     def open_rank(path: str, progress: Callable[[str], None]) -> AnalysisResult:
-        progress(f"reading {url_name(path)}…")
-        trace = load_trace(path)
-        progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
-        return analyze_trace(
-            trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting
-        )
+        return _load_one(ns, path, progress)
 
     # Dask's worker processes start from the loader thread while Textual holds sys.stderr;
     # multiprocessing's resource tracker, started on first use, passes sys.stderr's fd to its

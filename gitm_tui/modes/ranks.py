@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, ProgressBar, Static
 
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.ranks import CrossRank
+from engine.analyze.ranks import CrossRank, most_waited_for
 from engine.analyze.run import FileOutcome
 from engine.regimes import Label
 from gitm_tui.analyze_view import cross_rank_text
@@ -130,10 +130,13 @@ class RanksScreen(Screen[None]):
         if self.crossed is not None:
             out.append_text(cross_rank_text(self.crossed))  # cleaned where it comes from a trace
         else:
-            out.append(
-                "not compared: the files do not carry distinct rank ids (distributedInfo.rank)",
-                style="dim",
+            good = [o for o in self.outcomes or [] if o.summary is not None]
+            why = (
+                "fewer than two ranks were analysed"
+                if len(good) < 2
+                else "the files do not carry distinct rank ids (distributedInfo.rank)"
             )
+            out.append(f"not compared: {why}", style="dim")
         for o in self.outcomes or []:
             if o.error:
                 out.append("\n")
@@ -192,9 +195,7 @@ class RanksScreen(Screen[None]):
     def _populate(self) -> None:
         table = self.query_one("#ranks-table", DataTable)
         stats = {p.rank: p for p in self.crossed.per_rank} if self.crossed else {}
-        votes = [s.straggler for s in self.crossed.steps] if self.crossed else []
-        named = [v for v in votes if v is not None]
-        straggler = max(set(named), key=named.count) if named else None
+        straggler = most_waited_for(self.crossed)
         odd: dict[int, list[str]] = {}
         for out in self.crossed.outliers if self.crossed else []:
             odd.setdefault(out.rank, []).append(out.metric)
@@ -216,8 +217,8 @@ class RanksScreen(Screen[None]):
                 "?" if a.rank is None else str(a.rank),
                 _ms(a.gpu_time_ns),
                 "—" if p is None or p.step_ns is None else _ms(p.step_ns),
-                "—" if p is None else _ms(p.waited_ns),
-                "—" if p is None else str(p.last_arrivals),
+                "—" if p is None else "unknown" if p.waited_ns is None else _ms(p.waited_ns),
+                "—" if p is None or p.last_arrivals is None else str(p.last_arrivals),
                 "—" if p is None else f"{p.comm_share:.0%}",
                 "—" if p is None else f"{p.overlap_share:.0%}",
                 _mix(a.time_by_regime_ns),

@@ -461,3 +461,23 @@ def test_compute_and_communication_overlap_is_exact():
         covered_b = set().union(*cover) if cover else set()
         assert _length(ua) == len(covered_a)
         assert _intersection(ua, ub) == len(covered_a & covered_b)
+
+
+def test_on_untrusted_clocks_no_wait_skew_or_straggler_is_given():
+    rng = np.random.default_rng(0)
+    sums = []
+    for r in range(4):  # every collective ends at a random time on each rank: nothing lines up
+        starts = sorted(int(x) for x in rng.integers(0, 10**9, 12))
+        ends = [s + int(rng.integers(1000, 10**8)) for s in starts]
+        sums.append(_summary(r, ["AllReduce"] * 12, [-1] * 12, starts, ends))
+    c = cross_rank(sums)
+    assert c is not None and not c.trusted
+    assert c.collectives == [] and c.steps == []
+    assert all(p.waited_ns is None and p.last_arrivals is None for p in c.per_rank)
+    assert not [o for o in c.outliers if o.metric == "waited_ns"]
+
+
+def test_ranks_missing_from_the_job_are_said(tmp_path):
+    paths = write_ranks(tmp_path, ranks=8, steps=2, straggler=None)
+    c = cross_rank([summarize(read_trace(p)) for p in paths[:4]])
+    assert c is not None and any("4 of the job's 8 ranks" in n for n in c.notes)
