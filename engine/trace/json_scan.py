@@ -329,7 +329,9 @@ def scan_stream(
     ends = np.empty(cap, np.int64)
     codes = np.empty(cap, np.int64)
     first = np.full(2, -1, np.int64)
-    b, count, resume = pos, 0, pos
+    # count is 0 * cap, not the literal 0: numba would compile _scan_blocks for Literal[int](0)
+    # as well as for int64 (0.9 s more on a first run)
+    b, count, resume = pos, 0 * cap, pos
     depth = state[S_DEPTH]
     el_start = -1 if depth > 0 else pos
     el_code = state[S_EL_CODE]
@@ -914,8 +916,10 @@ def extract_fields(
         state = _ST_VALUE
         in_args = False  # inside the event's top-level "args" object (depth 2)
         args_next = False  # the value about to open is that object
-        ks = 0  # the key of the value being read (object members only)
-        kn = 0
+        # the key of the value being read (object members only); s - s, not the literal 0:
+        # numba would also compile _match and _flop_weight for Literal[int](0)
+        ks = s - s
+        kn = s - s
         fsum = 0.0
         fseen = False
         bad = 0
