@@ -214,6 +214,7 @@ def summarize(trace: Trace) -> RankSummary:
         seen[op] += 1
     cu = _union(seg.start_ns[comm], seg.end_ns[comm])
     ku = _union(seg.start_ns[kern], seg.end_ns[kern])
+    both = _intersection(ku, cu)  # time a collective and a compute kernel both ran
     steps = [(int(a), int(b)) for a, b in props.get("profiler_steps", []) or []]
     ids = [int(x) for x in props.get("profiler_step_ids", []) or []]
     span = int(seg.end_ns.max() - seg.start_ns.min()) if len(seg) else 0
@@ -234,9 +235,9 @@ def summarize(trace: Trace) -> RankSummary:
         seqs=seqs,
         coll_steps=coll_steps,
         group_ranks=group_ranks,
-        compute_ns=_length(ku) - _intersection(ku, cu),
+        compute_ns=_length(ku) - both,
         comm_ns=_length(cu),
-        overlap_ns=_intersection(ku, cu),
+        overlap_ns=both,
         span_ns=span,
     )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.trace.segments import Kind
-from engine.trace.trace import HostEvents, Trace
+from engine.trace.trace import Trace
 
 #: the most timed device rows replayed (above it, a steady-state window)
 REPLAY_ROWS = 20_000
@@ -55,14 +55,7 @@ def steady_window(trace: Trace, regimes: np.ndarray) -> tuple[Trace, np.ndarray,
     sub = Trace(
         segments=seg.take(sel),
         names=trace.names,
-        host=HostEvents(
-            correlation=host.correlation[hsel],
-            stream=host.stream[hsel],
-            api_start_ns=host.api_start_ns[hsel],
-            api_end_ns=host.api_end_ns[hsel],
-            api=host.api[hsel],
-            event=host.event[hsel],
-        ),
+        host=host.take(hsel),
         device_properties=dict(trace.device_properties),
         source=trace.source,
         simulated=trace.simulated,

@@ -167,7 +167,7 @@ def build_dag(
         else np.full(len(seg), 255, np.uint8)
     )
     horder = np.argsort(host.api_start_ns, kind="stable")
-    h = _take_host(host, horder)
+    h = host.take(horder)
     t0 = float(window[0]) if window else float(min(seg.start_ns.min(), h.api_start_ns.min()))
     t1 = float(window[1]) if window else float(max(seg.end_ns.max(), h.api_end_ns.max()))
     # device rows launched by each host row, by correlation (a graph launch has many)
@@ -219,17 +219,6 @@ def build_dag(
         iterations=iterations,
         t0_ns=t0,
         observed_ns=t1 - t0,
-    )
-
-
-def _take_host(h: HostEvents, order: np.ndarray) -> HostEvents:
-    return HostEvents(
-        correlation=h.correlation[order],
-        stream=h.stream[order],
-        api_start_ns=h.api_start_ns[order],
-        api_end_ns=h.api_end_ns[order],
-        api=h.api[order],
-        event=h.event[order],
     )
 
 

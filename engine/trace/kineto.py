@@ -283,10 +283,12 @@ def _collectives(
     kern = codes == js.CAT_KERNEL
     if not kern.any():
         return
-    for nid in np.unique(names[kern]).tolist():
+    uniq, inv = np.unique(names[kern], return_inverse=True)
+    for nid in uniq.tolist():
         if nid not in cols.is_comm:
             cols.is_comm[nid] = classify(cols.names[nid]) == Klass.COMM
-    comm = np.array([cols.is_comm.get(n, False) for n in names.tolist()]) & kern
+    comm = np.zeros(len(names), bool)  # one lookup per distinct name, not per row
+    comm[kern] = np.array([cols.is_comm[n] for n in uniq.tolist()], bool)[inv.reshape(-1)]
     for i in np.flatnonzero(comm).tolist():
         r = int(rows[i])
         try:  # the event is valid JSON: extract_fields checked it

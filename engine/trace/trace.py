@@ -84,6 +84,14 @@ class HostEvents:
     def __len__(self) -> int:
         return len(self.correlation)
 
+    def take(self, index: npt.ArrayLike) -> HostEvents:
+        """Return the rows selected by a boolean mask or an integer index array."""
+        i = np.asarray(index)
+        return HostEvents(
+            self.correlation[i], self.stream[i], self.api_start_ns[i], self.api_end_ns[i],
+            self.api[i], self.event[i],
+        )  # fmt: skip
+
     def rows_of(self, correlation: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Return the host row carrying each correlation id (the first, if several), -1 where
         none does or the id is negative (not linked)."""
