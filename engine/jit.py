@@ -10,6 +10,12 @@ process, which fills the cache on another core (and off the UI's thread: compili
 would hold the GIL for seconds) while this process does other work; ``wait_compiled`` then lets
 this process load what the child compiled. A child that fails costs nothing: what is still
 missing compiles here on first call, as without it.
+
+A first run on a small trace need not wait at all: within ``interpreted()`` every kernel runs as
+the Python it is written in (its ``py_func``, or a faster pure-Python ``twin`` registered for it,
+same results), so a caller can answer at once while a child fills the cache for the next run.
+Interpreted kernels are 10-100x slower than compiled ones: worth it only below a size where
+interpreting takes less than compiling (engine.analyze.run decides).
 """
 
 from __future__ import annotations
@@ -18,16 +24,70 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from numba import njit
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: cache=True keeps compiled kernels in __pycache__ (or numba's user cache dir when that is not
 #: writable) so only the very first run pays compilation; nogil=True lets a worker thread run a
 #: kernel while the UI thread keeps drawing.
-jit = njit(cache=True, nogil=True)
+_njit = njit(cache=True, nogil=True)
+
+_KERNELS: dict[int, Any] = {}  # id → every dispatcher ``jit`` made
+_TWINS: dict[int, Callable[..., Any]] = {}  # kernel id → its pure-Python twin
+_SWAP = threading.Lock()  # one interpreted() at a time
+
+
+def jit(fn: F) -> F:
+    """Compile ``fn`` with numba (cached, GIL released), and register it for ``interpreted``."""
+    disp = _njit(fn)
+    _KERNELS[id(disp)] = disp
+    return disp  # type: ignore[return-value]
+
+
+def python_of(kernel: Any) -> Callable[..., Any]:
+    """The Python a kernel was compiled from (for a twin that runs it on other inputs)."""
+    return kernel.py_func
+
+
+def twin(kernel: Any) -> Callable[[F], F]:
+    """Register the decorated function as ``kernel``'s interpreted twin: pure Python that returns
+    what the kernel returns (tests hold them equal), faster than the kernel's own code run by
+    the interpreter (lists instead of numpy scalars, numpy instead of loops)."""
+
+    def register(fn: F) -> F:
+        _TWINS[id(kernel)] = fn
+        return fn
+
+    return register
+
+
+@contextlib.contextmanager
+def interpreted() -> Iterator[None]:
+    """Within, every kernel named by a loaded ``engine``/``gitm_tui`` module runs as Python (its
+    twin, else its ``py_func``): nothing is compiled. A kernel calling another finds the callee
+    in its module's globals, which are swapped too. Process-wide: use it where nothing else runs
+    kernels meanwhile (the one-file ``analyze`` path); the names are restored on exit."""
+    with _SWAP:
+        swapped: list[tuple[dict[str, Any], str, Any]] = []
+        for name, mod in list(sys.modules.items()):
+            if mod is None or name.split(".", 1)[0] not in ("engine", "gitm_tui"):
+                continue
+            space = vars(mod)
+            for attr, value in list(space.items()):
+                if id(value) in _KERNELS and _KERNELS[id(value)] is value:
+                    swapped.append((space, attr, value))
+                    space[attr] = _TWINS.get(id(value), value.py_func)
+        try:
+            yield
+        finally:
+            for space, attr, value in swapped:
+                space[attr] = value
 
 
 def cold(kernels: Iterable[Any]) -> bool:

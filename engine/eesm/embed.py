@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.jit import jit
+from engine.jit import jit, python_of, twin
 from engine.trace.segments import Provenance
 
 ESTIMATED = np.uint8(int(Provenance.ESTIMATED))
@@ -112,6 +112,19 @@ def observe(
         out[i, 2] = s
         est[i] = 1 if e else 0
     return out, est
+
+
+_OBSERVE_CODE = python_of(observe)
+
+
+@twin(observe)
+def _observe_py(*args: object) -> tuple[np.ndarray, np.ndarray]:
+    """``observe`` interpreted: its code on float64 copies of the float32 columns (numba widens
+    a float32 before arithmetic with a float64; numpy 2 keeps float32, which changed the stall
+    pressure's last digits)."""
+    wide = [a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a
+            for a in args]  # fmt: skip
+    return _OBSERVE_CODE(*wide)
 
 
 @jit

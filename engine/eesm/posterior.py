@@ -12,6 +12,8 @@ row alike, so it cancels in the marginals.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.jit import jit
@@ -26,7 +28,7 @@ def _likelihood(E: np.ndarray, r: int, out: np.ndarray) -> None:
         if E[r, s] > m:
             m = E[r, s]
     for s in range(S):
-        out[s] = np.exp(E[r, s] - m)
+        out[s] = math.exp(E[r, s] - m)  # math, not np: the interpreted kernel gives the same
 
 
 @jit
@@ -49,8 +51,14 @@ def posterior_groups(
     n, S = E.shape
     conf = np.empty(n, np.float32)
     best = np.empty(n, np.uint8)
-    A = np.exp(logA)
-    pi = np.exp(logpi)
+    A = np.empty_like(logA)  # libm's exp, elementwise: interpreted runs get the same bits
+    for i in range(S):
+        pi_i = logA[i]
+        for j in range(S):
+            A[i, j] = math.exp(pi_i[j])
+    pi = np.empty(S)
+    for s in range(S):
+        pi[s] = math.exp(logpi[s])
     alpha = np.empty((n, S))  # indexed by position j in perm, not by row
     beta = np.empty(S)
     nxt = np.empty(S)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.jit import jit
+from engine.jit import jit, twin
 from engine.manifest import GpuPeaks
 from engine.trace.segments import Kind, Klass, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
@@ -470,6 +470,121 @@ def _replay(
         )
         used[d_s[d]] = True
     return d_ready, d_start, d_end, h_start, h_end, t_last
+
+
+@twin(_dense_small)
+def _dense_small_py(v: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, int]:
+    """``_dense_small`` in numpy (ids in order of first appearance)."""
+    uniq, first, inv = np.unique(v, return_index=True, return_inverse=True)
+    rank = np.empty(len(uniq), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq), dtype=np.int64)
+    return rank[inv.reshape(-1)], len(uniq)
+
+
+@twin(_replay)
+def _replay_py(
+    api: np.ndarray,
+    gap: np.ndarray,
+    dur: np.ndarray,
+    h_s: np.ndarray,
+    h_stream_raw: np.ndarray,
+    h_ev: np.ndarray,
+    off: np.ndarray,
+    flat: np.ndarray,
+    d_s: np.ndarray,
+    d_dur: np.ndarray,
+    d_live: np.ndarray,
+    anchored: np.ndarray,
+    anchor_ready: np.ndarray,
+    L: float,
+    graph_node_ns: float,
+    n_streams: int,
+    n_events: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """``_replay`` over Python lists (interpreted runs: numpy scalars are ~5x slower to index);
+    the same operations in the same order, so the same floats."""
+    nan = float("nan")
+    n_d, n_h = len(d_s), len(api)
+    ds, dd = d_s.tolist(), d_dur.tolist()
+    live = d_live.tolist()
+    d_ready, d_start, d_end = [nan] * n_d, [nan] * n_d, [nan] * n_d
+    h_start, h_end = [0.0] * n_h, [0.0] * n_h
+    stream_free = [0.0] * n_streams
+    used = [False] * n_streams
+    stream_last = [-1] * n_streams
+    pending: list[float | None] = [None] * n_streams
+    record_pos = [-1] * n_events
+    hs, hraw, hev = h_s.tolist(), h_stream_raw.tolist(), h_ev.tolist()
+    lo, fl = off.tolist(), flat.tolist()
+
+    def enqueue(d: int, ready: float) -> float:
+        s = ds[d]
+        dep = stream_free[s]
+        p = pending[s]
+        if p is not None:
+            dep = p if p > dep else dep  # max(), as numba's: the second only when greater
+            pending[s] = None
+        start = dep if dep > ready else ready
+        end = start + (dd[d] if live[d] else 0.0)
+        d_ready[d], d_start[d], d_end[d] = ready, start, end
+        stream_free[s] = end
+        stream_last[s] = d
+        used[s] = True
+        return end
+
+    host_t = graph_t = t_last = 0.0
+    slot = 0
+    for r, (kind, g, du) in enumerate(zip(api.tolist(), gap.tolist(), dur.tolist(), strict=True)):
+        host_t += g
+        h_start[r] = host_t
+        if kind == NOP:
+            h_end[r] = host_t
+            continue
+        end = host_t + du
+        a, b = lo[r], lo[r + 1]
+        if kind == _GRAPH_LAUNCH:
+            graph_t = host_t
+            slot = 0
+        elif kind == _GRAPH_NODE:
+            for k in range(a, b):
+                enqueue(fl[k], graph_t + L + slot * graph_node_ns)
+            slot += 1
+        elif b == a + 1:  # one launch: most rows
+            e = enqueue(fl[a], host_t + L)
+            if kind == _MEMCPY_SYNC and e > end:
+                end = e
+        elif b > a:
+            last = 0.0
+            for k in range(a, b):
+                e = enqueue(fl[k], host_t + L)
+                last = e if e > last else last
+            if kind == _MEMCPY_SYNC and last > end:
+                end = last
+        elif kind == _SYNC:
+            if hraw[r] >= 0:
+                end = max(end, stream_free[hs[r]])
+            else:
+                for st in range(n_streams):
+                    if used[st]:
+                        end = max(end, stream_free[st])
+        elif kind == _EVENT_RECORD:
+            if stream_last[hs[r]] >= 0:
+                record_pos[hev[r]] = stream_last[hs[r]]
+        elif kind == _STREAM_WAIT:
+            p = record_pos[hev[r]]
+            if p >= 0 and d_end[p] == d_end[p]:
+                s = hs[r]
+                q = pending[s]
+                pending[s] = d_end[p] if q is None else max(q, d_end[p])
+        h_end[r] = end
+        host_t = end
+        if end > t_last:
+            t_last = end
+    for d, ready in zip(anchored.tolist(), anchor_ready.tolist(), strict=True):
+        enqueue(d, ready)
+    return (np.array(d_ready, np.float64), np.array(d_start, np.float64),
+            np.array(d_end, np.float64), np.array(h_start, np.float64),
+            np.array(h_end, np.float64), t_last)  # fmt: skip
 
 
 _GRAPH_LAUNCH, _GRAPH_NODE = int(ApiKind.GRAPH_LAUNCH), int(ApiKind.GRAPH_NODE)

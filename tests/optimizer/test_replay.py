@@ -164,16 +164,24 @@ def _same_schedule(a, b) -> bool:
 
 @pytest.mark.parametrize("workload", ["hft-lob", "af2", "kitti"])
 def test_compiled_replay_equals_the_python_reference(workload, model):
-    """schedule (numba, dense ids) == schedule_ref (Python dicts), bit for bit, on the observed
-    graph and on every lever's edited graph (graph launches, side streams, merged rows…)."""
+    """schedule (numba, dense ids) == schedule_ref (Python dicts) == schedule interpreted (the
+    kernels' Python twins, as a first run replays), bit for bit, on the observed graph and on
+    every lever's edited graph (graph launches, side streams, merged rows…)."""
+    from engine.jit import interpreted
     from engine.schedule.reference import schedule_ref
+
+    def same(dag, what):
+        compiled = schedule(dag)
+        with interpreted():
+            twin = schedule(dag)
+        assert _same_schedule(compiled, schedule_ref(dag)), what
+        assert _same_schedule(compiled, twin), what
 
     wl = SimWorkload(workload)
     _, obs = _obs(wl, wl.base, model)
-    assert _same_schedule(schedule(obs.dag), schedule_ref(obs.dag))
+    same(obs.dag, "observed")
     for lever in LEVERS:
-        edit = lever.transform(obs)
-        assert _same_schedule(schedule(edit.dag), schedule_ref(edit.dag)), lever.id
+        same(lever.transform(obs).dag, lever.id)
 
 
 def _launch_runs_ref(dag, pred, min_len=2):
