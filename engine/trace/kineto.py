@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from engine.trace import json_scan as js
+from engine.trace import json_twin
 from engine.trace.chrome_stream import EventStream, chunks, metadata, prefetched
 from engine.trace.collectives import collective_meta
 from engine.trace.derive import derive_work
@@ -106,10 +107,12 @@ def _decode_name(buf: np.ndarray, s: int, e: int, escaped: bool) -> str:
 def _name_ids(
     cols: _Columns, buf: np.ndarray, ns: np.ndarray, ne: np.ndarray, esc: np.ndarray, h: np.ndarray
 ) -> np.ndarray:
-    """Intern the distinct names (by FNV-1a hash of their bytes; 64-bit collisions ignored)."""
+    """Intern the distinct names (by a 64-bit hash of their bytes; collisions ignored), new ones
+    in the order they first appear: ids do not depend on how the file was cut into blocks."""
     uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
     ids = np.empty(len(uniq), np.int32)
-    for u, (hv, i) in enumerate(zip(uniq.tolist(), first.tolist(), strict=True)):
+    for u in np.argsort(first, kind="stable").tolist():
+        hv, i = int(uniq[u]), int(first[u])
         nid = cols.name_of_hash.get(hv)
         if nid is None:
             nid = cols.names.intern(_decode_name(buf, int(ns[i]), int(ne[i]), bool(esc[i])))
@@ -176,12 +179,16 @@ def _add(
     ends: np.ndarray,
     codes: np.ndarray,
     helper: ThreadPoolExecutor | None = None,
+    fields: tuple[Any, ...] | None = None,
 ) -> None:
     """Parse the kept events (numba, strict JSON; half of them on ``helper`` if given) and
     append them as device rows / host events; raise _InvalidEvent (nothing appended) when one
-    is not valid JSON."""
+    is not valid JSON. ``fields``: extract_fields' columns, when they were read already (the
+    interpreted twin, engine.trace.json_twin)."""
     # names of device rows are kernels; of host rows, the runtime calls that give API kinds
-    ints, ts, dur, occ, flops, ns, ne, esc, h = _extract(buf, starts, ends, codes, helper)
+    if fields is None:
+        fields = _extract(buf, starts, ends, codes, helper)
+    ints, ts, dur, occ, flops, ns, ne, esc, h = fields
     miss = js.MISSING
     # no usable time: ts missing or not a number, or ts / dur beyond ±MAX_TIME_NS (an event
     # without a dur is an instant, dur 0)
@@ -194,9 +201,14 @@ def _add(
     corr = ints[:, js.F_CORR]
     host = np.isin(codes, (js.CAT_RUNTIME, js.CAT_DRIVER)) & ~bad & (corr != miss) & (corr >= 0)
     _framework(cols, buf, starts, ends, codes, ints, ts, dur, ns, ne, esc, h, bad)
+    dev = (_KIND[codes] != 255) & ~bad
+    # runtime calls' and device rows' names, interned together in file order (see _name_ids)
+    named = np.flatnonzero(host | dev)
+    name_id = np.full(len(codes), -1, np.int32)
+    name_id[named] = _name_ids(cols, buf, ns[named], ne[named], esc[named], h[named])
     if host.any():
         st = ints[host, js.F_STREAM]
-        api_names = _name_ids(cols, buf, ns[host], ne[host], esc[host], h[host])
+        api_names = name_id[host]
         cols.host.append(
             {
                 "tid": ints[host, js.F_TID],
@@ -222,12 +234,11 @@ def _add(
                 "event": np.where(ev == miss, -1, ev),
             }
         )
-    dev = (_KIND[codes] != 255) & ~bad
     if not dev.any():
         return
     c = codes[dev]
     iv = ints[dev]
-    names = _name_ids(cols, buf, ns[dev], ne[dev], esc[dev], h[dev])
+    names = name_id[dev]
     stream = np.where(iv[:, js.F_STREAM] != miss, iv[:, js.F_STREAM], iv[:, js.F_TID])
     stream = np.where(stream == miss, 0, stream)
     device = np.where(iv[:, js.F_DEVICE] != miss, iv[:, js.F_DEVICE], iv[:, js.F_PID])
@@ -411,12 +422,29 @@ def _chunks(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
     return chunks(path, limits or ReadLimits.from_env(path), CHUNK)
 
 
-def read_kineto(path: str | Path, limits: ReadLimits | None = None) -> Trace:
+def read_kineto(
+    path: str | Path, limits: ReadLimits | None = None, interpreted: bool = False
+) -> Trace:
     """Import one Kineto/Chrome-trace JSON file (.json or .json.gz); raise TraceImportError.
     ``limits``: what the file may make the reader do (default: ReadLimits.from_env, the
-    defaults moved by any GITM_MAX_* variable; see engine.trace.limits)."""
+    defaults moved by any GITM_MAX_* variable; see engine.trace.limits). ``interpreted``: try
+    the scanner's Python twin first (engine.trace.json_twin: the same trace, without compiling
+    the scanner; for a first run), and compile only when it declines the file."""
     path = Path(path)
     limits = limits or ReadLimits.from_env(path)
+    if interpreted:
+        with gc_paused():
+            got = json_twin.read(path, limits)
+        if got is not None:
+            data, (starts, ends, codes, *fields), prefix, suffix = got
+            cols = _Columns()
+            _add(cols, np.frombuffer(data, np.uint8), starts, ends, codes, fields=tuple(fields))
+            try:
+                meta = metadata(path, prefix, suffix)
+            except TraceImportError:
+                meta = None  # the compiled reader says why, where it finds it first
+            if meta is not None:
+                return _build(path, cols, meta)
     cols = _Columns()
     # three stages: inflate (thread) → scan (here; numba releases the GIL) → field extraction
     # (one worker, in order, so names are interned in file order; it parses half of each

@@ -654,9 +654,10 @@ def test_chunk_boundaries_anywhere_give_the_same_trace(monkeypatch, chunk, name)
     want = read_kineto(path)
     monkeypatch.setattr(kineto, "CHUNK", chunk)
     got = read_kineto(path)
-    for field in ("start_ns", "end_ns", "stream", "kind", "correlation", "grid"):
+    for field in ("start_ns", "end_ns", "stream", "kind", "correlation", "grid", "name"):
         assert np.array_equal(getattr(got.segments, field), getattr(want.segments, field))
-    # name ids depend on how events fall into blocks; the names must not
-    assert [got.names[i] for i in got.segments.name] == [want.names[i] for i in want.segments.name]
+    # names are interned in the order they first appear, however the file falls into blocks
+    # (the first-run twin reads it as one block: engine.trace.json_twin)
+    assert list(got.names) == list(want.names)
     assert np.array_equal(got.host.correlation, want.host.correlation)
     assert got.device_properties == want.device_properties
