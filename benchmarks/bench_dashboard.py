@@ -115,25 +115,26 @@ async def measure(rate: int, seconds: float, streams: int) -> dict:
     engine = LoadEngine(rate, seconds, streams)
     pending: dict[int, list[int]] = {}  # stream → batch sequences taken in, not yet drawn
     latency: list[float] = []
-    original_show = dashboard.DashboardScreen.on_dashboard_screen_engine_event
-    original_render = RegimeStrip.render
+    original_show = dashboard.DashboardScreen.on_dashboard_screen_engine_events
+    original_render = RegimeStrip.render_line
 
     def on_event(self, message):  # type: ignore[no-untyped-def]
-        ev = message.event
-        if isinstance(ev, DecodedBatch):  # batches of `per` rows each, merged in order
-            seqs = (ev.start_ns[:: engine.per] // 1_000_000_000).tolist()
-            pending.setdefault(ev.stream, []).extend(seqs)
+        for ev in message.events:
+            if isinstance(ev, DecodedBatch):  # batches of `per` rows each, merged in order
+                seqs = (ev.start_ns[:: engine.per] // 1_000_000_000).tolist()
+                pending.setdefault(ev.stream, []).extend(seqs)
         return original_show(self, message)
 
-    def render(self):  # type: ignore[no-untyped-def]
-        now = time.perf_counter()
-        stream = int(str(self.id).rsplit("-", 1)[-1]) if self.id else -1
-        for q in pending.pop(stream, []):
-            latency.append(now - engine.published[q])
-        return original_render(self)
+    def render(self, y):  # type: ignore[no-untyped-def]
+        if y == 0:  # the strip's first line drawn: what it took in is on screen
+            now = time.perf_counter()
+            stream = int(str(self.id).rsplit("-", 1)[-1]) if self.id else -1
+            for q in pending.pop(stream, []):
+                latency.append((engine.published[q], now - engine.published[q]))
+        return original_render(self, y)
 
-    dashboard.DashboardScreen.on_dashboard_screen_engine_event = on_event  # type: ignore[method-assign]
-    RegimeStrip.render = render  # type: ignore[method-assign]
+    dashboard.DashboardScreen.on_dashboard_screen_engine_events = on_event  # type: ignore[method-assign]
+    RegimeStrip.render_line = render  # type: ignore[method-assign]
     lag: list[float] = []
     queue: list[tuple[int, int]] = []
     try:
@@ -157,9 +158,12 @@ async def measure(rate: int, seconds: float, streams: int) -> dict:
             engine.stop()
             dropped = engine.bus.dropped
     finally:
-        dashboard.DashboardScreen.on_dashboard_screen_engine_event = original_show  # type: ignore[method-assign]
-        RegimeStrip.render = original_render  # type: ignore[method-assign]
-    lat = np.array(latency) * 1e3
+        dashboard.DashboardScreen.on_dashboard_screen_engine_events = original_show  # type: ignore[method-assign]
+        RegimeStrip.render_line = original_render  # type: ignore[method-assign]
+    pub = np.array([p for p, _ in latency])
+    lat = np.array([d for _, d in latency]) * 1e3
+    # after the first second: the app's mount, first layout and first renders are behind it
+    steady = lat[pub >= pub.min() + 1.0] if len(lat) else lat
     lg = np.array(lag[5:]) * 1e3
     q = np.array(queue[5:]) if queue else np.zeros((1, 2))
     half = len(q) // 2
@@ -169,6 +173,8 @@ async def measure(rate: int, seconds: float, streams: int) -> dict:
         "drawn": len(lat),
         "lat_p50": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
         "lat_p99": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
+        "steady_p50": float(np.percentile(steady, 50)) if len(steady) else float("nan"),
+        "steady_p99": float(np.percentile(steady, 99)) if len(steady) else float("nan"),
         "lag_p50": float(np.percentile(lg, 50)),
         "lag_p99": float(np.percentile(lg, 99)),
         "lag_max": float(lg.max()),
@@ -197,18 +203,29 @@ def main() -> None:
         "(DashboardScreen) headless under Textual's pilot; a SYNTHETIC load engine publishes on "
         "the real EventBus every 5 ms.",
         "",
-        "| published rows/s | batches | publish → screen p50 ms | p99 ms | loop lag p50 ms | "
-        "p99 ms | max ms | pending events max | rows waiting max (1st half / 2nd half) | "
-        "dropped |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| published rows/s | batches | publish → screen p50 ms | p99 ms | after the first "
+        "second: p50 ms | p99 ms | loop lag p50 ms | p99 ms | max ms | pending events max | "
+        "rows waiting max (1st half / 2nd half) | dropped |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
         f"| {r['rows_per_s']:,.0f} | {r['batches']:,} | {r['lat_p50']:.1f} | {r['lat_p99']:.1f} | "
+        f"{r['steady_p50']:.1f} | {r['steady_p99']:.1f} | "
         f"{r['lag_p50']:.1f} | {r['lag_p99']:.1f} | {r['lag_max']:.0f} | {r['queue_max']} | "
         f"{r['rows_waiting_max']:,} ({r['rows_waiting_first_half_max']:,} / "
         f"{r['rows_waiting_second_half_max']:,}) | {r['dropped']} |",
         "",
         "Goal: p99 publish → screen ≤ 50 ms, no unbounded growth (the rows waiting in the second "
         "half of the run no more than in the first). The load engine runs on the app's own "
-        "loop, as the real engine does, so its publishing counts in the loop's lag.",
+        "loop, as the real engine does, so its publishing counts in the loop's lag. It starts "
+        "publishing at full rate while the app is still mounting: the first second (mount, "
+        "first layout, first renders of every widget) holds the whole run's tail, so the "
+        "steady state after it is given beside the whole run.",
+        "",
+        "How the dashboard keeps up: one message hands the screen every pending event, and the "
+        "next waits until the screen has shown it (meanwhile a stream's batches merge in the "
+        "bus); widgets are looked up once, not queried per event; the regime strips draw "
+        "segments of cached styles (the Line API), a run of one regime as one segment; the κ "
+        "panel and the kernel table change cells without a layout of the screen, and the "
+        "table rewrites only the rows on screen (the rest when scrolled to).",
         "",
     ]
     ns.out.mkdir(parents=True, exist_ok=True)

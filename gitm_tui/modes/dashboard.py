@@ -3,6 +3,7 @@ one engine run (``gitm-tui``). The screen drives the engine and shows its events
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -99,18 +100,21 @@ class DashboardScreen(Screen[None]):
     #: follow it (check_action), so a change refreshes them
     phase: reactive[str] = reactive("starting", init=False)
 
-    class EngineEvent(Message):
-        """One engine event, carried from the events worker to the UI."""
+    class EngineEvents(Message):
+        """The engine events pending when the screen was last free, in order (see
+        consume_events)."""
 
-        def __init__(self, event: Event) -> None:
+        def __init__(self, events: tuple[Event, ...]) -> None:
             super().__init__()
-            self.event = event
+            self.events = events
 
     def __init__(self, settings: Settings, engine: EngineLike) -> None:
         super().__init__(id="dashboard")
         self.settings = settings
         self.engine = engine
         self.subscription = engine.bus.subscribe()  # before the run starts: miss nothing
+        self._taken = asyncio.Event()  # the screen has shown what it was handed
+        self._strips: dict[int, RegimeStrip] = {}
         self.run_id = ""
         self.finished: RunFinished | None = None
         #: the run failed because the file system refused a write (disk full, read-only):
@@ -162,13 +166,29 @@ class DashboardScreen(Screen[None]):
 
     @work(group="events", exit_on_error=False, name="engine events")
     async def consume_events(self) -> None:
-        """Turn engine events into messages for the UI, in order."""
-        async for ev in self.subscription:
-            self.post_message(self.EngineEvent(ev))
+        """Hand the screen every pending engine event in one message, in order, and take no
+        more until it has shown them: while the screen is busy, events wait in the
+        subscription, where a stream's decoded batches merge into one (EventBus), not in the
+        screen's message queue, where each would wait its turn (publish → screen p99 was
+        ~100 ms at 1 M rows/s so)."""
+        sub = self.subscription
+        while True:
+            events = [await sub.get()]
+            while (ev := sub.get_nowait()) is not None:
+                events.append(ev)
+            self._taken.clear()
+            self.post_message(self.EngineEvents(tuple(events)))
+            if any(isinstance(e, RunFinished) for e in events):
+                return
+            await self._taken.wait()
 
     # ---------------------------------------------------------------- events → widgets
-    def on_dashboard_screen_engine_event(self, message: EngineEvent) -> None:
-        self._show(message.event)
+    def on_dashboard_screen_engine_events(self, message: EngineEvents) -> None:
+        try:
+            for ev in message.events:
+                self._show(ev)
+        finally:
+            self._taken.set()
 
     # one handler per event type: singledispatch picks it by the event's class
     @functools.singledispatchmethod
@@ -177,14 +197,14 @@ class DashboardScreen(Screen[None]):
 
     @_show.register
     def _(self, ev: DecodedBatch) -> None:
-        strips = self.query(f"#strip-{ev.stream}")
-        if not strips:
-            self._mount_strip(ev.stream)
-            strips = self.query(f"#strip-{ev.stream}")
-        strips.first(RegimeStrip).add(ev.labels, ev.degenerate, ev.names)
-        self.query_one(KernelTable).add(
+        self._mount_strip(ev.stream).add(ev.labels, ev.degenerate, ev.names)
+        self._kernels.add(
             ev.stream, ev.names, ev.start_ns, ev.end_ns, ev.labels, ev.degenerate, ev.config
         )
+
+    @functools.cached_property
+    def _kernels(self) -> KernelTable:
+        return self.query_one(KernelTable)  # looked up once: a query walks the DOM
 
     @_show.register
     def _(self, ev: KappaUpdate) -> None:
@@ -306,9 +326,13 @@ class DashboardScreen(Screen[None]):
             return ExitCode.OK
         return ExitCode.INPUT if self.write_error is not None else ExitCode.INTERNAL
 
-    def _mount_strip(self, stream: int) -> None:
-        if not self.query(f"#strip-{stream}"):
-            self.query_one("#strips").mount(RegimeStrip(stream))
+    def _mount_strip(self, stream: int) -> RegimeStrip:
+        """The stream's regime strip, mounted on first use."""
+        strip = self._strips.get(stream)
+        if strip is None:
+            strip = self._strips[stream] = RegimeStrip(stream)
+            self.query_one("#strips").mount(strip)
+        return strip
 
     def _log_line(self, text: str, style: str = "") -> None:
         """Write one log entry: its lines cleaned one by one (a program's output or an error

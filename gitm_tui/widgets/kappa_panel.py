@@ -16,6 +16,7 @@ class KappaPanel(Static):
     def __init__(self, **kw: object) -> None:
         super().__init__("κ gate: waiting for the first window…", **kw)  # type: ignore[arg-type]
         self._rows: dict[int, KappaUpdate] = {}
+        self._laid_out = -1  # streams shown at the last layout
 
     def update_kappa(self, ev: KappaUpdate) -> None:
         """Record one stream's update and redraw."""
@@ -44,4 +45,6 @@ class KappaPanel(Static):
                 f"{r.undetermined:.0%}",
             )
         self.set_class(degenerate_now, "-degenerate")
-        self.update(table)
+        # a new height only when a stream appears: otherwise no layout of the whole screen
+        self.update(table, layout=len(self._rows) != self._laid_out)
+        self._laid_out = len(self._rows)
