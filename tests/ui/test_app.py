@@ -125,6 +125,51 @@ async def test_kernel_table_starts_over_when_the_configuration_changes():
         assert t.border_title == "kernels — baseline + cuda_graphs"
 
 
+async def test_kernel_table_ranks_rows_and_brings_rows_scrolled_into_view_up_to_date():
+    """Row i is rank i (heaviest first). The timer's flush rewrites the rows on screen only;
+    a row scrolled into view shows the current figures, never old ones."""
+    import numpy as np
+    from textual.app import App
+
+    class One(App[None]):
+        def compose(self):
+            yield KernelTable()
+
+    def batch(names, dur):
+        n = len(names)
+        start = np.arange(n, dtype=np.int64) * 10_000
+        return (
+            tuple(names),
+            start,
+            start + np.asarray(dur),
+            np.zeros(n, np.uint8),
+            np.zeros(n, np.bool_),
+        )
+
+    app = One()
+    async with app.run_test(size=(100, 12)) as pilot:
+        t = app.query_one(KernelTable)
+        names = [f"k{i:03d}" for i in range(60)]
+        t.add(0, *batch(names, [1000 * (i + 1) for i in range(60)]))  # k059 heaviest
+        t.flush()
+        await pilot.pause(0.05)
+        shown = [str(t.get_row_at(r)[0]) for r in range(t.row_count)]
+        assert shown == [f"k{i:03d}" for i in reversed(range(60))]
+        # the lightest kernel becomes the heaviest: on screen at once, elsewhere when seen
+        t.add(0, *batch(["k000"], [10**9]))
+        t.flush(visible_only=True)
+        await pilot.pause(0.05)
+        assert str(t.get_row_at(0)[0]) == "k000"
+        assert str(t.get_row_at(59)[0]) == "k000"  # off screen: not rewritten yet
+        t.scroll_end(animate=False)
+        await pilot.pause(0.1)
+        assert str(t.get_row_at(59)[0]) == "k001"  # scrolled into view: up to date
+        t.flush()  # an explicit flush rewrites every row
+        assert [str(t.get_row_at(r)[0]) for r in range(60)] == ["k000"] + [
+            f"k{i:03d}" for i in reversed(range(1, 60))
+        ]
+
+
 async def test_a_failed_run_is_shown_and_quits_with_exit_code_1(monkeypatch):
     """An engine failure (planted: recovering earlier runs raises) is not silent in the
     dashboard: an error notice, the Log tab in view with the reason, and q exits with 1."""
