@@ -26,7 +26,8 @@ def derive_work(
     theirs."""
     if not op_parts or not work or not len(host) or not len(seg):
         return seg
-    ops = {k: np.concatenate([o[k] for o in op_parts]) for k in op_parts[0]}
+    # the blocks' arrays are dropped as they are joined (they are the reader's, used once)
+    ops = {k: np.concatenate([o.pop(k) for o in op_parts]) for k in list(op_parts[0])}
     row = host.rows_of(seg.correlation)
     # kernels with measured counters keep theirs
     kern = np.flatnonzero((seg.kind == Kind.KERNEL) & (row >= 0) & (tiers(seg) != Tier.MEASURED))
@@ -49,13 +50,18 @@ def derive_work(
     dur = np.maximum(seg.duration_ns[kern].astype(np.float64), 1.0)
     share = dur / np.bincount(which, weights=dur, minlength=len(ops["work"]))[which]
     widx = ops["work"][which]
-    work_flops = np.array([w.flops for w in work])
-    work_bytes = np.array([w.bytes for w in work])
-    # the arithmetic type depends on the op's inputs and (TF32 or not) the kernel's name
-    code_of: dict[tuple[int, int], int] = {}
-    for wi, nm in set(zip(widx.tolist(), seg.name[kern].tolist(), strict=True)):
+    work_flops = np.fromiter((w.flops for w in work), np.float64, len(work))
+    work_bytes = np.fromiter((w.bytes for w in work), np.float64, len(work))
+    # the arithmetic type depends on the op's inputs and (TF32 or not) the kernel's name: once
+    # per distinct (op work, kernel name), in numpy (lists of every kernel's pair took ~100 MB
+    # on a 10 M-event trace)
+    nm_k = seg.name[kern].astype(np.int64)
+    pair, inv = np.unique(widx.astype(np.int64) * (len(names) + 1) + nm_k, return_inverse=True)
+    codes = np.zeros(len(pair), np.uint8)
+    for u, (wi, nm) in enumerate(zip((pair // (len(names) + 1)).tolist(),
+                                     (pair % (len(names) + 1)).tolist(), strict=True)):  # fmt: skip
         w = work[wi]
-        code_of[(wi, nm)] = DTYPE_CODE.get(kernel_dtype(w.dtype, w.family, names[nm]), 0)
+        codes[u] = DTYPE_CODE.get(kernel_dtype(w.dtype, w.family, names[nm]), 0)
     out = seg.columns()
     out["flops"] = out["flops"].copy()
     out["dram_bytes"] = out["dram_bytes"].copy()
@@ -63,8 +69,6 @@ def derive_work(
     out["provenance"] = out["provenance"].copy()
     out["flops"][kern] = work_flops[widx] * share
     out["dram_bytes"][kern] = work_bytes[widx] * share
-    out["dtype"][kern] = [
-        code_of[k] for k in zip(widx.tolist(), seg.name[kern].tolist(), strict=True)
-    ]
+    out["dtype"][kern] = codes[inv.reshape(-1)]
     out["provenance"][kern] |= np.uint8(Provenance.DERIVED)
     return Segments(**out)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,14 +94,27 @@ def _env_size(path: str | Path, name: str, default: int, minimum: int = 1) -> in
     return value
 
 
-def check_times(path: str | Path, starts: np.ndarray, ends: np.ndarray) -> None:
+def check_times(
+    path: str | Path,
+    starts: np.ndarray | Sequence[np.ndarray],
+    ends: np.ndarray | Sequence[np.ndarray],
+) -> None:
     """TraceImportError if the rows (start and end ns, each below MAX_TIME_NS in magnitude)
     together span or add up to MAX_TIME_NS or more: then some total of the analysis would
-    overflow int64 (found: durations of 1e18 µs gave negative GPU time)."""
-    if not len(starts):
+    overflow int64 (found: durations of 1e18 µs gave negative GPU time). ``starts`` and
+    ``ends`` may be lists of arrays (row sets checked together, never concatenated)."""
+    s_list = [starts] if isinstance(starts, np.ndarray) else list(starts)
+    e_list = [ends] if isinstance(ends, np.ndarray) else list(ends)
+    pairs = [(s, e) for s, e in zip(s_list, e_list, strict=True) if len(s)]
+    if not pairs:
         return
-    span = float(ends.max()) - float(starts.min())
-    total = float(np.sum(ends.astype(np.float64) - starts.astype(np.float64)))
+    span = max(float(e.max()) for _, e in pairs) - min(float(s.min()) for s, _ in pairs)
+    total = 0.0
+    for s, e in pairs:  # in float64, block by block: a difference of two int64s may overflow
+        for k in range(0, len(s), 1 << 20):
+            total += float(
+                np.sum(np.subtract(e[k : k + (1 << 20)], s[k : k + (1 << 20)], dtype=np.float64))
+            )
     if span >= MAX_TIME_NS or total >= MAX_TIME_NS:
         raise TraceImportError(
             path,

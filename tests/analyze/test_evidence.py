@@ -139,7 +139,7 @@ def test_innermost_known_op_on_the_launching_thread():
     q = innermost_known(
         tid, start, end, work, np.array([1, 1, 1, 2, 3]), np.array([13, 30, 70, 5, 5])
     )
-    assert q == [1, 1, -1, 3, -1]
+    assert q.tolist() == [1, 1, -1, 3, -1]
 
 
 def _hand_flops(events: list[dict]) -> dict[int, float]:
