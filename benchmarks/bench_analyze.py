@@ -82,6 +82,10 @@ def _background_compile_done(limit_s: float = 300.0) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument(
+        "--memory-events", type=int, default=10_000_000,
+        help="a larger synthetic trace gitm alone analyses, for how its peak grows (0: none)",
+    )  # fmt: skip
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ns = ap.parse_args()
     gitm = [str(Path(sys.executable).parent / "gitm-tui")]
@@ -114,6 +118,21 @@ def main() -> None:
             h = _timed([sys.executable, "-c", HTA_SCRIPT, d])
         rows.append((label, n, g, h))
         print(f"{label}: gitm {g['seconds']:.1f} s, HTA {h['seconds']:.1f} s", file=sys.stderr)
+    growth = ""
+    if ns.memory_events:
+        (_, big, n_big) = traces(ns.memory_events)[1]
+        g = _timed([*gitm, "analyze", str(big), "--json", "--no-write"])
+        base = rows[-1][2]  # the synthetic trace of --events
+        print(
+            f"{n_big:,} events: gitm {g['seconds']:.1f} s, {g['peak_mib']:.0f} MiB", file=sys.stderr
+        )
+        growth = (
+            f"Memory as the trace grows: a SYNTHETIC trace of {n_big:,} events (the same "
+            f"generator) took gitm {g['seconds']:.1f} s and peaked at {g['peak_mib']:.0f} MiB, "
+            f"{g['peak_mib'] / base['peak_mib']:.2f}× its peak on {rows[-1][1]:,} events "
+            f"({base['peak_mib']:.0f} MiB); HTA was not run on it (its peak on the smaller one "
+            f"was {rows[-1][3]['peak_mib']:,.0f} MiB)."
+        )
     lines = [
         "# Trace analysis end to end: gitm-tui analyze vs Holistic Trace Analysis",
         "",
@@ -144,6 +163,8 @@ def main() -> None:
         "process compiles every kernel for the next run (engine.analyze.run.FirstRun); the "
         "time is until gitm answers, the peak is the gitm process's, not the child's, and HTA "
         "runs after the child has finished.",
+        "",
+        growth,
         "",
     ]
     ns.out.mkdir(parents=True, exist_ok=True)

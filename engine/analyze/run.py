@@ -175,7 +175,7 @@ class FirstRun:
         """Whether to analyse ``rows`` GPU rows interpreted (else: compiled, waiting if need be)."""
         if not self.analysis or not cold(kernels("analysis")):
             return False
-        return rows <= INTERPRET_MAX_ROWS or self.child is None
+        return rows <= INTERPRET_MAX_ROWS  # larger: compiled (by the child, or here)
 
     def wait_analysis(self, say: Callable[[str], None]) -> None:
         """Wait until the child has compiled the analysis kernels (or has stopped)."""

@@ -55,11 +55,16 @@ def derive_work(
     # the arithmetic type depends on the op's inputs and (TF32 or not) the kernel's name: once
     # per distinct (op work, kernel name), in numpy (lists of every kernel's pair took ~100 MB
     # on a 10 M-event trace)
+    # ops of the same shapes share one OpWork (the reader's memo): pairs by that one
+    first_of: dict[int, int] = {}
+    same = np.fromiter((first_of.setdefault(id(w), i) for i, w in enumerate(work)), np.int64,
+                       len(work))  # fmt: skip
     nm_k = seg.name[kern].astype(np.int64)
-    pair, inv = np.unique(widx.astype(np.int64) * (len(names) + 1) + nm_k, return_inverse=True)
+    stride = len(names) + 1
+    pair, inv = np.unique(same[widx] * stride + nm_k, return_inverse=True)
     codes = np.zeros(len(pair), np.uint8)
-    for u, (wi, nm) in enumerate(zip((pair // (len(names) + 1)).tolist(),
-                                     (pair % (len(names) + 1)).tolist(), strict=True)):  # fmt: skip
+    for u, (wi, nm) in enumerate(zip((pair // stride).tolist(), (pair % stride).tolist(),
+                                     strict=True)):  # fmt: skip
         w = work[wi]
         codes[u] = DTYPE_CODE.get(kernel_dtype(w.dtype, w.family, names[nm]), 0)
     out = seg.columns()

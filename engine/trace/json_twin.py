@@ -346,8 +346,8 @@ def read(path: Path, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes,
     try:
         with gc_paused():
             return _read(data, limits)
-    except (_Decline, ValueError, RecursionError, IndexError):
-        return None
+    except Exception:  # _Decline, not JSON (ValueError), truncated (IndexError), too deep…:
+        return None  # the compiled reader reads it and names any error
 
 
 def _read(data: bytes, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes, bytes]:
