@@ -171,6 +171,11 @@ class FirstRun:
         kinds = [k for k, c in (("analysis", self.analysis), ("import", self.read)) if c]
         self.child = compile_elsewhere("engine.analyze.warm", *kinds) if kinds else None
 
+    def read_cold(self) -> bool:
+        """Whether to read with the scanner's twin (the reader is not compiled yet)."""
+        self.read = self.read and cold(kernels("import"))
+        return self.read
+
     def interpret(self, rows: int) -> bool:
         """Whether to analyse ``rows`` GPU rows interpreted (else: compiled, waiting if need be)."""
         if not self.analysis or not cold(kernels("analysis")):
@@ -214,7 +219,7 @@ def analyze_file(
     p = Path(url_name(path) if is_url(path) else path)
     say = stage or (lambda _line: None)
     try:
-        cold_read = first is not None and first.read
+        cold_read = first is not None and first.read_cold()
         note = " — first run, kernels compiling in the background for the next" if cold_read else ""
         say(f"reading {p.name}{note}…")
         trace = load_trace(path, interpreted=cold_read)
