@@ -395,11 +395,17 @@ def metadata(path: Path, prefix: bytes, suffix: bytes) -> dict[str, Any]:
         meta = json.loads(text, object_pairs_hook=pairs)
     except RecursionError:
         raise TraceImportError(path, "JSON nested too deep around the traceEvents array") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except json.JSONDecodeError:
         stripped = suffix.strip()
         if not stripped.endswith(b"}"):
             raise TraceImportError(path, "truncated JSON after the traceEvents array") from None
         raise TraceImportError(path, "invalid JSON around the traceEvents array") from None
+    except UnicodeDecodeError:
+        raise TraceImportError(path, "invalid JSON around the traceEvents array") from None
+    except ValueError:  # valid JSON, but an integer past Python's 4,300 digits (found by review)
+        raise TraceImportError(
+            path, "a number of more than 4,300 digits in the metadata around traceEvents"
+        ) from None
     if not isinstance(meta, dict):
         raise TraceImportError(path, "not a Chrome-trace object")
     if sum(k == "traceEvents" for k, _ in top[0]) > 1:

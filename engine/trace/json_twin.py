@@ -14,7 +14,12 @@ of that:
 * a limit of engine.trace.limits could be reached (an element's size or depth, the metadata's
   size), or 65 blanks stand in a row (the scanner refuses a "cat" key with that many around its
   colon);
-* the top-level object is not plain: a key with a backslash, no traceEvents array.
+* the top-level object is not plain: a key with a backslash, no traceEvents array, more
+  brackets around the array than GITM_MAX_JSON_DEPTH;
+* brackets or quotes are denser than in any trace (a bracket per 24 bytes, a quote per 5):
+  json builds each element as objects, ~20x its bytes for a run of tiny arrays;
+* reading the file meets a limit or a broken gzip stream (the compiled reader reports what it
+  meets first, which may be a bad event before it).
 
 Numbers are read from their own text (json's parse hooks hand it over), by the same rules as the
 compiled parsers (_parse_us_to_ns, _number_end, _parse_int, _parse_float, _int_array_product).
@@ -23,6 +28,7 @@ compiled parsers (_parse_us_to_ns, _number_end, _parse_int, _parse_float, _int_a
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -31,12 +37,14 @@ import numpy as np
 
 from engine.trace import json_scan as js
 from engine.trace.chrome_stream import chunks
+from engine.trace.errors import TraceImportError
 from engine.trace.import_memory import gc_paused
 from engine.trace.limits import MAX_TIME_NS, ReadLimits
 
 #: decompressed bytes past which the twin declines (a trace of 100k events is ~35 MB; reading
-#: it here takes ~1 s, and the interpreter's cost grows with the file while compiling's does not)
-MAX_BYTES = 96 << 20
+#: it here takes ~1 s, and the interpreter's time and memory grow with the file while
+#: compiling's do not)
+MAX_BYTES = 64 << 20
 
 _MISSING, _NO_TIME, _OUT = js.MISSING, js.NO_TIME, js.OUT_OF_RANGE
 _MAX_WHOLE_US = MAX_TIME_NS // 1000
@@ -225,11 +233,24 @@ def _us_to_ns_slow(s: str) -> int:
 
 
 def _pow10(x: int) -> float:
-    """10.0 ** x, inf past float's range (as compiled; Python raises OverflowError)."""
-    try:
-        return 10.0**x
-    except OverflowError:
-        return float("inf")
+    """10.0 ** x as numba computes a float to an int power — square and multiply, 1 / r for a
+    negative power, math.pow past 65536 — not as Python does (they differ from |x| = 23 on:
+    found by a review, 1e23 read as 1.0000000000000001e+23)."""
+    if abs(x) > 0x10000:
+        try:
+            return math.pow(10.0, float(x))
+        except OverflowError:
+            return float("inf")
+    e = -x if x < 0 else x
+    r, a = 1.0, 10.0
+    while e:
+        if e & 1:
+            r *= a
+        e >>= 1
+        a *= a
+    if x < 0:
+        return 1.0 / r if r else float("inf")
+    return r
 
 
 def _parse_float_text(s: str) -> float:
@@ -265,7 +286,7 @@ def _parse_float_text(s: str) -> float:
         while k < e and "0" <= s[k] <= "9" and ex < 400:
             ex = ex * 10 + ord(s[k]) - 48
             k += 1
-        v = v * 10.0 ** (esign * min(ex, 308))
+        v = v * _pow10(esign * min(ex, 308))
     return -v if neg else v
 
 
@@ -302,7 +323,6 @@ def _flop_weight(key: str) -> int:
     return 2 if op == "fma" else 1 if op in ("add", "mul") else 0
 
 
-_HASHES: dict[str, int] = {}
 _FNV_OFFSET, _FNV_PRIME = 14695981039346656037, 1099511628211
 _MIX = 0x9E3779B97F4A7C15
 
@@ -332,15 +352,18 @@ def name_hash(raw: bytes) -> int:
 def read(path: Path, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes, bytes] | None:
     """(the decompressed file, (starts, ends, codes) of the kept events followed by
     ``json_scan.extract_fields``' columns for them, the metadata's prefix and suffix) — or None
-    when the twin declines (module docstring). TraceImportError from reading the file itself
-    (size and gzip limits) as the compiled reader raises it."""
+    when the twin declines (module docstring), a file that cannot be read or passes a limit
+    included: the compiled reader then says what is wrong, as far as it reads."""
     parts: list[bytes] = []
     total = 0
-    for part in chunks(path, limits, 16 << 20):
-        total += len(part)
-        if total > MAX_BYTES:
-            return None
-        parts.append(part)
+    try:
+        for part in chunks(path, limits, 16 << 20):
+            total += len(part)
+            if total > MAX_BYTES:
+                return None
+            parts.append(part)
+    except TraceImportError:  # the compiled reader reads as far as it can, and says first
+        return None  # what it meets first (a bad event before the gzip's truncation…)
     data = b"".join(parts)
     del parts
     try:
@@ -352,6 +375,11 @@ def read(path: Path, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes,
 
 def _read(data: bytes, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes, bytes]:
     text = data.decode("latin-1")  # one character per byte: offsets are byte offsets
+    # json builds every element as objects, ~5x its bytes for an event but ~20x for a run of
+    # tiny arrays or strings: dense ones are the compiled reader's (real traces: a bracket per
+    # 50-130 bytes, a quote per 8-9)
+    if (text.count("[") + text.count("{")) * 24 > len(text) or text.count('"') * 5 > len(text):
+        raise _Decline("containers or strings denser than in any trace")
     i = 3 if text.startswith("\xef\xbb\xbf") else 0
     i = _skip(text, i)
     if text[i] != "{":
@@ -427,6 +455,9 @@ def _read(data: bytes, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], byte
         raise _Decline("metadata past GITM_MAX_ELEMENT_BYTES")
     if text.find("\\", 0, key_at) >= 0:  # the compiled reader follows raw keys only
         raise _Decline("a backslash in the metadata")
+    around = (text, 0, key_at), (text, suffix_at, len(text))
+    if sum(t.count("[", a, b) + t.count("{", a, b) for t, a, b in around) >= limits.max_json_depth:
+        raise _Decline("metadata that may nest past GITM_MAX_JSON_DEPTH")
     return data, rows.columns(), data[:key_at], data[suffix_at:]
 
 
@@ -446,6 +477,7 @@ class _Rows:
         self.ns: list[int] = []
         self.ne: list[int] = []
         self.hash: list[int] = []
+        self._hashes: dict[str, int] = {}  # this file's names (not kept across files)
 
     def add(self, ev: dict[str, Any], i: int, j: int, code: int) -> None:
         self.starts.append(i)
@@ -464,9 +496,9 @@ class _Rows:
                 m = _COLON.match(text, at)
                 if m and text.startswith(name, m.end()) and text[m.end() + len(name)] == '"':
                     break
-            h = _HASHES.get(name)
+            h = self._hashes.get(name)
             if h is None:
-                h = _HASHES[name] = name_hash(name.encode("latin-1"))
+                h = self._hashes[name] = name_hash(name.encode("latin-1"))
             self.ns.append(m.end())
             self.ne.append(m.end() + len(name))
             self.hash.append(h)

@@ -108,6 +108,87 @@ def test_duplicate_keys_and_files_past_the_size_bound_are_declined(tmp_path, mon
     assert json_twin.read(p, ReadLimits()) is None
 
 
+# found by an adversarial review of the twin (each read differently before its fix)
+_REVIEWED = {
+    # numba's float ** int squares and multiplies: 1e23 is not Python's 10.0 ** 23
+    "flops_1e23": b'{"traceEvents":[{"cat":"cuda_profiler_range","name":"r","ts":1,"dur":1,'
+    b'"args":{"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum":1e23}}]}',
+    "flops_1.5e-24": b'{"traceEvents":[{"cat":"cuda_profiler_range","name":"r","ts":1,"dur":1,'
+    b'"args":{"smsp__sass_thread_inst_executed_op_dfma_pred_on.sum":1.5e-24}}]}',
+    "ts_long_mantissa": b'{"traceEvents":[{"cat":"kernel","name":"k","ts":'
+    + b"5"
+    + b"0" * 37
+    + b'e-23,"dur":1}]}',
+    # the metadata nests past GITM_MAX_JSON_DEPTH, before or after the array
+    "deep_prefix": b'{"m":' + b"[" * 512 + b"]" * 512 + b',"traceEvents":[]}',
+    "deep_suffix": b'{"traceEvents":[],"m":' + b"[" * 512 + b"]" * 512 + b"}",
+    "deep_prefix_ok": b'{"m":' + b"[" * 500 + b"]" * 500 + b',"traceEvents":[]}',
+    # an integer past Python's 4,300 digits: a one-line error (it was a ValueError traceback)
+    "dup_then_bigint": b'{"traceEvents":[],"traceEvents":[],"x":' + b"1" * 5000 + b"}",
+    "bigint_metadata": b'{"x":' + b"1" * 5000 + b',"traceEvents":[]}',
+    # a run of tiny arrays: ~20x its bytes as Python objects
+    "dense_arrays": b'{"traceEvents":[' + b"[]," * 20_000 + b"[]]}",
+}
+
+
+@pytest.mark.parametrize("name", list(_REVIEWED))
+def test_inputs_found_by_review_read_the_same_both_ways(tmp_path, name):
+    p = tmp_path / f"{name}.json"
+    p.write_bytes(_REVIEWED[name])
+    took = check(p)
+    if name == "dense_arrays":
+        assert not took
+    if name == "bigint_metadata":
+        with pytest.raises(TraceImportError, match="4,300 digits"):
+            read_kineto(p)
+
+
+@pytest.mark.parametrize("exp", [-400, -308, -24, -23, -1, 0, 1, 22, 23, 24, 100, 308, 400])
+def test_powers_of_ten_are_numbas(exp):
+    from numba import njit
+
+    @njit
+    def power(e: int) -> float:
+        return 10.0**e
+
+    assert json_twin._pow10(exp) == power(exp)
+
+
+_NUMBER = st.from_regex(
+    r"-?(0|[1-9][0-9]{0,39})(\.[0-9]{1,20})?([eE][+-]?(0|[1-9][0-9]{0,3}))?", fullmatch=True
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_NUMBER)
+def test_numbers_are_read_by_the_kernels_rules(text):
+    """ts / dur in exact ns, integer fields and float fields: the twin's value of every JSON
+    number spelling is the compiled parsers' (a review's 100k-spelling fuzz found exponents
+    off before powers of ten were computed as numba computes them)."""
+    v = json.loads(text, parse_int=json_twin._Int, parse_float=json_twin._Float)
+    buf = np.frombuffer((text + ",").encode(), np.uint8)
+    e = len(buf)
+    assert json_twin._us_to_ns(v) == js._parse_us_to_ns(buf, 0, e)
+    assert json_twin._int_of(v) == js._number_end(buf, 0, e)[1]
+    a, b = js._parse_float(buf, 0, e), json_twin._float_of(v)
+    assert a == b or (a != a and b != b)
+
+
+def test_reading_errors_are_the_compiled_readers_whatever_comes_first(tmp_path):
+    """A truncated or trailing-garbage gzip: the compiled reader reports what it meets first
+    (here: not a trace at all), so the twin leaves the file to it."""
+    z = gzip.compress(b"x" * 2000, mtime=0)
+    (tmp_path / "trunc.json.gz").write_bytes(z[: len(z) // 2])
+    (tmp_path / "trail.json.gz").write_bytes(gzip.compress(b"[]", mtime=0) + b"junk")
+    bad = hostile.trace_bytes().replace(b'"dur": 3', b'"dur": 01', 1)
+    zb = gzip.compress(bad, mtime=0)
+    (tmp_path / "bad_then_trunc.json.gz").write_bytes(zb[: len(zb) - 40])
+    for name in ("trunc.json.gz", "trail.json.gz", "bad_then_trunc.json.gz"):
+        p = tmp_path / name
+        assert json_twin.read(p, ReadLimits()) is None
+        check(p)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=80).filter(lambda b: b"\\" not in b))
 def test_the_name_hash_is_the_scanners(raw):
