@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from engine.device.simulator import SimulatedGPU
-from engine.eesm.live import LiveDecoder, warm_up
+from engine.eesm.live import LiveDecoder, warm_up_elsewhere
 from engine.eesm.pipeline import EesmModel
 from engine.manifest import load_hardware
 from engine.runtime import sources
@@ -239,7 +239,7 @@ class Engine:
         await recover_earlier_runs(self)
         if self.workload is not None and self.backend is None:  # command / real GPU: no decoding
             self.phase("warmup", "compiling numba kernels; numpy reference decoder active")
-            self._warm = in_daemon_thread(warm_up)
+            self._warm = in_daemon_thread(warm_up_elsewhere)
         phases = OptimizePhases(self)
         # a real program has no device windows to pace the clock: tick it for subscribers
         ticker = asyncio.ensure_future(sources.tick(self)) if gpu is None else None
