@@ -597,6 +597,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in list(cols.waits[0])})
     seg = derive_work(seg, cols.names, _cat(h, "tid", np.int64), host, cols.ops, cols.work)
     cols.ops, cols.work = [], []
+    give_back()  # the derivation's transients: the analysis starts from what the trace keeps
     # top-level metadata is free-form JSON: keep only values of the shape we read
     devices = meta.get("deviceProperties")
     dist = meta.get("distributedInfo")
