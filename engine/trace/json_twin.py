@@ -16,8 +16,9 @@ of that:
   colon);
 * the top-level object is not plain: a key with a backslash, no traceEvents array, more
   brackets around the array than GITM_MAX_JSON_DEPTH;
-* brackets or quotes are denser than in any trace (a bracket per 24 bytes, a quote per 5):
-  json builds each element as objects, ~20x its bytes for a run of tiny arrays;
+* a megabyte without an event holds brackets or quotes denser than any trace (a bracket per
+  24 bytes, a quote per 5): json builds each element as objects, ~20x its bytes for a run of
+  tiny arrays;
 * reading the file meets a limit or a broken gzip stream (the compiled reader reports what it
   meets first, which may be a bad event before it).
 
@@ -45,6 +46,8 @@ from engine.trace.limits import MAX_TIME_NS, ReadLimits
 #: it here takes ~1 s, and the interpreter's time and memory grow with the file while
 #: compiling's do not)
 MAX_BYTES = 64 << 20
+#: bytes without an event's "cat" past which the twin checks what is there (see _read)
+_QUIET = 1 << 20
 
 _MISSING, _NO_TIME, _OUT = js.MISSING, js.NO_TIME, js.OUT_OF_RANGE
 _MAX_WHOLE_US = MAX_TIME_NS // 1000
@@ -375,11 +378,6 @@ def read(path: Path, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes,
 
 def _read(data: bytes, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes, bytes]:
     text = data.decode("latin-1")  # one character per byte: offsets are byte offsets
-    # json builds every element as objects, ~5x its bytes for an event but ~20x for a run of
-    # tiny arrays or strings: dense ones are the compiled reader's (real traces: a bracket per
-    # 50-130 bytes, a quote per 8-9)
-    if (text.count("[") + text.count("{")) * 24 > len(text) or text.count('"') * 5 > len(text):
-        raise _Decline("containers or strings denser than in any trace")
     i = 3 if text.startswith("\xef\xbb\xbf") else 0
     i = _skip(text, i)
     if text[i] != "{":
@@ -414,12 +412,26 @@ def _read(data: bytes, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], byte
     max_el, max_depth = limits.max_element_bytes, limits.max_json_depth - 2
     i = _skip(text, i)
     find, valid, decode, cat_value = text.find, _VALID, _DECODE, _CAT_VALUE.match
+    find_count = str.count
     nxt = find('"cat"', i)  # the next "cat" string: read ahead, as elements are decoded
+    checked = 0  # text before this offset was checked for dense elements
     while text[i] != "]":
         if text[i] == ",":
             raise _Decline("an empty element")
         if 0 <= nxt < i:
             nxt = find('"cat"', i)
+        # json builds an element as objects, a few times its bytes for an event but ~20x for
+        # a long run of tiny arrays or strings (32 MB of "[]," took 946 MiB): a megabyte with
+        # no event's "cat" in it may hold one large element, read by the twin only if it is
+        # no denser than a trace (a bracket per 24 bytes, a quote per 5; traces: 50-130, 8-9)
+        end = nxt if nxt >= 0 else len(text)
+        if end - i > _QUIET and i >= checked:
+            checked = end
+            n = end - i
+            if (find_count(text, "[", i, end) + find_count(text, "{", i, end)) * 24 > n or (
+                find_count(text, '"', i, end) * 5 > n
+            ):
+                raise _Decline("a large element denser than any trace")
         # the category, from the element's only "cat" string (the compiled scanner reads the
         # first "cat" key of the top level: one such string leaves no doubt), read ahead so
         # that only kept events are decoded slowly

@@ -126,8 +126,10 @@ _REVIEWED = {
     # an integer past Python's 4,300 digits: a one-line error (it was a ValueError traceback)
     "dup_then_bigint": b'{"traceEvents":[],"traceEvents":[],"x":' + b"1" * 5000 + b"}",
     "bigint_metadata": b'{"x":' + b"1" * 5000 + b',"traceEvents":[]}',
-    # a run of tiny arrays: ~20x its bytes as Python objects
-    "dense_arrays": b'{"traceEvents":[' + b"[]," * 20_000 + b"[]]}",
+    # one element of tiny arrays: ~20x its bytes as Python objects (declined past 1 MB)
+    "dense_arrays": b'{"traceEvents":[[' + b"[]," * 400_000 + b"[]]]}",
+    # small elements of tiny arrays are read one at a time: no large element, read here
+    "small_dense_elements": b'{"traceEvents":[' + b"[]," * 20_000 + b"[]]}",
 }
 
 
@@ -138,6 +140,8 @@ def test_inputs_found_by_review_read_the_same_both_ways(tmp_path, name):
     took = check(p)
     if name == "dense_arrays":
         assert not took
+    if name == "small_dense_elements":
+        assert took
     if name == "bigint_metadata":
         with pytest.raises(TraceImportError, match="4,300 digits"):
             read_kineto(p)
