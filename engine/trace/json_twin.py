@@ -207,22 +207,11 @@ def _us_to_ns_slow(s: str) -> int:
         frac *= 10
         nfrac += 1
     if k < e and s[k] in "eE":
-        k += 1
-        esign = 1
-        if k < e and s[k] == "-":
-            esign = -1
-            k += 1
-        elif k < e and s[k] == "+":
-            k += 1
-        ex = 0
-        while k < e and "0" <= s[k] <= "9":
-            if ex < 1000:
-                ex = ex * 10 + ord(s[k]) - 48
-            k += 1
+        ex = _exponent(s, k + 1, 1000)  # 10**±1000 is already inf / 0 as a float
         if whole > _MAX_WHOLE_US:
             f = abs(_parse_float_text(s)) * 1000.0
         else:
-            f = float(whole * 1000 + frac + (1 if round_up else 0)) * _pow10(esign * ex)
+            f = float(whole * 1000 + frac + (1 if round_up else 0)) * _pow10(ex)
         if not f < MAX_TIME_NS:
             return _OUT
         ns = round(f)
@@ -233,6 +222,21 @@ def _us_to_ns_slow(s: str) -> int:
         if ns >= MAX_TIME_NS:
             return _OUT
     return -ns if neg else ns
+
+
+def _exponent(s: str, k: int, cap: int) -> int:
+    """The signed exponent whose sign or first digit is s[k], its magnitude accumulated only
+    while below ``cap`` (as both kernels bound it)."""
+    sign = 1
+    if k < len(s) and s[k] in "+-":
+        sign = -1 if s[k] == "-" else 1
+        k += 1
+    ex = 0
+    while k < len(s) and "0" <= s[k] <= "9":
+        if ex < cap:
+            ex = ex * 10 + ord(s[k]) - 48
+        k += 1
+    return sign * ex
 
 
 def _pow10(x: int) -> float:
@@ -251,9 +255,7 @@ def _pow10(x: int) -> float:
             r *= a
         e >>= 1
         a *= a
-    if x < 0:
-        return 1.0 / r if r else float("inf")
-    return r
+    return 1.0 / r if x < 0 else r
 
 
 def _parse_float_text(s: str) -> float:
@@ -278,18 +280,8 @@ def _parse_float_text(s: str) -> float:
     if digits == 0:
         return float("nan")
     if k < e and s[k] in "eE":
-        k += 1
-        esign = 1
-        if k < e and s[k] == "-":
-            esign = -1
-            k += 1
-        elif k < e and s[k] == "+":
-            k += 1
-        ex = 0
-        while k < e and "0" <= s[k] <= "9" and ex < 400:
-            ex = ex * 10 + ord(s[k]) - 48
-            k += 1
-        v = v * _pow10(esign * min(ex, 308))
+        ex = _exponent(s, k + 1, 400)
+        v = v * _pow10(max(-308, min(ex, 308)))
     return -v if neg else v
 
 
