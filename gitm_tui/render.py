@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from rich.text import Text
 
@@ -48,16 +48,32 @@ def legend() -> Text:
     return t
 
 
+def cell_runs(
+    labels: Sequence[int], degenerate: Sequence[bool], width: int
+) -> Iterator[tuple[str, str]]:
+    """(text, style) runs of the newest ``width`` segments as coloured cells, newest on the
+    right, faint dots before them: consecutive cells of one regime and confidence are one run
+    (the regime strip draws a segment per run)."""
+    n = len(labels)
+    if width > n:
+        yield "·" * (width - n), tone("gitm-faint")
+    i = max(0, n - width)
+    while i < n:
+        j = i + 1
+        while j < n and labels[j] == labels[i] and degenerate[j] == degenerate[i]:
+            j += 1
+        yield (
+            (CELL_DEGENERATE if degenerate[i] else CELL_CONFIDENT) * (j - i),
+            regime_style(labels[i]),
+        )
+        i = j
+
+
 def strip_cells(labels: Sequence[int], degenerate: Sequence[bool], width: int) -> Text:
     """Return the newest ``width`` segments as coloured cells, newest on the right."""
-    n = len(labels)
     t = Text(no_wrap=True, overflow="crop")
-    pad = max(0, width - n)
-    if pad:
-        t.append("·" * pad, style=tone("gitm-faint"))
-    for i in range(max(0, n - width), n):
-        style = regime_style(labels[i])
-        t.append(CELL_DEGENERATE if degenerate[i] else CELL_CONFIDENT, style=style)
+    for text, style in cell_runs(labels, degenerate, width):
+        t.append(text, style=style)
     return t
 
 

@@ -53,9 +53,8 @@ def posterior_groups(
     best = np.empty(n, np.uint8)
     A = np.empty_like(logA)  # libm's exp, elementwise: interpreted runs get the same bits
     for i in range(S):
-        pi_i = logA[i]
         for j in range(S):
-            A[i, j] = math.exp(pi_i[j])
+            A[i, j] = math.exp(logA[i, j])
     pi = np.empty(S)
     for s in range(S):
         pi[s] = math.exp(logpi[s])

@@ -443,8 +443,7 @@ def read_kineto(
     path = Path(path)
     limits = limits or ReadLimits.from_env(path)
     if interpreted:
-        with gc_paused():
-            got = json_twin.read(path, limits)
+        got = json_twin.read(path, limits)  # (it pauses the GC itself)
         if got is not None:
             data, (starts, ends, codes, *fields), prefix, suffix = got
             cols = _Columns()

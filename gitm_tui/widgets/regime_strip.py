@@ -15,8 +15,8 @@ from textual.widget import Widget
 
 from engine.regimes import N_LABELS, Label
 from engine.text import clean
-from gitm_tui.render import CELL_CONFIDENT, CELL_DEGENERATE, shares_text
-from gitm_tui.theme import regime_style, tone
+from gitm_tui.render import cell_runs, shares_text
+from gitm_tui.theme import regime_style
 
 _LABEL_W = 11  # "stream 123 "
 _SHARES_W = 25  # "C 12% M 30% S 40% I 18% "
@@ -85,18 +85,9 @@ class RegimeStrip(Widget):
         head = [Segment(f"stream {self.stream}"[:_LABEL_W].ljust(_LABEL_W), _style("bold"))]
         n = len(self._labels)
         first = max(0, n - room)
-        if room > n:
-            head.append(Segment("·" * (room - n), _style(tone("gitm-faint"))))
         labels = list(itertools.islice(self._labels, first, n))
         degenerate = list(itertools.islice(self._degenerate, first, n))
-        i = 0
-        while i < len(labels):  # runs of one regime and confidence: one segment each
-            j = i + 1
-            while j < len(labels) and labels[j] == labels[i] and degenerate[j] == degenerate[i]:
-                j += 1
-            cell = CELL_DEGENERATE if degenerate[i] else CELL_CONFIDENT
-            head.append(Segment(cell * (j - i), _style(regime_style(labels[i]))))
-            i = j
+        head += [Segment(t, _style(st)) for t, st in cell_runs(labels, degenerate, room)]
         head.append(Segment(" ", base))
         head += shares
         second = [Segment(" " * _LABEL_W, base)]
