@@ -123,6 +123,20 @@ def compile_elsewhere(module: str, *args: str) -> subprocess.Popen[bytes] | None
         return None
 
 
+def prepare_loading() -> None:
+    """Set up numba's CPU target (its typing and lowering registries, the code generator): the
+    fixed ~0.35 s a process pays before it can load its first kernel from the disk cache. Call
+    it while a child of ``compile_elsewhere`` compiles, and the loads that follow take
+    milliseconds, not that."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+
+    with global_compiler_lock:  # as numba holds it around its own set-up
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
+        cpu_target.target_context.codegen()
+
+
 def wait_compiled(child: subprocess.Popen[bytes] | None, timeout: float = 180.0) -> bool:
     """Wait for a child of ``compile_elsewhere``; True when it finished cleanly. One still
     running after ``timeout`` is stopped (this process compiles what is missing itself)."""

@@ -22,7 +22,7 @@ def kernels(kind: str) -> tuple[Any, ...]:
     from engine.schedule import dag
 
     return (embed.observe, viterbi.viterbi_groups, posterior.posterior_groups,
-            kappa.kappa_groups, dag._replay)  # fmt: skip
+            kappa._kappa_groups, dag._replay)  # fmt: skip
 
 
 def warm_analysis() -> None:

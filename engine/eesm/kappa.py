@@ -103,7 +103,6 @@ def block_window_cond(
     return cond_from_sums(s0, s1, s2, s00, s01, s02, s11, s12, s22, rows, min_count, ridge)
 
 
-@jit
 def kappa_groups(
     P: np.ndarray,
     perm: np.ndarray,
@@ -113,15 +112,33 @@ def kappa_groups(
     min_count: int,
     ridge: float,
 ) -> np.ndarray:
-    """Return κ per row (row order), NaN where the window holds fewer than min_count rows."""
-    n = P.shape[0]
-    out = np.full(n, np.nan, np.float32)
+    """Return κ per row (row order), NaN where the window holds fewer than min_count rows.
+
+    numpy allocates, the kernel fills: each array numba allocates (a dtype and shape of its
+    own) adds ~0.1-0.2 s to the first compile, which the dashboard waits for."""
     nb = max(1, window // stride)
-    blk = np.zeros((1, nb, 9))
+    out = np.full(len(P), np.nan, np.float32)
+    _kappa_groups(P, perm, offsets, stride, nb, min_count, ridge, out, np.empty((1, nb, 9)))
+    return out
+
+
+@jit
+def _kappa_groups(
+    P: np.ndarray,
+    perm: np.ndarray,
+    offsets: np.ndarray,
+    stride: int,
+    nb: int,
+    min_count: int,
+    ridge: float,
+    out: np.ndarray,
+    blk: np.ndarray,
+) -> None:
+    """``kappa_groups`` into ``out`` (float32, NaN-filled); ``blk`` (1, nb, 9): scratch."""
     for g in range(offsets.shape[0] - 1):
         a, b = offsets[g], offsets[g + 1]
         p0 = p1 = p2 = p00 = p01 = p02 = p11 = p12 = p22 = 0.0
-        q = 0
+        q = nb - nb  # 0 as an int64 variable: a literal 0 compiles block_window_cond twice
         first = a
         for j in range(a, b):
             r = perm[j]
@@ -148,7 +165,6 @@ def kappa_groups(
                 first = j + 1
                 q += 1
                 p0 = p1 = p2 = p00 = p01 = p02 = p11 = p12 = p22 = 0.0
-    return out
 
 
 def kappa_groups_ref(
