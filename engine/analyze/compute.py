@@ -295,7 +295,8 @@ def analyze_trace(
     """Return the analysis of ``trace``; TraceImportError if it has no GPU activity."""
     trace, counting_note = _counting(trace, counting)
     seg = trace.segments
-    rows = seg.take(np.isin(seg.kind, np.array(_TIMED, np.uint8)))
+    timed = np.isin(seg.kind, np.array(_TIMED, np.uint8))
+    rows = seg if timed.all() else seg.take(timed)  # read only: no copy of a whole trace
     ranges = seg.take(seg.kind == Kind.RANGE)
     props = trace.device_properties
     if not len(rows) and not len(ranges):

@@ -258,7 +258,11 @@ def innermost_known(
     ops_tid = o_tid[order]
     q_tid_a = np.asarray(q_tid)
     q_ts_a = np.asarray(q_ts, np.int64)
-    q_order = np.lexsort((q_ts_a, q_tid_a))
+    # only the queries on threads with a known op can find one (the others stay -1)
+    on = np.isin(q_tid_a, o_tid)
+    q_order = np.flatnonzero(on) if not on.all() else np.arange(nq)
+    del on
+    q_order = q_order[np.lexsort((q_ts_a[q_order], q_tid_a[q_order]))]
     qs_idx, qts = _typed(q_order), _typed(q_ts_a[q_order])
     q_tid_sorted = q_tid_a[q_order]
     # each thread's slice of the sorted ops and queries
@@ -290,5 +294,5 @@ def innermost_known(
 def _typed(a: np.ndarray) -> array[int]:
     """An int64 numpy array as a typed array: Python ints made on reading, not stored."""
     out = array("q")
-    out.frombytes(np.ascontiguousarray(a, np.int64).tobytes())
+    out.frombytes(np.ascontiguousarray(a, np.int64).data.cast("B"))  # no bytes copy between
     return out

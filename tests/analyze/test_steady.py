@@ -42,3 +42,25 @@ def test_the_analysis_says_which_window_it_replayed(tmp_path, monkeypatch):
     monkeypatch.setattr(steady, "REPLAY_ROWS", 300)
     a = analyze_trace(read_trace(path)).analysis
     assert any(n.startswith("levers replayed on ProfilerSteps") for n in a.notes)
+
+
+def test_the_first_launching_call_is_found_block_by_block(monkeypatch):
+    """_first_call reads the host rows in blocks (bounded memory): the same answer as one np.isin
+    over all of them, wherever the blocks fall."""
+    from engine.analyze import steady
+    from engine.trace.trace import HostEvents
+
+    rng = np.random.default_rng(4)
+    n = 1000
+    host = HostEvents(
+        correlation=rng.permutation(n).astype(np.int64),
+        stream=np.zeros(n, np.int32),
+        api_start_ns=rng.integers(0, 10**9, n).astype(np.int64),
+        api_end_ns=np.zeros(n, np.int64),
+    )
+    for block in (7, 64, 1 << 18):
+        monkeypatch.setattr(steady, "_BLOCK", block)
+        for ids in (rng.choice(n, 30, replace=False), np.array([n + 5]), np.zeros(0, np.int64)):
+            hit = np.isin(host.correlation, ids)
+            want = int(host.api_start_ns[hit].min()) if hit.any() else -1
+            assert steady._first_call(host, ids, -1) == want
