@@ -15,6 +15,8 @@ window's share of its own replayed span.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from engine.trace.segments import Kind
@@ -40,8 +42,14 @@ def steady_window(trace: Trace, regimes: np.ndarray) -> tuple[Trace, np.ndarray,
     if window is not None:
         t0, t1, a, b = window
         ids = trace.device_properties.get("profiler_step_ids") or []
-        name = (lambda k: f"#{ids[k]}") if len(ids) == len(steps) and min(ids) >= 0 else str
-        what = f"ProfilerSteps {name(a)}–{name(b)} of {len(steps)} (the first is warm-up)"
+        # by their ids only when the ids rise with time (a trace joined from several
+        # profiles, or written by a generator, repeats them: "#1010–#1009")
+        named = len(ids) == len(steps) and min(ids) >= 0
+        named = named and all(x < y for x, y in pairwise(ids))
+        if named:
+            what = f"ProfilerSteps #{ids[a]}–#{ids[b]} of {len(steps)} (the first is warm-up)"
+        else:  # by their place in time, counted from 1
+            what = f"ProfilerSteps {a + 1}–{b + 1} in time of {len(steps)} (the first is warm-up)"
     else:
         mid = n // 2
         t0 = int(starts[max(0, mid - REPLAY_ROWS // 2)])

@@ -64,3 +64,18 @@ def test_the_first_launching_call_is_found_block_by_block(monkeypatch):
             hit = np.isin(host.correlation, ids)
             want = int(host.api_start_ns[hit].min()) if hit.any() else -1
             assert steady._first_call(host, ids, -1) == want
+
+
+def test_steps_whose_ids_repeat_are_named_by_their_place_in_time(tmp_path, monkeypatch):
+    """A trace joined from several profiles repeats its step ids (ProfilerStep#1009 … #1014,
+    then #1009 again): the note counts the window's steps in time instead of printing a
+    window "#1010–#1009"."""
+    (path,) = write_ranks(tmp_path, ranks=1, steps=12, kernels_per_step=100)
+    t = read_trace(path)
+    ids = t.device_properties["profiler_step_ids"]
+    t.device_properties["profiler_step_ids"] = [1009 + i % 6 for i in range(len(ids))]
+    monkeypatch.setattr(steady, "REPLAY_ROWS", 400)
+    _, _, note = steady.steady_window(t, np.zeros(len(t.segments), np.uint8))
+    assert note is not None and "#" not in note and " in time of " in note
+    a, b = (int(x) for x in note.split("ProfilerSteps ")[1].split(" in time")[0].split("–"))
+    assert 2 <= a <= b <= len(ids)  # 1-based, never the first (warm-up)
