@@ -91,15 +91,21 @@ def interpreted() -> Iterator[None]:
 
 
 def cold(kernels: Iterable[Any]) -> bool:
-    """True when one of ``kernels`` (numba dispatchers) has no compiled code in the disk cache
-    (its index file is missing). False when all are there — or when it cannot be told: numba's
-    cache layout is not public API, and an unknown layout never claims a first run."""
+    """True when one of ``kernels`` (numba dispatchers) has no usable compiled code in the disk
+    cache: its index file is missing, or was written for another version of its source file
+    (numba then recompiles it — after an upgrade or an edit, the old index files stay behind,
+    and a first run that trusted their mere existence compiled everything in the foreground:
+    38 s). False when all are there — or when it cannot be told: numba's cache layout is not
+    public API, and an unknown layout never claims a first run."""
     for disp in kernels:
         try:
-            index = disp._cache._cache_file._index_path
+            load_index = disp._cache._cache_file._load_index
         except AttributeError:
             return False
-        if not os.path.exists(index):
+        try:
+            if not load_index():  # {} when missing, stale or of another numba version
+                return True
+        except Exception:  # an unreadable index: numba will compile afresh
             return True
     return False
 

@@ -1,0 +1,55 @@
+"""engine.jit.cold tells a first run from a warm one by numba's disk cache: a kernel whose index
+file is missing, or was written for another version of its source (an upgrade or an edit leaves
+the old index files behind), is cold — a run that trusted the old files compiled everything in
+the foreground."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.paths import ROOT
+
+KERNEL = """
+from engine.jit import jit
+
+
+@jit
+def twice(x):
+    return 2 * x
+"""
+
+PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import mod
+from engine.jit import cold
+was = cold([mod.twice])
+if sys.argv[2] == "call":
+    mod.twice(3)
+print(was)
+"""
+
+
+def _cold(tmp_path, call: bool = False) -> bool:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_CACHE_DIR", None)  # the cache beside the source, as an install's
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, str(tmp_path), "call" if call else "-"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_a_stale_index_is_cold(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text(KERNEL)
+    assert _cold(tmp_path, call=True)  # nothing cached yet; the call compiles and caches it
+    assert not _cold(tmp_path)  # cached for this source
+    src.write_text(KERNEL + "\n# a new version of the file\n")
+    st = src.stat()
+    os.utime(src, (st.st_atime, st.st_mtime + 10))
+    assert (tmp_path / "__pycache__").is_dir() and any((tmp_path / "__pycache__").glob("*.nbi"))
+    assert _cold(tmp_path)  # the index is there, written for the old source
