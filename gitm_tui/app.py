@@ -201,12 +201,19 @@ def make_ranks_app(load: Loader, source: str, open_rank: OpenRank | None = None)
     return GitmApp([RanksScreen(load, source, open_rank)])
 
 
-def run_dashboard(config: RunConfig) -> ExitCode:
-    """Open the dashboard on a new engine run; return the exit code."""
+def dashboard_app(config: RunConfig) -> GitmApp:
+    """Return the app on a new engine run of ``config`` (`gitm-tui`; the benchmark's first run)."""
     from engine.eesm.pipeline import EesmModel
     from engine.runtime import Engine
 
-    app = make_app(Settings(lag=EesmModel.build().params.fixed_lag), Engine(config))
+    engine = Engine(config)
+    engine.compile_early()  # the live kernels' compile starts before Textual's start-up
+    return make_app(Settings(lag=EesmModel.build().params.fixed_lag), engine)
+
+
+def run_dashboard(config: RunConfig) -> ExitCode:
+    """Open the dashboard on a new engine run; return the exit code."""
+    app = dashboard_app(config)
     rc = app.run()
     write_error = app.dashboard.write_error
     if write_error is not None:  # the CLI turns it into one line and exit code 3

@@ -8,6 +8,7 @@ embedding and the emissions are numpy either way (vectorised, a small share of a
 
 from __future__ import annotations
 
+import subprocess
 import time
 from dataclasses import dataclass
 
@@ -193,15 +194,33 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
+_early: tuple[subprocess.Popen[bytes] | None, float] | None = None
+
+
+def compile_early() -> None:
+    """Start the child of ``warm_up_elsewhere`` now when the live kernels are cold: the
+    dashboard calls this before Textual starts (~1.5 s of the app's start-up the child would
+    otherwise wait for), and the warm-up thread then waits for this child."""
+    global _early
+    if _early is None and cold(LIVE_KERNELS):
+        _early = (compile_elsewhere("engine.eesm.live"), time.perf_counter())
+
+
 def warm_up_elsewhere() -> float:
     """``warm_up``, its compiling done by a child process when the kernels are not in numba's
     cache yet (``python -m engine.eesm.live``): on the other core, without holding this
     process's GIL — compiling in the dashboard's thread took 6.6 s to "numba ✓" here, the UI
     and the engine sharing the GIL with numba's type inference. Then this process loads what the
     child compiled; a child that fails leaves the compiling to ``warm_up`` here, as before."""
+    global _early
     t0 = time.perf_counter()
-    if cold(LIVE_KERNELS):
+    if _early is not None:  # started by compile_early: the seconds count from its start
+        (child, t0), _early = _early, None
+    elif cold(LIVE_KERNELS):
         child = compile_elsewhere("engine.eesm.live")
+    else:
+        child = None
+    if child is not None:
         prepare_loading()  # meanwhile: the loads after the child then take milliseconds
         wait_compiled(child)
     warm_up()

@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from engine.device.simulator import SimulatedGPU
-from engine.eesm.live import LiveDecoder, warm_up_elsewhere
+from engine.eesm.live import LiveDecoder, compile_early, warm_up_elsewhere
 from engine.eesm.pipeline import EesmModel
 from engine.manifest import load_hardware
 from engine.runtime import sources
@@ -303,6 +303,12 @@ class Engine:
         return fin
 
     # ------------------------------------------------------------------ numba warm-up
+    def compile_early(self) -> None:
+        """Start compiling the live decoder's kernels now, where this run will decode (a
+        simulated workload): before the dashboard's start-up, not after it."""
+        if self.workload is not None and self.backend is None:
+            compile_early()
+
     def check_warm(self, decoder: LiveDecoder) -> None:
         """Switch ``decoder`` to the numba kernels once they compiled (or say why not)."""
         if self._warm is None or not self._warm.done():
