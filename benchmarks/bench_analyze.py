@@ -1,6 +1,6 @@
 """End-to-end trace analysis: `gitm-tui analyze` vs Holistic Trace Analysis, side by side, as ratios.
 
-    python benchmarks/bench_analyze.py [--events 2000000] [--out benchmarks/results]
+    python benchmarks/bench_analyze.py [--events 2000000] [--repeats 3] [--out benchmarks/results]
 
 Same inputs as bench_import.py (the real 109k-event A100 trace from ../shared/traces and the
 *synthetic* tiled trace it generates and caches). Each tool runs in a fresh process and is timed
@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,28 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> dict[str, floa
     return r
 
 
+def _runs(argv: list[str], n: int, cold: bool = False) -> dict[str, float]:
+    """``_timed`` ``n`` times: the median seconds and peak, and the seconds' range (this VM's
+    timings vary by up to 2x between runs). ``cold``: each run with an empty numba cache, the
+    first run's background compile finished before the next starts."""
+    got = []
+    for _ in range(n):
+        if not cold:
+            got.append(_timed(argv))
+            continue
+        with tempfile.TemporaryDirectory() as cache:
+            got.append(_timed(argv, env=dict(os.environ, NUMBA_CACHE_DIR=cache)))
+            _background_compile_done()  # it goes on after gitm answers: not into the next
+    secs = sorted(r["seconds"] for r in got)
+    return {
+        "seconds": statistics.median(secs),
+        "peak_mib": statistics.median(r["peak_mib"] for r in got),
+        "min": secs[0],
+        "max": secs[-1],
+        "runs": n,
+    }
+
+
 def _background_compile_done(limit_s: float = 300.0) -> None:
     """Wait for a first run's background compile (python -m engine.analyze.warm) to end."""
     end = time.monotonic() + limit_s
@@ -86,6 +109,7 @@ def main() -> None:
         "--memory-events", type=int, default=10_000_000,
         help="a larger synthetic trace gitm alone analyses, for how its peak grows (0: none)",
     )  # fmt: skip
+    ap.add_argument("--repeats", type=int, default=3, help="runs per figure (the median)")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ns = ap.parse_args()
     gitm = [str(Path(sys.executable).parent / "gitm-tui")]
@@ -100,28 +124,24 @@ def main() -> None:
     # the first run after an install: numba's cache empty (a fresh NUMBA_CACHE_DIR; the user's
     # own cache is left alone), the analysis kernels compiled in a child while the reader runs
     label, path, n = inputs[0]
-    with tempfile.TemporaryDirectory() as cache:
-        cold = _timed(
-            [*gitm, "analyze", str(path), "--json", "--no-write"],
-            env=dict(os.environ, NUMBA_CACHE_DIR=cache),
-        )
-        _background_compile_done()  # it goes on after gitm answers: not into HTA's timing
+    k = ns.repeats
+    cold = _runs([*gitm, "analyze", str(path), "--json", "--no-write"], k, cold=True)
     with tempfile.TemporaryDirectory() as d:
         shutil.copy(path, d)
-        h = _timed([sys.executable, "-c", HTA_SCRIPT, d])
+        h = _runs([sys.executable, "-c", HTA_SCRIPT, d], k)
     rows.append((f"{label}, first run (empty numba cache)", n, cold, h))
     print(f"first run: gitm {cold['seconds']:.1f} s, HTA {h['seconds']:.1f} s", file=sys.stderr)
     for label, path, n in inputs:
-        g = _timed([*gitm, "analyze", str(path), "--json", "--no-write"])
+        g = _runs([*gitm, "analyze", str(path), "--json", "--no-write"], k)
         with tempfile.TemporaryDirectory() as d:  # HTA reads a directory of rank traces
             shutil.copy(path, d)
-            h = _timed([sys.executable, "-c", HTA_SCRIPT, d])
+            h = _runs([sys.executable, "-c", HTA_SCRIPT, d], k)
         rows.append((label, n, g, h))
         print(f"{label}: gitm {g['seconds']:.1f} s, HTA {h['seconds']:.1f} s", file=sys.stderr)
     growth = ""
     if ns.memory_events:
         (_, big, n_big) = traces(ns.memory_events)[1]
-        g = _timed([*gitm, "analyze", str(big), "--json", "--no-write"])
+        g = _runs([*gitm, "analyze", str(big), "--json", "--no-write"], k)
         base = rows[-1][2]  # the synthetic trace of --events
         print(
             f"{n_big:,} events: gitm {g['seconds']:.1f} s, {g['peak_mib']:.0f} MiB", file=sys.stderr
@@ -143,16 +163,18 @@ def main() -> None:
         "`get_gpu_kernel_breakdown` + `get_idle_time_breakdown` + `get_temporal_breakdown`.",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}.",
+        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}. Every figure is the median "
+        f"of {k} runs (`--repeats`), each in a fresh process; the seconds' range beside it.",
         "",
-        "| trace | events | gitm s | gitm peak MiB | HTA s | HTA peak MiB | speed ratio "
-        "| memory ratio |",
+        "| trace | events | gitm s (range) | gitm peak MiB | HTA s (range) | HTA peak MiB "
+        "| speed ratio | memory ratio |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label, n, g, h in rows:
         lines.append(
-            f"| {label} | {n:,} | {g['seconds']:.1f} | {g['peak_mib']:.0f} | "
-            f"{h['seconds']:.1f} | {h['peak_mib']:.0f} | {h['seconds'] / g['seconds']:.1f}× | "
+            f"| {label} | {n:,} | {g['seconds']:.1f} ({g['min']:.1f}–{g['max']:.1f}) | "
+            f"{g['peak_mib']:.0f} | {h['seconds']:.1f} ({h['min']:.1f}–{h['max']:.1f}) | "
+            f"{h['peak_mib']:.0f} | {h['seconds'] / g['seconds']:.1f}× | "
             f"{g['peak_mib'] / h['peak_mib']:.2f} |"
         )
     lines += [
