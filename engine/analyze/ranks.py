@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import defaultdict
+from itertools import pairwise
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -585,11 +586,14 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         return None
     ranks = sorted(by_rank)
     everyone = frozenset(ranks)
-    # ordinals count within a ProfilerStep#N when every rank names its steps
+    # ordinals count within a ProfilerStep#N when every rank names its steps, each once (ids
+    # that do not rise with time — a trace joined from several profiles repeats them — would
+    # put two steps' collectives and lengths under one id)
     by_step = all(
         s.steps
         and len(s.step_ids) == len(s.steps)
         and min(s.step_ids) >= 0
+        and all(a < b for a, b in pairwise(s.step_ids))
         and len(s.coll_steps) == len(s.ops)
         for s in by_rank.values()
     )

@@ -481,3 +481,17 @@ def test_ranks_missing_from_the_job_are_said(tmp_path):
     paths = write_ranks(tmp_path, ranks=8, steps=2, straggler=None)
     c = cross_rank([summarize(read_trace(p)) for p in paths[:4]])
     assert c is not None and any("4 of the job's 8 ranks" in n for n in c.notes)
+
+
+def test_step_ids_that_repeat_do_not_merge_two_steps(tmp_path):
+    """Ranks whose ProfilerStep ids repeat (a trace joined from several profiles) are not
+    matched by step id — two steps would share one — but by the reference rank's steps in
+    time; the straggler is still found in every step."""
+    paths = write_ranks(tmp_path, ranks=4, steps=4, straggler=2)
+    sums = [summarize(read_trace(p)) for p in paths]
+    for s in sums:
+        s.step_ids = [7, 8, 7, 8][: len(s.step_ids)]
+        s.coll_steps = [7 + (x % 2) if x >= 0 else x for x in s.coll_steps]
+    c = cross_rank(sums)
+    assert c is not None and "within each ProfilerStep" not in c.matching
+    assert len(c.steps) == 4 and [s.straggler for s in c.steps] == [2, 2, 2, 2]
