@@ -8,6 +8,7 @@ embedding and the emissions are numpy either way (vectorised, a small share of a
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ class FinalRows:
     klass: np.ndarray
     #: uint8 Label: the decoded regime, or COPY / COMM for what is not a kernel's regime
     labels: np.ndarray
-    exact: np.ndarray  # bool: provably equal to the batch Viterbi label
+    exact: np.ndarray  # bool: provably the batch Viterbi's label on the same emissions
     kappa: np.ndarray  # float32
     degenerate: np.ndarray  # bool
     truth: np.ndarray | None = None  # simulator ground truth, for validation only
@@ -194,16 +195,18 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
-_early: tuple[subprocess.Popen[bytes] | None, float] | None = None
+#: the live kernels' compile child and when it started (compile_early), None before any
+_child: tuple[subprocess.Popen[bytes] | None, float] | None = None
 
 
 def compile_early() -> None:
-    """Start the child of ``warm_up_elsewhere`` now when the live kernels are cold: the
-    dashboard calls this before Textual starts (~1.5 s of the app's start-up the child would
-    otherwise wait for), and the warm-up thread then waits for this child."""
-    global _early
-    if _early is None and cold(LIVE_KERNELS):
-        _early = (compile_elsewhere("engine.eesm.live"), time.perf_counter())
+    """Start the child of ``warm_up_elsewhere`` now when the live kernels are cold and no
+    child is compiling them: the dashboard calls this before Textual starts (~1.5 s of the
+    app's start-up the child would otherwise wait for); the warm-up thread waits for it."""
+    global _child
+    running = _child is not None and _child[0] is not None and _child[0].poll() is None
+    if not running and cold(LIVE_KERNELS):
+        _child = (compile_elsewhere("engine.eesm.live"), time.perf_counter())
 
 
 def warm_up_elsewhere() -> float:
@@ -211,17 +214,17 @@ def warm_up_elsewhere() -> float:
     cache yet (``python -m engine.eesm.live``): on the other core, without holding this
     process's GIL — compiling in the dashboard's thread took 6.6 s to "numba ✓" here, the UI
     and the engine sharing the GIL with numba's type inference. Then this process loads what the
-    child compiled; a child that fails leaves the compiling to ``warm_up`` here, as before."""
-    global _early
+    child compiled; a child that fails leaves the compiling to ``warm_up`` here, as before.
+
+    The seconds count from the compile's start: the child's, when one is still compiling (one
+    started by ``compile_early`` included), else this call's."""
     t0 = time.perf_counter()
-    if _early is not None:  # started by compile_early: the seconds count from its start
-        (child, t0), _early = _early, None
-    elif cold(LIVE_KERNELS):
-        child = compile_elsewhere("engine.eesm.live")
-    else:
-        child = None
-    if child is not None:
-        prepare_loading()  # meanwhile: the loads after the child then take milliseconds
+    compile_early()  # unless one is compiling already
+    child, started = _child if _child is not None else (None, t0)
+    if child is not None and child.poll() is None:
+        t0 = min(t0, started)
+        with contextlib.suppress(Exception):  # numba's internals changed: the loads pay it
+            prepare_loading()  # meanwhile: the loads after the child then take milliseconds
         wait_compiled(child)
     warm_up()
     return time.perf_counter() - t0

@@ -70,6 +70,34 @@ def test_an_early_compile_is_the_one_the_warm_up_waits_for(tmp_path):
     assert r["loaded"] is True and r["after"] is False and r["seconds"] >= 1.0
 
 
+LIFECYCLE = """
+import json, time
+from engine.eesm import live
+live.compile_early()
+first = live._child[0]
+live.compile_early()  # a second engine while the first child compiles: no second child
+same = live._child[0] is first
+first.wait()
+time.sleep(1.0)  # an engine that never warmed up; another one, later, does
+seconds = live.warm_up_elsewhere()
+print(json.dumps({"same": same, "seconds": seconds}))
+"""
+
+
+@pytest.mark.slow
+def test_one_child_compiles_and_a_finished_one_is_not_counted(tmp_path):
+    """A second compile_early while the first child compiles starts none; a warm-up after the
+    child has finished counts its own seconds (loading), not those since that child started."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-c", LIFECYCLE], env=env, capture_output=True, text=True,
+        timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["same"] is True and r["seconds"] < 1.0
+
+
 def test_only_a_run_that_decodes_compiles_early(monkeypatch):
     """A simulated run decodes (its live kernels compile early); a command run measures a
     program and decodes nothing, so nothing competes with it for the CPU."""
