@@ -99,11 +99,15 @@ def cold(kernels: Iterable[Any]) -> bool:
     public API, and an unknown layout never claims a first run."""
     for disp in kernels:
         try:
-            load_index = disp._cache._cache_file._load_index
+            cache_file = disp._cache._cache_file
+            load_index, data_path = cache_file._load_index, cache_file._data_path
         except AttributeError:
             return False
         try:
-            if not load_index():  # {} when missing, stale or of another numba version
+            index = load_index()  # {} when missing, stale or of another numba version
+            # numba writes the index before the code: a child compiling now may have written
+            # one and not the other yet
+            if not index or not all(os.path.exists(data_path(n)) for n in index.values()):
                 return True
         except Exception:  # an unreadable index: numba will compile afresh
             return True

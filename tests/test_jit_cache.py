@@ -53,3 +53,15 @@ def test_a_stale_index_is_cold(tmp_path):
     os.utime(src, (st.st_atime, st.st_mtime + 10))
     assert (tmp_path / "__pycache__").is_dir() and any((tmp_path / "__pycache__").glob("*.nbi"))
     assert _cold(tmp_path)  # the index is there, written for the old source
+
+
+def test_an_index_without_its_compiled_code_is_cold(tmp_path):
+    """numba writes a kernel's index before its code: a child still compiling may have written
+    only the index, and loading then would compile here after all."""
+    src = tmp_path / "mod.py"
+    src.write_text(KERNEL)
+    _cold(tmp_path, call=True)
+    assert not _cold(tmp_path)
+    for data in (tmp_path / "__pycache__").glob("*.nbc"):
+        data.unlink()
+    assert _cold(tmp_path)
