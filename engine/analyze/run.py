@@ -95,10 +95,13 @@ def _is_trace_file(f: Path) -> bool:
         return False
 
 
-def read_trace(path: Path, interpreted: bool = False) -> Trace:
+def read_trace(
+    path: Path, interpreted: bool = False, declined: Callable[[], None] | None = None
+) -> Trace:
     """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON.
     TraceImportError for any file that cannot be read (not a regular file included).
-    ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it."""
+    ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it
+    (``declined`` is called when the twin leaves the file to the compiled reader)."""
     with open_regular(path) as f:
         try:
             head = f.read(16)
@@ -106,7 +109,7 @@ def read_trace(path: Path, interpreted: bool = False) -> Trace:
             raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
     if head.startswith(b"SQLite format 3"):
         return read_nsys(path)
-    return read_kineto(path, interpreted=interpreted)
+    return read_kineto(path, interpreted=interpreted, declined=declined)
 
 
 def _stem(name: str) -> str:
@@ -139,14 +142,16 @@ def output_names(files: list[str]) -> dict[str, str]:
     return out
 
 
-def load_trace(path: str, interpreted: bool = False) -> Trace:
+def load_trace(
+    path: str, interpreted: bool = False, declined: Callable[[], None] | None = None
+) -> Trace:
     """Import a file, or a URL read through fsspec into a temporary copy (its source stays the
     URL); TraceImportError for anything that cannot be read."""
     if not is_url(path):
-        return read_trace(Path(path), interpreted)
+        return read_trace(Path(path), interpreted, declined)
     with local_copy(path) as copy:
         try:
-            trace = read_trace(copy, interpreted)
+            trace = read_trace(copy, interpreted, declined)
         except TraceImportError as e:  # named by its URL, not by the temporary copy
             raise TraceImportError(path, e.problem) from None
     trace.source = path
@@ -222,7 +227,12 @@ def analyze_file(
         cold_read = first is not None and first.read_cold()
         note = " — first run, kernels compiling in the background for the next" if cold_read else ""
         say(f"reading {p.name}{note}…")
-        trace = load_trace(path, interpreted=cold_read)
+
+        def declined() -> None:  # a large file: the reader compiles here, this run waits
+            if cold(kernels("import")):
+                say(f"reading {p.name} — first run: compiling the trace reader (once)…")
+
+        trace = load_trace(path, interpreted=cold_read, declined=declined)
         summary = summarize(trace)
         rows = len(trace.segments)
         if first is not None and first.interpret(rows):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -433,13 +433,17 @@ def _chunks(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
 
 
 def read_kineto(
-    path: str | Path, limits: ReadLimits | None = None, interpreted: bool = False
+    path: str | Path,
+    limits: ReadLimits | None = None,
+    interpreted: bool = False,
+    declined: Callable[[], None] | None = None,
 ) -> Trace:
     """Import one Kineto/Chrome-trace JSON file (.json or .json.gz); raise TraceImportError.
     ``limits``: what the file may make the reader do (default: ReadLimits.from_env, the
     defaults moved by any GITM_MAX_* variable; see engine.trace.limits). ``interpreted``: try
     the scanner's Python twin first (engine.trace.json_twin: the same trace, without compiling
-    the scanner; for a first run), and compile only when it declines the file."""
+    the scanner; for a first run), and compile only when it declines the file (then
+    ``declined`` is called first)."""
     path = Path(path)
     limits = limits or ReadLimits.from_env(path)
     if interpreted:
@@ -454,6 +458,8 @@ def read_kineto(
                 meta = None  # the compiled reader says why, where it finds it first
             if meta is not None:
                 return _build(path, cols, meta)
+        if declined is not None:
+            declined()
     cols = _Columns()
     # three stages: inflate (thread) → scan (here; numba releases the GIL) → field extraction
     # (one worker, in order, so names are interned in file order; it parses half of each

@@ -108,6 +108,19 @@ def test_duplicate_keys_and_files_past_the_size_bound_are_declined(tmp_path, mon
     assert json_twin.read(p, ReadLimits()) is None
 
 
+def test_the_reader_says_when_the_twin_declines(tmp_path, monkeypatch):
+    """A first run's reader calls ``declined`` before it compiles (the CLI says "compiling the
+    trace reader"), and only then: a file the twin reads is not announced."""
+    text = hostile.trace_bytes()
+    p = hostile.write(tmp_path / "plain.json", text)
+    said: list[bool] = []
+    a = read_kineto(p, interpreted=True, declined=lambda: said.append(True))
+    assert said == []
+    monkeypatch.setattr(json_twin, "MAX_BYTES", len(text) - 1)
+    b = read_kineto(p, interpreted=True, declined=lambda: said.append(True))
+    assert said == [True] and len(a.segments) == len(b.segments)
+
+
 # found by an adversarial review of the twin (each read differently before its fix)
 _REVIEWED = {
     # numba's float ** int squares and multiplies: 1e23 is not Python's 10.0 ** 23
