@@ -248,28 +248,33 @@ def innermost_known(
     known = np.flatnonzero(np.asarray(op_work_idx) >= 0)
     if not known.size or not nq:
         return np.frombuffer(out, np.int64).copy()
-    o_tid = np.asarray(op_tid)[known]
-    o_start = np.asarray(op_start, np.int64)[known]
-    o_end = np.asarray(op_end, np.int64)[known]
+    every = known.size == len(op_work_idx)  # every op known: the columns as they are, no copies
+    o_tid = np.asarray(op_tid) if every else np.asarray(op_tid)[known]
+    o_start = np.asarray(op_start, np.int64) if every else np.asarray(op_start, np.int64)[known]
+    o_end = np.asarray(op_end, np.int64) if every else np.asarray(op_end, np.int64)[known]
     # by thread, then (start, -end); ties keep index order (a stable sort, as list.sort was)
     order = np.lexsort((-o_end, o_start, o_tid))
     ops_idx = _typed(known[order])
     starts, ends = _typed(o_start[order]), _typed(o_end[order])
     ops_tid = o_tid[order]
+    del known, o_start, o_end, order  # each array is dropped once read (the import's peak)
     q_tid_a = np.asarray(q_tid)
     q_ts_a = np.asarray(q_ts, np.int64)
     # only the queries on threads with a known op can find one (the others stay -1)
     on = np.isin(q_tid_a, o_tid)
+    del o_tid
     q_order = np.flatnonzero(on) if not on.all() else np.arange(nq)
     del on
     q_order = q_order[np.lexsort((q_ts_a[q_order], q_tid_a[q_order]))]
     qs_idx, qts = _typed(q_order), _typed(q_ts_a[q_order])
     q_tid_sorted = q_tid_a[q_order]
+    del q_order, q_ts_a, q_tid_a
     # each thread's slice of the sorted ops and queries
     tids = np.intersect1d(ops_tid, q_tid_sorted)
     o_lo, o_hi = np.searchsorted(ops_tid, tids, "left"), np.searchsorted(ops_tid, tids, "right")
     q_lo = np.searchsorted(q_tid_sorted, tids, "left")
     q_hi = np.searchsorted(q_tid_sorted, tids, "right")
+    del ops_tid, q_tid_sorted
     for a, b, qa, qb in zip(
         o_lo.tolist(), o_hi.tolist(), q_lo.tolist(), q_hi.tolist(), strict=True
     ):

@@ -309,13 +309,14 @@ def _call_tree(rng, tid, start, end, t, a, b, depth):
 
 def test_innermost_known_matches_brute_force_on_random_call_stacks():
     rng = np.random.default_rng(7)
-    for _ in range(30):
+    for case in range(40):
         tid, start, end = [], [], []
         for t in (1, 2):
             _call_tree(rng, tid, start, end, t, 0, 200, 0)
         tid_a, start_a, end_a = np.array(tid), np.array(start), np.array(end)
-        work = np.where(rng.random(len(tid)) < 0.4, 0, -1)
-        q_tid = rng.integers(1, 3, 50)
+        known = 0.4 if case % 4 else 1.0  # every fourth: every op known (the columns uncopied)
+        work = np.where(rng.random(len(tid)) < known, 0, -1)
+        q_tid = rng.integers(1, 4, 50)  # thread 3 has no op
         q_ts = rng.integers(0, 201, 50)
         got = innermost_known(tid_a, start_a, end_a, work, q_tid, q_ts)
         for j in range(50):
