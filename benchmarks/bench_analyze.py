@@ -88,7 +88,6 @@ def _runs(argv: list[str], n: int, cold: bool = False) -> dict[str, float]:
         "peak_mib": statistics.median(r["peak_mib"] for r in got),
         "min": secs[0],
         "max": secs[-1],
-        "runs": n,
     }
 
 
