@@ -116,7 +116,13 @@ def cold(kernels: Iterable[Any]) -> bool:
 
 def compile_elsewhere(module: str, *args: str) -> subprocess.Popen[bytes] | None:
     """Start ``python -m module args…`` (a warm-up main) in a child; None when it cannot start.
-    Its output is discarded: its only product is numba's disk cache."""
+    Its output is discarded: its only product is numba's disk cache.
+
+    The child runs in the directory holding this process's ``engine``: ``python -m`` puts its
+    working directory first on the path, and from the user's — a clone of this repository
+    beside an installed copy, or any folder with an ``engine`` of its own — the child compiled
+    (or ran) that other code: the installed dashboard then compiled its kernels again in its
+    own thread ("numba ✓" 5.9 s instead of 3.4 s)."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)  # this checkout first, as in this process
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -127,6 +133,7 @@ def compile_elsewhere(module: str, *args: str) -> subprocess.Popen[bytes] | None
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,
+            cwd=root,
             start_new_session=True,  # a ctrl-c at the terminal is meant for the user's process
         )
     except OSError:

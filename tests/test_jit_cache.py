@@ -65,3 +65,20 @@ def test_an_index_without_its_compiled_code_is_cold(tmp_path):
     for data in (tmp_path / "__pycache__").glob("*.nbc"):
         data.unlink()
     assert _cold(tmp_path)
+
+
+def test_the_compile_child_runs_this_engine_not_one_in_the_working_directory(tmp_path, monkeypatch):
+    """``python -m`` puts the working directory first on the path: from a folder with an
+    ``engine`` of its own (a clone beside an installed copy), the child ran that one."""
+    from engine.jit import compile_elsewhere, wait_compiled
+
+    decoy = tmp_path / "engine"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("")
+    marker = tmp_path / "ran"
+    (decoy / "decoy_probe.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    child = compile_elsewhere("engine.decoy_probe")
+    assert child is not None
+    wait_compiled(child, timeout=120)
+    assert not marker.exists()
