@@ -3,7 +3,7 @@ roofline bounds, the kernel-time invariant, κ partition and launch statistics."
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from engine.planner.graph import expected_efficiency, planner_priors, trace_roof
 from engine.regimes import Label, Regime
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
+from engine.trace.import_memory import give_back
 from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
 from engine.trace.trace import Trace
 
@@ -166,13 +167,15 @@ def _invariants(
             "no kernel has measured or shape-derived FLOPs or bytes (record "
             "shapes, e.g. torch.profiler(record_shapes=True), or hardware counters)"
         )
+    at = np.flatnonzero(checkable)  # the others have no prediction: nothing to group
+    del checkable
     kt = kernel_time(
-        rows.name.astype(np.intp),
+        rows.name[at].astype(np.intp),
         names,
-        np.arange(len(rows)),
-        rows.duration_ns.astype(np.float64),
-        np.where(checkable, expected, np.nan),
-        np.where(checkable, ideal, np.nan),
+        at,
+        (rows.end_ns[at] - rows.start_ns[at]).astype(np.float64),
+        expected[at],
+        ideal[at],
         basis,
     )
     results = [kt] + [
@@ -229,7 +232,7 @@ def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.nd
     kern = (rows.kind == Kind.KERNEL) & (what != Label.COMM)
     src = rows if hw is not None else _without_hardware_evidence(rows)
     tier = tiers(src)
-    sub = decode_evidence(src.take(kern), tier[kern], model, expected_efficiency())
+    sub = decode_evidence(src, tier[kern], model, expected_efficiency(), rows=np.flatnonzero(kern))
 
     def widen(fill: float, dtype: type, part: np.ndarray | float) -> np.ndarray:
         out: np.ndarray = np.full(n, fill, dtype)
@@ -248,6 +251,22 @@ def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.nd
     return tier, full
 
 
+def _rows_by_name(name: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(name id, its rows ascending) per distinct name, in the order names first appear.
+
+    numpy, not a dict of lists: lists of every row's index held ~40 bytes a row (37 MiB on a
+    10 M-event trace) for the whole kernel table."""
+    if not len(name):
+        return
+    order = np.argsort(name, kind="stable")  # a name's rows stay ascending
+    cut = np.flatnonzero(name[order[1:]] != name[order[:-1]]) + 1
+    lo = np.concatenate(([0], cut))
+    hi = np.concatenate((cut, [len(order)]))
+    for g in np.argsort(order[lo], kind="stable").tolist():  # by first appearance
+        idx = order[lo[g] : hi[g]]
+        yield int(name[idx[0]]), idx
+
+
 def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[CommStats]:
     """Collective time per device, its share of GPU time, and how much of it ran while a
     compute kernel ran on another stream of the same device (overlap hides communication)."""
@@ -256,7 +275,9 @@ def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[Co
         on = rows.device == dev
         c = np.flatnonzero(on & (labels == Label.COMM))
         k = np.flatnonzero(on & (rows.kind == Kind.KERNEL) & (labels != Label.COMM))
-        ks, ke = _union(rows.start_ns[k], rows.end_ns[k])
+        del on
+        ks, ke = _union(rows.start_ns, rows.end_ns, k)
+        del k
         over = 0
         for a, b in zip(rows.start_ns[c].tolist(), rows.end_ns[c].tolist(), strict=True):
             i = int(np.searchsorted(ke, a, side="right"))
@@ -277,16 +298,23 @@ def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[Co
     return out
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into disjoint sorted ones."""
-    if not len(start):
-        return start, end
-    o = np.argsort(start, kind="stable")
+def _union(
+    start: np.ndarray, end: np.ndarray, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals (those of ``rows`` only, if given) into disjoint sorted ones."""
+    o = np.argsort(start if rows is None else start[rows], kind="stable")
+    if rows is not None:
+        o = rows[o]
+    if not len(o):
+        return start[o], end[o]
     s, e = start[o], end[o]
-    run_end = np.maximum.accumulate(e)
-    new = np.concatenate([[True], s[1:] > run_end[:-1]])
-    idx = np.flatnonzero(new)
-    return s[idx], np.maximum.reduceat(e, idx) if len(idx) else e
+    del o
+    # e becomes the running end: a merged interval's end is the running end at its last row
+    # (each row after a gap ends past every earlier end)
+    np.maximum.accumulate(e, out=e)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] > e[:-1]]))
+    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
+    return s[first], e[last]
 
 
 def analyze_trace(
@@ -311,6 +339,7 @@ def analyze_trace(
     hw, hw_model, notes = _hardware(trace, hardware)
     model = EesmModel.build(hw or by_id(REFERENCE_HARDWARE))  # type: ignore[arg-type]
     tier, dec = _label(rows, hw, model)
+    give_back()  # after each stage, its freed pages (see give_back)
     labels = dec.labels
     conf = dec.confidence if dec.confidence is not None else np.full(len(rows), np.nan)
     dur = rows.duration_ns
@@ -369,16 +398,22 @@ def analyze_trace(
             )
         )
 
+    linked = kern_mask & (launch_dur >= 0)
+    launch = LaunchStats(
+        kernels_linked=int(linked.sum()),
+        shorter_than_launch=int((linked & (dur < launch_dur)).sum()),
+        median_launch_ns=float(np.median(launch_dur[linked])) if linked.any() else None,
+        median_kernel_ns=float(np.median(dur[kern_mask])) if kern_mask.any() else None,
+    )
+    del launch_start, launch_dur, linked  # 16 bytes a row, read: not held through the rest
+
+    give_back()
     ideal, expected = _roofline(rows, hw)
-    ideal = np.where(decoded, ideal, np.nan)  # copies: their link, not HBM
-    expected = np.where(decoded, expected, np.nan)
+    ideal[~decoded] = np.nan  # copies: their link, not HBM
+    expected[~decoded] = np.nan
     bounds = ideal
-    groups: dict[int, list[int]] = defaultdict(list)
-    for i, nm in enumerate(rows.name.tolist()):
-        groups[nm].append(i)
     table = []
-    for nm, idx_list in groups.items():
-        idx = np.asarray(idx_list)
+    for nm, idx in _rows_by_name(rows.name):
         tot = int(dur[idx].sum())
         counts = np.bincount(labels[idx], weights=np.maximum(dur[idx], 1), minlength=len(Label))
         maj = int(counts.argmax())
@@ -421,14 +456,8 @@ def analyze_trace(
             )
         )
     table.sort(key=lambda r: r.total_ns, reverse=True)
+    give_back()
 
-    linked = kern_mask & (launch_dur >= 0)
-    launch = LaunchStats(
-        kernels_linked=int(linked.sum()),
-        shorter_than_launch=int((linked & (dur < launch_dur)).sum()),
-        median_launch_ns=float(np.median(launch_dur[linked])) if linked.any() else None,
-        median_kernel_ns=float(np.median(dur[kern_mask])) if kern_mask.any() else None,
-    )
     prof = None
     if len(ranges):
         prof = ProfilerRanges(
@@ -451,6 +480,15 @@ def analyze_trace(
             "counters, and the labels will rest on evidence"
         )
 
+    copies = copy_stats(rows, names, hw)
+    communication = _communication(rows, labels, gpu_time)
+    invariants = _invariants(rows, names.names(), ideal, expected, hw)
+    del ideal, expected, bounds
+    give_back()
+    interventions = (
+        _levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes) if len(rows) else []
+    )
+    give_back()
     analysis = Analysis(
         source=trace.source if is_url(trace.source) else str(Path(trace.source)),
         format=str(props.get("format", "")),
@@ -463,19 +501,17 @@ def analyze_trace(
         pressures=pressures,
         counting=counting_note,
         evidence=evidence,
-        copies=copy_stats(rows, names, hw),
-        communication=_communication(rows, labels, gpu_time),
+        copies=copies,
+        communication=communication,
         profiler_ranges=prof,
         time_by_class_ns=time_by_class,
         time_by_regime_ns=time_by_regime,
         kappa_partition=dec.take(decoded).kappa_partition() if decoded.any() else {},
         streams=streams,
         top_kernels=table[:top],
-        invariants=_invariants(rows, names.names(), ideal, expected, hw),
+        invariants=invariants,
         launch=launch,
-        interventions=_levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes)
-        if len(rows)
-        else [],
+        interventions=interventions,
         notes=notes,
     )
     return AnalysisResult(analysis=analysis, rows=rows, decoded=dec, trace=trace)

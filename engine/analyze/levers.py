@@ -43,6 +43,7 @@ from engine.levers.model import Edit, Observation, Prior
 from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, LAUNCH_OUTLIER, MIN_GRAPH_KERNELS
 from engine.planner.catalogue import GpuPeaks
 from engine.schedule.dag import NOP, ReplayDag, build_dag, schedule
+from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind, Trace
 
@@ -81,6 +82,7 @@ def estimate_levers(trace: Trace, hw: GpuPeaks, regimes: np.ndarray) -> list[Lev
             est = _predicted(lv, obs, lv.transform)
         if est is not None:
             out.append(est)
+        give_back()  # each lever's replays free their graphs: the pages back (see give_back)
     return rank_estimates(out)
 
 

@@ -208,10 +208,17 @@ def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
     if not ok.any():
         return seg
     cols = seg.columns()
-    cols["flops"] = np.where(
-        ok, seg.flops * m.class_peak[seg.klass] / np.where(ok, row_peak, 1), seg.flops
-    )
+    cols["flops"] = flops = seg.flops.copy()
+    rows = np.flatnonzero(ok)
+    del ok
+    for lo in range(0, rows.size, _BLOCK):  # in blocks: each whole-column temporary is 8 B a row
+        r = rows[lo : lo + _BLOCK]
+        flops[r] = seg.flops[r] * m.class_peak[seg.klass[r]] / row_peak[r]
     return Segments(**cols)
+
+
+#: rows per block of the decode's elementwise steps that need temporaries
+_BLOCK = 1 << 16
 
 
 def _roofline_stall(P: np.ndarray, seg: Segments, m: EesmModel, expected: np.ndarray) -> None:
@@ -222,14 +229,24 @@ def _roofline_stall(P: np.ndarray, seg: Segments, m: EesmModel, expected: np.nda
     for kernels too short to be more than launch cost (``short_kernel_ns``). Without this, such
     rows fall back to the class prior for stall, which cannot tell a sub-wave GEMM from a full
     one."""
-    rows = np.isnan(seg.stall_frac) & ~np.isnan(seg.flops) & ~np.isnan(seg.dram_bytes)
-    if not rows.any():
-        return
-    k = seg.klass[rows].astype(np.intp)
-    busy = np.fmax(P[rows, 0] / expected[k, 0], P[rows, 1] / expected[k, 1])
-    dur = np.maximum(seg.duration_ns[rows].astype(np.float64), 1.0)
-    short = np.minimum(1.0, dur / float(m.params.priors.short_kernel_ns))
-    P[rows, 2] = (1.0 - np.minimum(1.0, busy)) * short
+    every = np.flatnonzero(
+        np.isnan(seg.stall_frac) & ~np.isnan(seg.flops) & ~np.isnan(seg.dram_bytes)
+    )
+    short_ns = float(m.params.priors.short_kernel_ns)
+    for lo in range(0, every.size, _BLOCK):  # in blocks (memory: see _at_dtype_peaks)
+        rows = every[lo : lo + _BLOCK]
+        k = seg.klass[rows].astype(np.intp)
+        busy = np.fmax(P[rows, 0] / expected[k, 0], P[rows, 1] / expected[k, 1])
+        dur = np.maximum((seg.end_ns[rows] - seg.start_ns[rows]).astype(np.float64), 1.0)
+        short = np.minimum(1.0, dur / short_ns)
+        P[rows, 2] = (1.0 - np.minimum(1.0, busy)) * short
+
+
+#: the columns decode_evidence reads (the others of its rows are not gathered: see ``rows``)
+DECODE_READS = (
+    "start_ns", "end_ns", "stream", "klass", "flops", "dram_bytes", "issue_active",
+    "stall_frac", "occupancy", "dtype",
+)  # fmt: skip
 
 
 def decode_evidence(
@@ -237,6 +254,7 @@ def decode_evidence(
     tier: np.ndarray,
     m: EesmModel | None = None,
     expected: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
 ) -> Decoded:
     """Full pipeline with each row's emissions weighted by its evidence tier, plus the posterior
     confidence of every label (the analysis of imported traces).
@@ -249,21 +267,32 @@ def decode_evidence(
 
     ``expected``: the planner's expected library efficiency per class (compute, memory), which
     lets rows with FLOPs and bytes but no stall counter estimate their stall (_roofline_stall);
-    None keeps the class prior for them."""
+    None keeps the class prior for them.
+
+    ``rows``: decode only these rows of ``seg`` (an index; ``tier`` is theirs), gathering only
+    the columns the decode reads (DECODE_READS). Memory: each array is dropped once read — the
+    pressures once the emissions and κ have them, the rows' columns once ordered — so the
+    forward–backward pass (its α is 32 bytes a row) does not stack on them (149 → ~85 MiB above
+    the trace for a 10 M-event trace's 0.8 M kernels)."""
     m = m or EesmModel.build()
     kp = m.params.kappa
+    if rows is not None:
+        seg = seg.take_only(rows, DECODE_READS)
+    perm, offsets, _ = stream_order.stream_order(seg.stream, seg.start_ns)
     at_peak = _at_dtype_peaks(seg, m)
     P, est = embed.observe(*_observe_args(at_peak, m))
     if expected is not None:
         _roofline_stall(P, at_peak, m, expected)
+    del seg, at_peak
     P = embed.bound(P, m.params.pressure_floor)
     E = emission.emissions_affine(P, m.W, m.c)
     E *= m.params.evidence_weights()[np.asarray(tier, np.intp)][:, None]
-    perm, offsets, _ = stream_order.stream_order(seg.stream, seg.start_ns)
+    k = kappa.kappa_groups(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
+    del P
     labels = viterbi.viterbi_groups(E, perm, offsets, m.logA, m.logpi)
     conf, _ = posterior.posterior_groups(E, perm, offsets, m.logA, m.logpi, labels)
+    del perm
     _prior_confidence(conf, E, labels, tier, m)
-    k = kappa.kappa_groups(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
     return Decoded(labels=labels, kappa=k, degenerate=_gate(k, m), estimated=est, confidence=conf)
 
 

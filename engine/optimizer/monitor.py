@@ -176,11 +176,16 @@ def _group(
     sel = np.flatnonzero(mask)
     if not len(sel):
         return []
-    uniq, inv = np.unique(codes[sel], return_inverse=True)
-    count = np.bincount(inv)
-    o_mean = np.bincount(inv, weights=observed[sel]) / count
-    p_mean = np.bincount(inv, weights=predicted[sel]) / count
-    first = np.argsort(inv, kind="stable")
+    # by the codes themselves (they index ``names``): np.unique's sorted copy and inverse took
+    # 8 bytes a row each (26 MiB on a 10 M-event trace's kernels)
+    c = codes[sel]
+    per = np.bincount(c, minlength=len(names))
+    uniq = np.flatnonzero(per)
+    count = per[uniq]
+    o_mean = np.bincount(c, weights=observed[sel], minlength=len(names))[uniq] / count
+    p_mean = np.bincount(c, weights=predicted[sel], minlength=len(names))[uniq] / count
+    first = np.argsort(c, kind="stable")
+    del c
     starts = np.concatenate(([0], np.cumsum(count)[:-1]))
     out = []
     for g, code in enumerate(uniq.tolist()):

@@ -123,17 +123,27 @@ def trace_roofline(seg: Segments, hw: GpuPeaks) -> tuple[np.ndarray, np.ndarray]
     whose FLOPs or bytes are measured (counters) or derived from the launching op's shapes, at
     their dtype's peak where known; NaN for every other row — copies cross a link, not HBM,
     and collectives wait on peers."""
-    derived = (seg.provenance & Provenance.DERIVED) != 0
-    kern = (seg.kind == Kind.KERNEL) & (seg.klass != Klass.COMM)
-    known_f = kern & (((seg.provenance & Provenance.FLOPS) != 0) | derived)
-    known_b = kern & (((seg.provenance & Provenance.DRAM_BYTES) != 0) | derived)
-    return roofline_times(
-        seg.klass,
-        np.where(known_f, seg.flops, np.nan),
-        np.where(known_b, seg.dram_bytes, np.nan),
-        row_peaks(seg.klass, seg.dtype, hw),
-        hw,
-    )
+    n = len(seg)
+    ideal, expected = np.empty(n), np.empty(n)
+    for lo in range(0, n, _BLOCK):  # in blocks: ~10 temporaries of 8-16 bytes a row otherwise
+        s = slice(lo, lo + _BLOCK)
+        prov, klass = seg.provenance[s], seg.klass[s]
+        derived = (prov & Provenance.DERIVED) != 0
+        kern = (seg.kind[s] == Kind.KERNEL) & (klass != Klass.COMM)
+        known_f = kern & (((prov & Provenance.FLOPS) != 0) | derived)
+        known_b = kern & (((prov & Provenance.DRAM_BYTES) != 0) | derived)
+        ideal[s], expected[s] = roofline_times(
+            klass,
+            np.where(known_f, seg.flops[s], np.nan),
+            np.where(known_b, seg.dram_bytes[s], np.nan),
+            row_peaks(klass, seg.dtype[s], hw),
+            hw,
+        )
+    return ideal, expected
+
+
+#: rows per block of trace_roofline
+_BLOCK = 1 << 16
 
 
 def roofline(op: KernelOp, hw: GpuPeaks) -> tuple[float, float]:

@@ -549,14 +549,14 @@ def _link_events(host: HostEvents, w: dict[str, np.ndarray]) -> None:
     ok = (r >= 0) & (w["wait_stream"] >= 0)
     ok[ok] &= host.api[r[ok]] == ApiKind.EVENT_RECORD
     host.stream[r[ok]] = w["wait_stream"][ok]
-    host.event[r[ok]] = w["event"][ok]
+    host.events_to_fill()[r[ok]] = w["event"][ok]
     r = rows_of(w["correlation"])
     found = r >= 0
     api = np.full(len(r), 255, np.int64)
     api[found] = host.api[r[found]]
     wait = found & (api == ApiKind.STREAM_WAIT) & (w["stream"] >= 0)
     host.stream[r[wait]] = w["stream"][wait]
-    host.event[r[wait]] = w["event"][wait]
+    host.events_to_fill()[r[wait]] = w["event"][wait]
     # cudaEventSynchronize: the host waits for the recording stream (not every stream)
     esync = found & (api == ApiKind.SYNC) & (w["wait_stream"] >= 0)
     esync[esync] &= host.stream[r[esync]] < 0
@@ -609,7 +609,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     )  # fmt: skip
     if cols.waits:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in list(cols.waits[0])})
-    seg = derive_work(seg, cols.names, _cat(h, "tid", np.int64), host, cols.ops, cols.work)
+    seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work)
     cols.ops, cols.work = [], []
     give_back()  # the derivation's transients: the analysis starts from what the trace keeps
     # top-level metadata is free-form JSON: keep only values of the shape we read

@@ -413,7 +413,7 @@ def _link_syncs(con: sqlite3.Connection, host: HostEvents) -> None:
     wait = ok & (kind == 2) & (api == ApiKind.STREAM_WAIT)
     host.stream[r[wait]] = stream[wait]
     known = wait & (event != _NO_ID)
-    host.event[r[known]] = event[known]
+    host.events_to_fill()[r[known]] = event[known]
 
 
 def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEvents, int]:

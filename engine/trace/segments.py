@@ -241,6 +241,23 @@ class Segments:
 
     __getitem__ = take
 
+    def take_only(self, index: npt.ArrayLike, keep: Iterable[str]) -> Segments:
+        """The rows of ``index`` in the columns ``keep`` (copies); every other column is a
+        read-only placeholder of the rows' count holding its unknown value, and costs no
+        memory. For a consumer that reads a few columns of many rows: the decode of a 10 M-event
+        trace's kernels took a full copy of 19 columns (65 MiB) to read 10."""
+        i = np.asarray(index)
+        n = int(i.sum()) if i.dtype == np.bool_ else len(i)
+        wanted = set(keep)
+        return Segments(
+            **{
+                c: np.ascontiguousarray(a[i])
+                if c in wanted
+                else np.broadcast_to(np.array(_MISSING[c], a.dtype), (n,))
+                for c, a in self.columns().items()
+            }
+        )
+
     @property
     def duration_ns(self) -> npt.NDArray[np.int64]:
         """Return end − start per row."""

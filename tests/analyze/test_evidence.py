@@ -91,6 +91,60 @@ def test_derived_tier_agrees_with_counters_and_its_confidence_is_calibrated():
     assert hi > 0 and hi_right / hi >= 0.90, (hi, hi_right)
 
 
+def test_decoding_a_subset_in_place_is_decoding_its_copy(monkeypatch):
+    """decode_evidence(seg, tier, rows=r) — only the read columns gathered, arrays dropped early,
+    dtype rescaling and roofline stall in blocks — gives exactly what decoding seg.take(r) gave:
+    labels, κ, confidence, estimated flags and the gate, bit for bit. Blocks of 7 rows so every
+    block boundary is crossed; rows of every tier, several dtypes, copies left out."""
+    import engine.eesm.pipeline as pipeline
+
+    b, _ = simulate("af2", 6, seed=3)
+    seg = b.segments
+    c = {k: v.copy() for k, v in seg.columns().items()}
+    rng = np.random.default_rng(5)
+    n = len(seg)
+    gone = rng.random(n) < 0.5  # counters removed: DERIVED rows, stall from the roofline
+    c["issue_active"][gone] = np.nan
+    c["stall_frac"][gone] = np.nan
+    c["provenance"][gone] = int(Provenance.DERIVED)
+    c["dtype"][:] = rng.integers(0, 5, n)  # some with a known arithmetic type
+    bare = rng.random(n) < 0.15  # nothing measured or derived: PRIOR or NONE
+    for col in ("flops", "dram_bytes", "issue_active", "stall_frac"):
+        c[col][bare] = np.nan
+    c["provenance"][bare] = 0
+    mixed = Segments(**c)
+    t = tiers(mixed)
+    r = np.flatnonzero(mixed.kind == Kind.KERNEL)[::2]  # a subset, not a prefix
+    assert {Tier.MEASURED, Tier.DERIVED, Tier.PRIOR} <= set(t[r].tolist())
+    m = EesmModel.build()
+    ref = decode_evidence(mixed.take(r), t[r], m, _expected())
+    monkeypatch.setattr(pipeline, "_BLOCK", 7)
+    got = decode_evidence(mixed, t[r], m, _expected(), rows=r)
+    np.testing.assert_array_equal(got.labels, ref.labels)
+    np.testing.assert_array_equal(got.kappa, ref.kappa)
+    np.testing.assert_array_equal(got.confidence, ref.confidence)
+    np.testing.assert_array_equal(got.estimated, ref.estimated)
+    np.testing.assert_array_equal(got.degenerate, ref.degenerate)
+
+
+def test_take_only_gathers_the_kept_columns_and_the_others_read_unknown():
+    b, _ = simulate("af2", 2, seed=0)
+    seg = b.segments
+    r = np.arange(len(seg))[::3]
+    got = seg.take_only(r, ("start_ns", "flops"))
+    np.testing.assert_array_equal(got.start_ns, seg.start_ns[r])
+    np.testing.assert_array_equal(got.flops, seg.flops[r])
+    assert len(got) == len(r) and got.name.shape == (len(r),) and got.name.dtype == np.int32
+    blank = Segments.empty(1)  # each column's unknown value
+    assert (got.correlation == blank.correlation[0]).all() and np.isnan(got.stall_frac).all()
+    assert got.name.strides == (0,)  # a placeholder: no memory of its own
+    with pytest.raises(ValueError):
+        got.name[0] = 1  # and read-only
+    mask = np.zeros(len(seg), bool)
+    mask[r] = True
+    np.testing.assert_array_equal(seg.take_only(mask, ("end_ns",)).end_ns, seg.end_ns[r])
+
+
 def test_prior_labels_are_not_held_with_derived_confidence():
     """A label resting on the kernel name alone never gets the confidence of evidence."""
     b, _ = simulate("af2", 4, seed=0)

@@ -1,0 +1,133 @@
+"""The analysis's memory-lean paths give what the plain computations they replaced gave: the
+host-row lookup, the interval union, the rows of each name, the grouped invariant violations,
+the roofline in blocks and the default event column (issue 17, memory)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.analyze.compute import _rows_by_name, _union
+from engine.device.simulator import simulate
+from engine.optimizer.monitor import _group
+from engine.planner import graph
+from engine.planner.catalogue import by_id
+from engine.trace.trace import HostEvents
+
+
+def _host(corr: np.ndarray) -> HostEvents:
+    n = len(corr)
+    z = np.zeros(n, np.int64)
+    return HostEvents(corr.astype(np.int64), np.zeros(n, np.int32), z, z.copy())
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_rows_of_is_the_first_row_of_each_id(ordered):
+    rng = np.random.default_rng(1 if ordered else 2)
+    for trial in range(200):
+        n = int(rng.integers(1, 40))
+        corr = rng.integers(-3, 25, n)  # repeats, negatives
+        if ordered:
+            corr = np.sort(corr)
+        q = rng.integers(-5, 30, int(rng.integers(0, 30)))
+        first: dict[int, int] = {}
+        for i, c in enumerate(corr.tolist()):
+            first.setdefault(c, i)
+        want = [first.get(c, -1) if c >= 0 else -1 for c in q.tolist()]
+        got = _host(corr).rows_of(q)
+        assert got.dtype == np.int64 and got.tolist() == want, (trial, corr, q)
+
+
+def test_union_merges_touching_and_nested_intervals():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        s = rng.integers(0, 100, n)
+        e = s + rng.integers(0, 15, n)
+        covered = np.zeros(130, bool)  # unit cells [t, t+1) covered by some [s, e)
+        for a, b in zip(s.tolist(), e.tolist(), strict=True):
+            covered[a:b] = True
+        us, ue = _union(s.copy(), e.copy())
+        assert (us[1:] > ue[:-1]).all()  # disjoint, sorted, not touching
+        assert (ue >= us).all()
+        mine = np.zeros(130, bool)
+        for a, b in zip(us.tolist(), ue.tolist(), strict=True):
+            mine[a:b] = True
+        assert (mine == covered).all()
+        # every start is some interval's start, every end some interval's end
+        assert set(us.tolist()) <= set(s.tolist()) and set(ue.tolist()) <= set(e.tolist())
+
+
+def test_rows_by_name_in_first_appearance_order():
+    rng = np.random.default_rng(4)
+    for _ in range(100):
+        name = rng.integers(0, 12, int(rng.integers(0, 50))).astype(np.int32)
+        want: dict[int, list[int]] = {}
+        for i, nm in enumerate(name.tolist()):
+            want.setdefault(nm, []).append(i)
+        got = [(nm, idx.tolist()) for nm, idx in _rows_by_name(name)]
+        assert got == list(want.items())
+
+
+def _group_plain(codes, names, rows, mask, observed, predicted):
+    """The grouping as np.unique did it (the code this replaced), for comparison."""
+    sel = np.flatnonzero(mask)
+    out = []
+    for code in np.unique(codes[sel]).tolist():
+        mine = sel[codes[sel] == code]
+        o, p = float(observed[mine].mean()), float(predicted[mine].mean())
+        out.append((names[code], rows[mine[:8]].tolist(), len(mine), o, p))
+    return sorted(out, key=lambda v: (-abs(v[3] - v[4]) * v[2], v[0]))
+
+
+def test_grouped_violations_match_the_plain_grouping():
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        n = int(rng.integers(1, 60))
+        names = [f"k{i}" for i in range(int(rng.integers(1, 9)))]
+        codes = rng.integers(0, len(names), n).astype(np.intp)
+        rows = np.sort(rng.choice(10 * n, n, replace=False))
+        mask = rng.random(n) < 0.6
+        obs, pred = rng.random(n) * 100, rng.random(n) * 100
+        got = _group(codes, names, rows, mask, "kernel_time", obs, pred, "ns", "{n}")
+        want = _group_plain(codes, names, rows, mask, obs, pred)
+        assert len(got) == len(want)
+        for v, (nm, r, cnt, o, p) in zip(got, want, strict=True):
+            assert (v.name, v.rows, v.count) == (nm, r, cnt)
+            assert v.observed == pytest.approx(o, rel=1e-12)
+            assert v.predicted == pytest.approx(p, rel=1e-12)
+
+
+def test_roofline_in_blocks_is_the_roofline(monkeypatch):
+    b, _ = simulate("af2", 4, seed=2)
+    seg = b.segments
+    hw = by_id("h100-sxm")
+    whole = graph.trace_roofline(seg, hw)
+    monkeypatch.setattr(graph, "_BLOCK", 5)
+    blocks = graph.trace_roofline(seg, hw)
+    assert np.isfinite(whole[1]).any()
+    for a, c in zip(whole, blocks, strict=True):
+        np.testing.assert_array_equal(a, c)
+
+
+def test_default_event_column_costs_nothing_and_fills_on_request():
+    h = _host(np.arange(1000))
+    assert h.event.tolist() == [-1] * 1000 and h.event.strides == (0,)
+    with pytest.raises(ValueError):
+        h.event[3] = 7  # read-only: a filler must ask for it
+    h.events_to_fill()[3] = 7
+    assert h.event[3] == 7 and h.event.sum() == 7 - 999
+    sub = h.take(np.array([3, 4]))
+    assert sub.event.tolist() == [7, -1]
+
+
+def test_union_of_some_rows_is_the_union_of_their_copy():
+    rng = np.random.default_rng(6)
+    for _ in range(100):
+        n = int(rng.integers(0, 40))
+        s = rng.integers(0, 100, n)
+        e = s + rng.integers(0, 15, n)
+        rows = np.flatnonzero(rng.random(n) < 0.5)
+        a = _union(s, e, rows)
+        b = _union(s[rows], e[rows])
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
