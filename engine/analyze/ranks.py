@@ -40,6 +40,7 @@ from itertools import pairwise
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import Trace
 
@@ -216,6 +217,7 @@ def summarize(trace: Trace) -> RankSummary:
     cu = _union(seg.start_ns[comm], seg.end_ns[comm])
     ku = _union(seg.start_ns[kern], seg.end_ns[kern])
     both = _intersection(ku, cu)  # time a collective and a compute kernel both ran
+    give_back()  # the unions' sorted copies, freed: their pages back (see give_back)
     steps = [(int(a), int(b)) for a, b in props.get("profiler_steps", []) or []]
     ids = [int(x) for x in props.get("profiler_step_ids", []) or []]
     span = int(seg.end_ns.max() - seg.start_ns.min()) if len(seg) else 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.trace.evidence import Tier, tiers
+from engine.trace.import_memory import give_back
 from engine.trace.segments import DTYPE_CODE, Kind, NameTable, Provenance, Segments
 from engine.trace.shapes import OpWork, innermost_known, kernel_dtype
 from engine.trace.trace import HostEvents
@@ -38,6 +39,7 @@ def derive_work(
     kern = np.flatnonzero((seg.kind == Kind.KERNEL) & (row >= 0) & (tiers(seg) != Tier.MEASURED))
     hrow = row[kern]
     del row
+    give_back()  # the lookup's sort, freed: its pages back before the sweep (the import's peak)
     q_tid = tid[hrow]
     del tid
     q_ts = host.api_start_ns[hrow]
@@ -47,6 +49,7 @@ def derive_work(
         np.int64,
     )
     del q_tid, q_ts
+    give_back()  # the sweep's sorted copies, freed
     ok = which >= 0
     kern, which = kern[ok], which[ok]
     del ok

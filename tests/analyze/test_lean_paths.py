@@ -131,3 +131,33 @@ def test_union_of_some_rows_is_the_union_of_their_copy():
         a = _union(s, e, rows)
         b = _union(s[rows], e[rows])
         assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_import_tuning_is_set_back_when_the_last_import_ends(monkeypatch):
+    """The import's malloc thresholds (chunk reuse) hold only while an import runs: left in
+    place, the analysis's freed arrays stayed resident (~100 MiB on a 10 M-event trace)."""
+    from engine.trace import import_memory as im
+
+    calls: list[tuple[str, int, int]] = []
+
+    class FakeLibc:
+        def mallopt(self, what: int, value: int) -> int:
+            calls.append(("mallopt", what, value))
+            return 1
+
+        def malloc_trim(self, pad: int) -> int:
+            calls.append(("trim", pad, 0))
+            return 1
+
+    monkeypatch.setattr(im, "_libc", lambda: FakeLibc())
+    with im.chunk_buffers_reused(16 << 20):
+        assert ("mallopt", im._M_MMAP_THRESHOLD, (16 << 20) + (1 << 20)) in calls
+        with im.chunk_buffers_reused(16 << 20):  # a second import at once (another thread)
+            pass
+        assert ("mallopt", im._M_MMAP_THRESHOLD, im._AFTER) not in calls  # one still runs
+    assert calls[-3:] == [
+        ("mallopt", im._M_MMAP_THRESHOLD, im._AFTER),
+        ("mallopt", im._M_TRIM_THRESHOLD, im._AFTER),
+        ("trim", 0, 0),
+    ]
+    assert im._importing == 0
