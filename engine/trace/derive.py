@@ -33,6 +33,7 @@ def derive_work(
     if not op_parts or not work or not len(host) or not len(seg):
         return seg
     ops = {k: np.concatenate([o.pop(k) for o in op_parts]) for k in list(op_parts[0])}
+    start = ops.pop("start")
     tid = np.concatenate([p.pop("tid") for p in host_parts])
     row = host.rows_of(seg.correlation)
     # kernels with measured counters keep theirs
@@ -44,11 +45,12 @@ def derive_work(
     del tid
     q_ts = host.api_start_ns[hrow]
     del hrow
+    end = ops.pop("dur").astype(np.int64)  # (the reader's blocks hold durations, narrowed)
+    end += start
     which = np.asarray(
-        innermost_known(ops.pop("tid"), ops.pop("start"), ops.pop("end"), ops["work"], q_tid, q_ts),
-        np.int64,
+        innermost_known(ops.pop("tid"), start, end, ops["work"], q_tid, q_ts), np.int64
     )
-    del q_tid, q_ts
+    del q_tid, q_ts, start, end
     give_back()  # the sweep's sorted copies, freed
     ok = which >= 0
     kern, which = kern[ok], which[ok]

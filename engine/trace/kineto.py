@@ -213,11 +213,11 @@ def _add(
         api_names = name_id[host]
         cols.host.append(
             {
-                "tid": ints[host, js.F_TID],
-                "correlation": corr[host],
+                "tid": _narrow(ints[host, js.F_TID]),
+                "correlation": _narrow(corr[host]),
                 "stream": np.where(st == miss, -1, st).clip(*_I32).astype(np.int32),
                 "api_start_ns": ts[host],
-                "api_end_ns": ts[host] + dur[host],
+                "api_dur_ns": _narrow(dur[host]),
                 "api": _api_of(cols, api_names),
             }
         )
@@ -262,14 +262,14 @@ def _add(
     cols.dev.append(
         {
             "start_ns": ts[dev],
-            "end_ns": ts[dev] + dur[dev],
+            "dur_ns": _narrow(dur[dev]),
             # each block in the columns' own types: a block held in int64 and float64 took
             # twice the memory until the join
             "stream": stream.clip(*_I32).astype(np.int32),
             "device": np.where(device == miss, 0, device).clip(*_I16).astype(np.int16),
             "kind": _KIND[c],
             "name": names.astype(np.int32, copy=False),
-            "correlation": np.where(iv[:, js.F_CORR] == miss, -1, iv[:, js.F_CORR]),
+            "correlation": _narrow(np.where(iv[:, js.F_CORR] == miss, -1, iv[:, js.F_CORR])),
             "grid": grid.clip(0, _I32[1]).astype(np.int32),
             "block": block.clip(0, _I32[1]).astype(np.int32),
             "regs": np.where(iv[:, js.F_REGS] == miss, 0, iv[:, js.F_REGS])
@@ -410,8 +410,8 @@ def _framework(
         if keep.any():
             kept = op[keep]
             cols.ops.append(
-                {"tid": ints[kept, js.F_TID], "start": ts[kept], "end": ts[kept] + dur[kept],
-                 "work": idx[keep]}
+                {"tid": _narrow(ints[kept, js.F_TID]), "start": ts[kept],
+                 "dur": _narrow(dur[kept]), "work": _narrow(idx[keep])}
             )  # fmt: skip
     ann = np.flatnonzero((codes == js.CAT_ANNOTATION) & ~bad)
     for r in ann.tolist():
@@ -534,6 +534,21 @@ def _cat(parts: list[dict[str, np.ndarray]], key: str, dtype: type) -> np.ndarra
     return out.astype(dtype, copy=False)
 
 
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """An int64 block column as int32 when every value fits (thread ids, correlation ids,
+    durations, op indices mostly do): the blocks of a 10 M-event trace are held until the
+    parse ends, and these columns were 40 MiB of them. The join widens them back (_cat)."""
+    if a.size and a.dtype == np.int64 and _I32[0] <= a.min() and a.max() <= _I32[1]:
+        return a.astype(np.int32)
+    return a
+
+
+def _ends(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """start + dur, in ``dur``'s array (its own: _cat made it)."""
+    dur += start
+    return dur
+
+
 def _link_events(host: HostEvents, w: dict[str, np.ndarray]) -> None:
     """Give record / wait / event-sync runtime rows their stream and event id (in place).
 
@@ -568,9 +583,10 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     if d:
         name = _cat(d, "name", np.int32)
         klass_of_name = classify_table(cols.names)
+        start_ns = _cat(d, "start_ns", np.int64)
         seg = Segments.from_columns(  # the blocks hold the columns' types, clipped (_add)
-            start_ns=_cat(d, "start_ns", np.int64),
-            end_ns=_cat(d, "end_ns", np.int64),
+            start_ns=start_ns,
+            end_ns=_ends(start_ns, _cat(d, "dur_ns", np.int64)),
             stream=_cat(d, "stream", np.int32),
             device=_cat(d, "device", np.int16),
             kind=_cat(d, "kind", np.uint8),
@@ -589,11 +605,12 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     else:
         seg = Segments.empty()
     h = cols.host
+    api_start = _cat(h, "api_start_ns", np.int64)
     host = HostEvents(
         correlation=_cat(h, "correlation", np.int64),
         stream=_cat(h, "stream", np.int32),
-        api_start_ns=_cat(h, "api_start_ns", np.int64),
-        api_end_ns=_cat(h, "api_end_ns", np.int64),
+        api_start_ns=api_start,
+        api_end_ns=_ends(api_start, _cat(h, "api_dur_ns", np.int64)),
         api=_cat(h, "api", np.uint8),
     )
     give_back()  # the blocks' arrays, joined into the columns

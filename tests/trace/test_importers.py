@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from engine.trace.errors import TraceImportError
 from engine.trace.kineto import read_kineto
 from engine.trace.nsys import read_nsys
-from engine.trace.segments import Kind, Klass
+from engine.trace.segments import Kind, Klass, Provenance
 from engine.trace.taxonomy import classify
 from tests.paths import TRACES
 
@@ -661,3 +661,48 @@ def test_chunk_boundaries_anywhere_give_the_same_trace(monkeypatch, chunk, name)
     assert list(got.names) == list(want.names)
     assert np.array_equal(got.host.correlation, want.host.correlation)
     assert got.device_properties == want.device_properties
+
+
+def test_ids_and_durations_past_int32_survive_the_narrowed_blocks(tmp_path):
+    """The reader holds thread ids, correlation ids and durations as int32 while a block's
+    values fit (memory): values that do not fit keep all their bits. The real training trace
+    read as it is (every value fits) and with correlation ids and thread ids moved past 2**32
+    and one kernel lasting 3 s must give the same columns, moved by the same amounts — and the
+    same shape-derived FLOPs, which link kernels to ops by thread."""
+    src = TRACES / "kineto" / "a100_training_3streams.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    ref = read_kineto(src)
+    big = 1 << 33
+    long_kernel = None
+    for e in doc["traceEvents"]:
+        if not isinstance(e, dict):
+            continue
+        args = e.get("args")
+        if isinstance(args, dict) and isinstance(args.get("correlation"), int):
+            args["correlation"] += big
+        if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver") and isinstance(
+            e.get("tid"), int
+        ):
+            e["tid"] += big
+        if long_kernel is None and e.get("cat") == "kernel":
+            long_kernel = e
+            e["dur"] = 3_000_000  # µs: 3 s, past int32 nanoseconds
+    p = tmp_path / "wide.json"
+    p.write_text(json.dumps(doc))
+    got = read_kineto(p)
+    s, r = got.segments, ref.segments
+    linked = r.correlation >= 0
+    assert linked.any()
+    np.testing.assert_array_equal(s.correlation[linked], r.correlation[linked] + big)
+    np.testing.assert_array_equal(got.host.correlation, ref.host.correlation + big)
+    np.testing.assert_array_equal(got.host.api_end_ns, ref.host.api_end_ns)
+    three_s = s.end_ns - s.start_ns == 3_000_000_000
+    assert three_s.sum() == 1
+    same = ~three_s
+    np.testing.assert_array_equal(s.end_ns[same], r.end_ns[same])
+    derived = (r.provenance & Provenance.DERIVED) != 0
+    assert derived.sum() > 100
+    np.testing.assert_array_equal((s.provenance & Provenance.DERIVED) != 0, derived)
+    np.testing.assert_array_equal(s.dtype, r.dtype)
+    ok = same & derived
+    np.testing.assert_array_equal(s.flops[ok], r.flops[ok])
