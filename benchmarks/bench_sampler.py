@@ -18,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.telemetry.backends import NvmlBackend, SimBackend  # noqa: E402
+from engine.device.backend import SimBackend  # noqa: E402
+from engine.telemetry.backends import NvmlBackend  # noqa: E402
 from engine.telemetry.sampler import Sampler  # noqa: E402
 from tests.fakes import FakeNvml  # noqa: E402
 
