@@ -301,7 +301,8 @@ def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[Co
 def _union(
     start: np.ndarray, end: np.ndarray, rows: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals (those of ``rows`` only, if given) into disjoint sorted ones."""
+    """Merge intervals (those of ``rows`` only, if given) into disjoint sorted ones. Each must
+    end at or after its start (Segments guarantees it): the merged end is the running end."""
     o = np.argsort(start if rows is None else start[rows], kind="stable")
     if rows is not None:
         o = rows[o]
