@@ -23,6 +23,7 @@ from engine.analyze.model import (
     StreamStats,
     Violation,
 )
+from engine.analyze.ranks import interval_union
 from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
@@ -276,7 +277,7 @@ def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[Co
         c = np.flatnonzero(on & (labels == Label.COMM))
         k = np.flatnonzero(on & (rows.kind == Kind.KERNEL) & (labels != Label.COMM))
         del on
-        ks, ke = _union(rows.start_ns, rows.end_ns, k)
+        ks, ke = interval_union(rows.start_ns, rows.end_ns, k)
         del k
         over = 0
         for a, b in zip(rows.start_ns[c].tolist(), rows.end_ns[c].tolist(), strict=True):
@@ -296,26 +297,6 @@ def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[Co
             )
         )
     return out
-
-
-def _union(
-    start: np.ndarray, end: np.ndarray, rows: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals (those of ``rows`` only, if given) into disjoint sorted ones. Each must
-    end at or after its start (Segments guarantees it): the merged end is the running end."""
-    o = np.argsort(start if rows is None else start[rows], kind="stable")
-    if rows is not None:
-        o = rows[o]
-    if not len(o):
-        return start[o], end[o]
-    s, e = start[o], end[o]
-    del o
-    # e becomes the running end: a merged interval's end is the running end at its last row
-    # (each row after a gap ends past every earlier end)
-    np.maximum.accumulate(e, out=e)
-    first = np.flatnonzero(np.concatenate([[True], s[1:] > e[:-1]]))
-    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
-    return s[first], e[last]
 
 
 def analyze_trace(

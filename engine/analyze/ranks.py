@@ -113,17 +113,24 @@ def collective_op(name: str) -> str:
     return canon.get(op.lower(), op[0].upper() + op[1:])
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as sorted disjoint (starts, ends) — numpy, whatever the count."""
-    if not len(start):
+def interval_union(
+    start: np.ndarray, end: np.ndarray, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals (those of ``rows`` only, if given) as sorted disjoint (starts,
+    ends), int64 — numpy, whatever the count. Each must end at or after its start (Segments
+    guarantee it): a merged interval's end is the running end at its last row, kept in place
+    of the sorted ends (no further whole-length arrays: the analysis's peak)."""
+    o = np.argsort(start if rows is None else start[rows], kind="stable")
+    if rows is not None:
+        o = rows[o]
+    if not len(o):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    o = np.argsort(start, kind="stable")
-    s, e = start[o].astype(np.int64), end[o].astype(np.int64)
-    reach = np.maximum.accumulate(e)
-    new = np.concatenate([[True], s[1:] > reach[:-1]])
-    first = np.flatnonzero(new)
+    s, e = start[o].astype(np.int64, copy=False), end[o].astype(np.int64, copy=False)
+    del o
+    np.maximum.accumulate(e, out=e)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] > e[:-1]]))
     last = np.concatenate([first[1:] - 1, [len(s) - 1]])
-    return s[first], reach[last]
+    return s[first], e[last]
 
 
 def _length(u: tuple[np.ndarray, np.ndarray]) -> int:
@@ -214,8 +221,8 @@ def summarize(trace: Trace) -> RankSummary:
     for op in ops:
         ordinals.append(seen[op])
         seen[op] += 1
-    cu = _union(seg.start_ns[comm], seg.end_ns[comm])
-    ku = _union(seg.start_ns[kern], seg.end_ns[kern])
+    cu = interval_union(seg.start_ns, seg.end_ns, np.flatnonzero(comm))
+    ku = interval_union(seg.start_ns, seg.end_ns, np.flatnonzero(kern))
     both = _intersection(ku, cu)  # time a collective and a compute kernel both ran
     give_back()  # the unions' sorted copies, freed: their pages back (see give_back)
     steps = [(int(a), int(b)) for a, b in props.get("profiler_steps", []) or []]

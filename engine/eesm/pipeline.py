@@ -194,6 +194,10 @@ def decode_raw(seg: Segments, m: EesmModel | None = None) -> Decoded:
     return decode(seg, m, Variant.RAW)
 
 
+#: rows per block of the decode's elementwise steps that need temporaries
+_BLOCK = 1 << 16
+
+
 def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
     """Rows whose arithmetic type is known are read against that type's peak, not the class's.
 
@@ -215,10 +219,6 @@ def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
         r = rows[lo : lo + _BLOCK]
         flops[r] = seg.flops[r] * m.class_peak[seg.klass[r]] / row_peak[r]
     return Segments(**cols)
-
-
-#: rows per block of the decode's elementwise steps that need temporaries
-_BLOCK = 1 << 16
 
 
 def _roofline_stall(P: np.ndarray, seg: Segments, m: EesmModel, expected: np.ndarray) -> None:

@@ -249,10 +249,11 @@ def innermost_known(
     if not known.size or not nq:
         return found
     out = _ints(found)
-    every = known.size == len(op_work_idx)  # every op known: the columns as they are, no copies
-    o_tid = np.asarray(op_tid) if every else np.asarray(op_tid)[known]
-    o_start = np.asarray(op_start, np.int64) if every else np.asarray(op_start, np.int64)[known]
-    o_end = np.asarray(op_end, np.int64) if every else np.asarray(op_end, np.int64)[known]
+    # every op known: the columns as they are (a slice is a view), no copies
+    pick = slice(None) if known.size == len(op_work_idx) else known
+    o_tid = np.asarray(op_tid)[pick]
+    o_start = np.asarray(op_start, np.int64)[pick]
+    o_end = np.asarray(op_end, np.int64)[pick]
     # by thread, then (start, -end); ties keep index order (a stable sort, as list.sort was)
     order = np.lexsort((-o_end, o_start, o_tid))
     ops_idx = _ints(known[order])

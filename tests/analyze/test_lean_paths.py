@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.analyze.compute import _rows_by_name, _union
+from engine.analyze.compute import _rows_by_name
+from engine.analyze.ranks import interval_union as _union
 from engine.device.simulator import simulate
 from engine.optimizer.monitor import _group
 from engine.planner import graph
@@ -38,12 +39,17 @@ def test_rows_of_is_the_first_row_of_each_id(ordered):
         assert got.dtype == np.int64 and got.tolist() == want, (trial, corr, q)
 
 
+def _intervals(rng: np.random.Generator, least: int, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """Between ``least`` and ``most`` - 1 random intervals in [0, 115): starts and ends."""
+    n = int(rng.integers(least, most))
+    s = rng.integers(0, 100, n)
+    return s, s + rng.integers(0, 15, n)
+
+
 def test_union_merges_touching_and_nested_intervals():
     rng = np.random.default_rng(3)
     for _ in range(300):
-        n = int(rng.integers(1, 30))
-        s = rng.integers(0, 100, n)
-        e = s + rng.integers(0, 15, n)
+        s, e = _intervals(rng, 1, 30)
         covered = np.zeros(130, bool)  # unit cells [t, t+1) covered by some [s, e)
         for a, b in zip(s.tolist(), e.tolist(), strict=True):
             covered[a:b] = True
@@ -124,10 +130,8 @@ def test_default_event_column_costs_nothing_and_fills_on_request():
 def test_union_of_some_rows_is_the_union_of_their_copy():
     rng = np.random.default_rng(6)
     for _ in range(100):
-        n = int(rng.integers(0, 40))
-        s = rng.integers(0, 100, n)
-        e = s + rng.integers(0, 15, n)
-        rows = np.flatnonzero(rng.random(n) < 0.5)
+        s, e = _intervals(rng, 0, 40)
+        rows = np.flatnonzero(rng.random(len(s)) < 0.5)
         a = _union(s, e, rows)
         b = _union(s[rows], e[rows])
         assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))

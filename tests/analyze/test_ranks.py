@@ -447,7 +447,8 @@ def test_a_number_too_large_for_a_rank_or_seq_is_dropped():
 
 
 def test_compute_and_communication_overlap_is_exact():
-    from engine.analyze.ranks import _intersection, _length, _union
+    from engine.analyze.ranks import _intersection, _length
+    from engine.analyze.ranks import interval_union as _union
 
     rng = np.random.default_rng(1)
     for _ in range(200):
