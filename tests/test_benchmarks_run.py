@@ -1,4 +1,5 @@
-"""Every benchmark script starts: its imports resolve and its options parse (`--help`). A script
+"""Every benchmark script (and the first run's capture script in screenshots/) starts: its
+imports resolve and its options parse (`--help`). A script
 that no longer imports (a class moved) otherwise shows only when someone regenerates its table —
 bench_sampler.py had been broken since the layers moved the simulated backend (issue 14)."""
 
@@ -12,11 +13,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+SCRIPTS = [
+    *sorted((ROOT / "benchmarks").glob("bench_*.py")),
+    ROOT / "screenshots" / "first_run_capture.py",
+]
 
 
 def test_there_are_benchmarks():
-    assert len(SCRIPTS) >= 8
+    assert len(SCRIPTS) >= 9 and all(p.is_file() for p in SCRIPTS)
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

@@ -225,7 +225,11 @@ def analyze_file(
     say = stage or (lambda _line: None)
     try:
         cold_read = first is not None and first.read_cold()
-        note = " — first run, kernels compiling in the background for the next" if cold_read else ""
+        note = (
+            " — first run, kernels compiling in the background for the next run"
+            if cold_read
+            else ""
+        )
         say(f"reading {p.name}{note}…")
 
         def declined() -> None:  # a large file: the reader compiles here, this run waits
