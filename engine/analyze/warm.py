@@ -17,7 +17,12 @@ def kernels(kind: str) -> tuple[Any, ...]:
     if kind == "import":
         from engine.trace import json_scan
 
-        return (json_scan.scan_stream, json_scan.extract_fields)
+        return (
+            json_scan.scan_stream,
+            json_scan.extract_fields,
+            json_scan.shape_keys,
+            json_scan.same_shapes,
+        )
     from engine.eesm import embed, kappa, posterior, viterbi
     from engine.schedule import dag
 
@@ -35,14 +40,33 @@ def warm_analysis() -> None:
     analyze_trace(Trace(segments=batch.segments, names=names, host=batch.host, source="warm-up"))
 
 
+#: two framework ops of known work (engine.trace.shapes) and the kernel one launches: the reader's
+#: shape kernels run only on such ops, which the generated ranks do not have
+_OPS = [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1 + i, "dur": 9,
+     "args": {"External id": i, "Input Dims": [[2, 2], [2, 2]], "Input type": ["float", "float"]}}
+    for i in (1, 2)
+] + [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 4,
+     "dur": 2, "args": {"correlation": 1, "External id": 2}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 6, "dur": 3,
+     "args": {"correlation": 1, "stream": 7, "device": 0}},
+]  # fmt: skip
+
+
 def warm_import() -> None:
-    """The Kineto reader on a small generated trace."""
+    """The Kineto reader on a small generated trace, and on one with framework ops."""
+    import json
+
     from engine.analyze.synth_ranks import write_ranks
     from engine.trace.kineto import read_kineto
 
     with tempfile.TemporaryDirectory(prefix="gitm-warm-") as d:
         (path,) = write_ranks(Path(d), ranks=1, steps=1)
         read_kineto(path)
+        ops = Path(d) / "ops.json"
+        ops.write_text(json.dumps({"traceEvents": _OPS}))
+        read_kineto(ops)
 
 
 def main(argv: list[str]) -> int:

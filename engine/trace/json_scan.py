@@ -1076,3 +1076,167 @@ def extract_fields(
         if fseen:
             flops[r] = fsum
     return ints, ts, dur, occ, flops, ns, ne, nesc, nhash, -1, 0
+
+
+# ------------------------------------------------------------------ framework ops' shapes
+#: the args a framework op's work is read from (engine.trace.kineto._op_work), quoted as keys
+SHAPE_KEYS = (b'"Input Dims"', b'"Input type"', b'"Concrete Inputs"')
+#: arrays nested deeper than this are left to Python (whose json module may refuse them)
+_SHAPE_DEPTH = 64
+
+
+@jit
+def _ascii(buf: np.ndarray, s: int, e: int) -> bool:
+    """Whether buf[s:e] is all ASCII (8 bytes at a time)."""
+    q = s
+    acc = np.uint64(0)
+    while q + 8 <= e:
+        acc |= load64(buf, q)
+        q += 8
+    if acc & _HIGHS:
+        return False
+    while q < e:
+        if buf[q] >= 128:
+            return False
+        q += 1
+    return True
+
+
+@jit
+def _value_end(buf: np.ndarray, j: int, e: int) -> int:
+    """One past the JSON array, object or string at j (strings skipped strictly, brackets
+    counted outside them), or -1: another kind of value, nested deeper than _SHAPE_DEPTH, or
+    not closed before e. Python's json module reads no byte past this end for a value that
+    starts at j, valid or not (it fails at or before the bracket that closes the count)."""
+    c = buf[j]
+    if c == _QUOTE:
+        q = _strict_string_end(buf, j, e)
+        return -1 if q < 0 else q + 1
+    if c != _LBRACK and c != _LBRACE:
+        return -1
+    depth = 0
+    k = j
+    while k < e:
+        c = buf[k]
+        if c == _QUOTE:
+            q = _strict_string_end(buf, k, e)
+            if q < 0:
+                return -1
+            k = q + 1
+            continue
+        if c == _LBRACK or c == _LBRACE:
+            depth += 1
+            if depth > _SHAPE_DEPTH:
+                return -1
+        elif c == _RBRACK or c == _RBRACE:
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        k += 1
+    return -1
+
+
+@jit
+def shape_keys(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    rows: np.ndarray,
+    name_hash: np.ndarray,
+    keys: np.ndarray,
+    keylens: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What decides each framework op's work, found as kineto._op_work finds it, without
+    decoding: for each event rows[i], the span of each SHAPE_KEYS value (its key's last
+    occurrence in the event, the first ':' after it, blanks skipped, one JSON value), and a
+    64-bit hash of its name hash and those spans' bytes — so ops with the same name and shapes
+    (a training loop repeats them every step) can share one decode.
+
+    Returns (spans (m, 6) int64: start, end of each value, -1 where its key is absent; hashes
+    (m,) uint64; sure (m,) bool). ``sure`` is False where this kernel leaves the op to Python:
+    a non-ASCII byte anywhere in the event (Python decodes it as UTF-8 first), a value that is
+    not an array, object or string, or a key with no value after it."""
+    m = rows.shape[0]
+    spans = np.full((m, 6), -1, np.int64)
+    hashes = np.zeros(m, np.uint64)
+    sure = np.zeros(m, np.bool_)
+    found = np.empty(3, np.int64)
+    for i in range(m):
+        r = rows[i]
+        s, e = starts[r], ends[r]
+        if not _ascii(buf, s, e):
+            continue
+        found[:] = -1
+        left = 3
+        j = e - 1
+        while j >= s and left:  # the last occurrence of each key, one pass backwards
+            if buf[j] == _QUOTE:
+                for k in range(3):
+                    n = keylens[k]
+                    if found[k] < 0 and j + n <= e:
+                        hit = True
+                        for q in range(1, n):
+                            if buf[j + q] != keys[k, q]:
+                                hit = False
+                                break
+                        if hit:
+                            found[k] = j
+                            left -= 1
+            j -= 1
+        h = _mix(_FNV_OFFSET ^ np.uint64(name_hash[r]))
+        ok = True
+        for k in range(3):
+            a = found[k]
+            h = _mix(h ^ np.uint64(k + 1))
+            if a < 0:
+                continue
+            j = a + keylens[k]
+            while j < e and buf[j] != _COLON:
+                j += 1
+            j += 1
+            while j < e and (buf[j] == 32 or buf[j] == 9 or buf[j] == 13 or buf[j] == 10):
+                j += 1
+            if j >= e:
+                ok = False
+                break
+            v = _value_end(buf, j, e)
+            if v < 0:
+                ok = False
+                break
+            spans[i, 2 * k] = j
+            spans[i, 2 * k + 1] = v
+            vh, _ = _name_hash(buf, j, v)
+            h = _mix(h ^ vh)
+        if ok:
+            sure[i] = True
+            hashes[i] = h
+    return spans, hashes, sure
+
+
+@jit
+def same_shapes(
+    buf: np.ndarray, spans: np.ndarray, name_hash: np.ndarray, rep: np.ndarray
+) -> np.ndarray:
+    """For each op i: whether op rep[i] has the same name hash and the same bytes in every
+    span of shape_keys (a hash collision is caught here, not trusted)."""
+    m = rep.shape[0]
+    out = np.zeros(m, np.bool_)
+    for i in range(m):
+        p = rep[i]
+        if name_hash[i] != name_hash[p]:
+            continue
+        ok = True
+        for k in range(3):
+            a0, a1 = spans[i, 2 * k], spans[i, 2 * k + 1]
+            b0, b1 = spans[p, 2 * k], spans[p, 2 * k + 1]
+            if (a0 < 0) != (b0 < 0) or a1 - a0 != b1 - b0:
+                ok = False
+                break
+            for q in range(a1 - a0 if a0 >= 0 else 0):
+                if buf[a0 + q] != buf[b0 + q]:
+                    ok = False
+                    break
+            if not ok:
+                break
+        out[i] = ok
+    return out
