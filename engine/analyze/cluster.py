@@ -32,12 +32,15 @@ def analyze_on_cluster(
     progress: Callable[[int, int, str], None] | None = None,
     worker_peaks: dict[str, float] | None = None,
     dashboard: Callable[[str], None] | None = None,
+    names: dict[str, str] | None = None,
 ) -> list[FileOutcome]:
     """The outcomes of ``files`` (input order) analysed on ``cluster`` ("local" or an
     address). Raises ConnectionError (one line) when the scheduler cannot be reached.
     ``worker_peaks``, when given, receives each worker's peak resident memory (MiB) at the end
     (benchmarks/bench_ranks.py). ``dashboard`` is told the Dask dashboard's address when the
-    scheduler serves one (a running cluster's; the local one starts without)."""
+    scheduler serves one (a running cluster's; the local one starts without). ``names``: each
+    file's output folder (default: ``output_names(files)``; given when these files are part of
+    a larger set, whose names do not collide)."""
     import os
 
     from distributed import Client, LocalCluster, as_completed
@@ -66,7 +69,7 @@ def analyze_on_cluster(
             link = _dashboard_link(client) if dashboard is not None else None
             if link and dashboard is not None:
                 dashboard(link)
-            names = output_names(files)
+            names = names or output_names(files)
             futs = {
                 client.submit(
                     analyze_file,

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,79 @@ def test_a_first_run_answers_while_the_kernels_compile_and_as_a_warm_run(tmp_pat
     assert second["cold_before"] == [False, False]
     assert not any("first run" in s for s in second["stages"])
     assert first["analysis"] == second["analysis"]
+
+
+RANKS_SCRIPT = """
+import json, sys, time
+import engine.analyze.run as run
+from engine.analyze.synth_ranks import write_ranks
+from engine.analyze.warm import kernels
+from engine.jit import cold
+from pathlib import Path
+paths = write_ranks(Path(sys.argv[1]), ranks=3, steps=2, straggler=None)
+before = cold(kernels("analysis")), cold(kernels("import"))
+stages, seen = [], []
+outs = run.analyze_paths([sys.argv[1]], cluster="local", workers=2, stage=stages.append,
+                         progress=lambda d, n, p: seen.append([d, n]))
+done = time.monotonic()
+while (cold(kernels("analysis")) or cold(kernels("import"))) and time.monotonic() < done + 300:
+    time.sleep(0.2)  # the child goes on compiling for the next run
+print(json.dumps({"cold_before": before, "stages": stages, "seen": seen,
+                  "paths": [o.path for o in outs], "errors": [o.error for o in outs],
+                  "analyses": [o.analysis.model_dump(mode="json") for o in outs]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_first_run_of_several_ranks_analyses_them_here_while_the_kernels_compile(tmp_path):
+    """On an empty cache, ranks bound for a local Dask cluster are analysed here as a single
+    file's first run is (the workers would each compile every kernel first: 26 s for 4 small
+    ranks here, against 8 s); a warm run sends them to the cluster; the analyses are equal."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
+
+    def run():
+        p = subprocess.run(
+            [sys.executable, "-c", RANKS_SCRIPT, str(tmp_path / "ranks")], env=env,
+            capture_output=True, text=True, timeout=600, cwd=ROOT,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    first = run()
+    assert first["cold_before"] == [True, True]
+    assert sum("first run, kernels compiling" in s for s in first["stages"]) >= 1
+    assert first["seen"][-1] == [3, 3] and first["errors"] == [None] * 3
+    second = run()
+    assert second["cold_before"] == [False, False]
+    assert not any("first run" in s for s in second["stages"])
+    assert any("3 files on a local Dask cluster" in s for s in second["stages"])
+    assert second["paths"] == first["paths"]
+    assert sorted(d for d, _ in second["seen"]) == [1, 2, 3]
+    assert first["analyses"] == second["analyses"]
+
+
+def test_ranks_go_to_the_cluster_once_the_compile_child_is_done(tmp_path, monkeypatch):
+    """The split: files are analysed here while FirstRun says the child compiles, the rest on
+    the cluster — in input order, progress counted over all of them, no output folder shared."""
+    from engine.analyze import run
+    from engine.analyze.synth_ranks import write_ranks
+
+    paths = write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
+    answers = iter([True, False])
+    monkeypatch.setattr(run.FirstRun, "compiling", lambda self: next(answers))
+    stages, seen = [], []
+    outs = run.analyze_paths(
+        [str(tmp_path / "ranks")],
+        out_root=str(tmp_path / "out"),
+        cluster="local",
+        workers=2,
+        stage=stages.append,
+        progress=lambda d, n, p: seen.append((d, n, p)),
+    )
+    assert [o.path for o in outs] == [str(p) for p in paths]
+    assert all(o.error is None and o.analysis is not None for o in outs)
+    assert seen[0] == (1, 3, str(paths[0]))  # the first here
+    assert sorted(d for d, _, _ in seen) == [1, 2, 3] and {n for _, n, _ in seen} == {3}
+    assert any("2 files on a local Dask cluster" in s for s in stages)
+    folders = {Path(x).parent for o in outs for x in o.outputs}
+    assert len(folders) == 3
