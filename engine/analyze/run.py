@@ -318,8 +318,9 @@ def analyze_paths(
     from engine.analyze.cluster import analyze_on_cluster
 
     if stage is not None:
-        where = "a local Dask cluster" if cluster in (None, "local") else f"Dask at {cluster}"
-        stage(f"{len(rest):,} files on {where}: workers starting…")
+        local = cluster in (None, "local")
+        where = "a local Dask cluster (its workers starting)" if local else f"Dask at {cluster}"
+        stage(f"{len(rest):,} file{'s' if len(rest) != 1 else ''} on {where}…")
 
     def counted(n: int, _total: int, f: str) -> None:  # counted with the files done here
         if progress is not None:
