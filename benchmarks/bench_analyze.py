@@ -70,14 +70,16 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> dict[str, floa
     return r
 
 
-def _runs(argv: list[str], n: int, cold: bool = False) -> dict[str, float]:
+def _runs(
+    argv: list[str], n: int, cold: bool = False, env: dict[str, str] | None = None
+) -> dict[str, float]:
     """``_timed`` ``n`` times: the median seconds and peak, and the seconds' range (this VM's
     timings vary by up to 2x between runs). ``cold``: each run with an empty numba cache, the
     first run's background compile finished before the next starts."""
     got = []
     for _ in range(n):
         if not cold:
-            got.append(_timed(argv))
+            got.append(_timed(argv, env=env))
             continue
         with tempfile.TemporaryDirectory() as cache:
             got.append(_timed(argv, env=dict(os.environ, NUMBA_CACHE_DIR=cache)))
@@ -89,6 +91,52 @@ def _runs(argv: list[str], n: int, cold: bool = False) -> dict[str, float]:
         "min": secs[0],
         "max": secs[-1],
     }
+
+
+#: the least any process that runs a numba kernel pays: Python, numpy, numba, and one cached
+#: kernel's first call (numba's CPU target is set up on the first call, cache or not)
+FLOOR_NUMBA = """
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def total(a):
+    s = 0.0
+    for x in a:
+        s += x
+    return s
+
+
+total(np.ones(3))
+"""
+
+#: the least any reader of a gzip trace pays: inflating it (ISA-L, as gitm's reader does)
+FLOOR_INFLATE = """
+import sys
+from isal import isal_zlib
+d = isal_zlib.decompressobj(31)
+with open(sys.argv[1], "rb") as f:
+    while b := f.read(1 << 20):
+        d.decompress(b)
+"""
+
+#: gitm's own reader alone (engine.trace.kineto.read_kineto), nothing analysed
+FLOOR_READ = "import sys\nfrom engine.trace.kineto import read_kineto\nread_kineto(sys.argv[1])\n"
+
+
+def _floors(inputs: list[tuple[str, Path, int]], k: int, scratch: Path) -> dict[str, dict]:
+    """The floors under gitm's figures, each in fresh processes like the tools: the numba
+    process (its kernel's cache warmed first), and per trace its inflate and gitm's reader."""
+    script = scratch / "floor_numba.py"
+    script.write_text(FLOOR_NUMBA)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(scratch / "cache"))
+    subprocess.run([sys.executable, str(script)], check=True, env=env)  # the cache, warm
+    out = {"numba": _runs([sys.executable, str(script)], k, env=env)}
+    for label, path, _ in inputs:
+        out[f"inflate {label}"] = _runs([sys.executable, "-c", FLOOR_INFLATE, str(path)], k)
+        out[f"read {label}"] = _runs([sys.executable, "-c", FLOOR_READ, str(path)], k)
+    return out
 
 
 def _background_compile_done(limit_s: float = 300.0) -> None:
@@ -137,6 +185,8 @@ def main() -> None:
             h = _runs([sys.executable, "-c", HTA_SCRIPT, d], k)
         rows.append((label, n, g, h))
         print(f"{label}: gitm {g['seconds']:.1f} s, HTA {h['seconds']:.1f} s", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as d:
+        floors = _floors(inputs, k, Path(d))
     growth = ""
     if ns.memory_events:
         (_, big, n_big) = traces(ns.memory_events)[1]
@@ -176,6 +226,32 @@ def main() -> None:
             f"{h['peak_mib']:.0f} | {h['seconds'] / g['seconds']:.1f}× | "
             f"{g['peak_mib'] / h['peak_mib']:.2f} |"
         )
+    lines += [
+        "",
+        "Floors under these figures, measured in the same run, each the median of "
+        f"{k} fresh processes: what any process pays before gitm's own analysis. "
+        "HTA ÷ floor is the ratio gitm would reach if everything above the floor took no time.",
+        "",
+        "| floor | trace | s (range) | peak MiB | HTA ÷ floor |",
+        "|---|---|---:|---:|---:|",
+    ]
+    hta = {label: h for label, _, _, h in rows[1:]}
+    num = floors["numba"]
+    for label in hta:
+        lines.append(
+            f"| Python + numpy + numba + one cached kernel's first call | {label} | "
+            f"{num['seconds']:.2f} ({num['min']:.2f}–{num['max']:.2f}) | {num['peak_mib']:.0f} | "
+            f"{hta[label]['seconds'] / num['seconds']:.1f}× |"
+        )
+        for what, key in (
+            ("inflating the file alone (ISA-L, as gitm does)", "inflate"),
+            ("gitm's reader alone (read_kineto: inflate, scan, columns)", "read"),
+        ):
+            f = floors[f"{key} {label}"]
+            lines.append(
+                f"| {what} | {label} | {f['seconds']:.2f} ({f['min']:.2f}–{f['max']:.2f}) | "
+                f"{f['peak_mib']:.0f} | {hta[label]['seconds'] / f['seconds']:.1f}× |"
+            )
     lines += [
         "",
         "speed ratio = HTA seconds ÷ gitm seconds; memory ratio = gitm peak ÷ HTA peak. The "
