@@ -367,7 +367,12 @@ def _op_work(cols: _Columns, name: str, raw: bytes) -> OpWork | None:
     dims, types, concrete = values
     w = None
     if isinstance(dims or [], list) and isinstance(types or [], list):
-        w = op_work(name, dims or [], types or [], concrete if isinstance(concrete, list) else None)
+        try:
+            w = op_work(
+                name, dims or [], types or [], concrete if isinstance(concrete, list) else None
+            )
+        except ArithmeticError:  # shapes no tensor has (op_work refuses those it knows of)
+            w = None
     cols.op_work_memo[memo] = w
     return w
 

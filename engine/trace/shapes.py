@@ -82,10 +82,21 @@ class _Tensor(NamedTuple):
     numel: int
 
 
+#: the most elements a recorded tensor may have (2**48, a petabyte of bytes): a trace is input
+#: from outside, and a larger shape is not a tensor that ran; it is refused, not multiplied
+#: into FLOPs that overflow a float
+MAX_NUMEL = 1 << 48
+#: the largest stride, padding or dilation of a convolution taken from Concrete Inputs
+_MAX_CONV_PARAM = 1 << 31
+
+
 def _numel(dims: Any) -> int | None:
-    if not isinstance(dims, list) or not all(isinstance(d, int) and d >= 0 for d in dims):
+    if not isinstance(dims, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_NUMEL for d in dims
+    ):
         return None
-    return math.prod(dims) if dims else 1
+    n = math.prod(dims) if dims else 1
+    return n if n <= MAX_NUMEL else None
 
 
 def _tensors(dims: Sequence[Any], types: Sequence[Any]) -> list[_Tensor]:
@@ -118,7 +129,13 @@ def _conv_out(x: list[int], w: list[int], concrete: Sequence[Any] | None) -> lis
         if len(nums) != nsp:
             return None
         vals.append(nums)
+    if len(vals) != 3:
+        return None
     stride, pad, dil = vals
+    if not all(0 < v <= _MAX_CONV_PARAM for v in (*stride, *dil)) or not all(
+        0 <= v <= _MAX_CONV_PARAM for v in pad
+    ):
+        return None  # a stride or dilation of 0 (or a negative padding) is no convolution
     spatial = [
         (x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(nsp)
     ]
@@ -164,7 +181,7 @@ def op_work(
         if len(ts) < 3:
             return None
         go, x, w = ts[0].shape, ts[1].shape, ts[2].shape
-        if len(go) != len(x) or len(w) != len(x) or go[1] != w[0]:
+        if len(x) < 3 or len(go) != len(x) or len(w) != len(x) or go[1] != w[0]:
             return None
         # grad input and grad weight: each a convolution of the forward's size
         written = (ts[1].numel + ts[2].numel) * ts[1].size

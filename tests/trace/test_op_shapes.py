@@ -11,9 +11,12 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.trace import json_scan as js
 from engine.trace import kineto
+from engine.trace.shapes import op_work
 
 NAMES = ["aten::mm", "aten::addmm", "aten::bmm", "aten::add", "aten::native_layer_norm"]
 
@@ -142,3 +145,50 @@ def test_a_hash_collision_is_caught_not_trusted(monkeypatch):
 
     monkeypatch.setattr(kineto.js, "shape_keys", colliding)
     assert _works(buf, starts, ends, h, names, grouped=True) == alone
+
+
+# ------------------------------------------------------------------ hostile shapes
+_VALUES = st.one_of(
+    st.integers(-3, 8),
+    st.sampled_from([2**31, 2**48, 2**49, 2**62, 2**1100, True, 1.5, "3", None]),
+    st.lists(st.integers(-2, 2**50), max_size=5),
+)
+_OPS = [
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::convolution",
+    "aten::_convolution", "aten::convolution_backward", "aten::native_layer_norm", "aten::add",
+    "aten::_scaled_dot_product_flash_attention", "aten::copy_",
+]  # fmt: skip
+_CONCRETE = st.sampled_from(
+    ["", "[1]", "[0]", "[-1]", "[2, 2]", "[0, 0]", "[1,1,1]", "[99999999999999999999]", "[", "x"]
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    name=st.sampled_from(_OPS),
+    dims=st.lists(st.one_of(st.lists(_VALUES, max_size=5), _VALUES), max_size=6),
+    types=st.lists(st.sampled_from(["float", "c10::Half", "c10::BFloat16", "long", "", None])),
+    concrete=st.one_of(st.none(), st.lists(st.one_of(_CONCRETE, st.integers()), max_size=8)),
+)
+def test_op_work_never_raises_on_recorded_shapes(name, dims, types, concrete):
+    """A trace's shapes are input from outside: a stride of 0 divided by zero, a dimension of
+    2**1100 overflowed a float, three Concrete Inputs failed to unpack — each took the whole
+    analysis down (an internal error). Now the op's work is unknown, or finite."""
+    w = op_work(name, dims, types, concrete)
+    assert w is None or (np.isfinite(w.flops) and np.isfinite(w.bytes) and w.flops >= 0)
+
+
+def test_a_convolution_with_stride_zero_is_read_as_work_unknown():
+    assert op_work(
+        "aten::convolution",
+        [[1, 3, 8, 8], [4, 3, 3, 3]],
+        ["float", "float"],
+        ["", "", "", "[0]", "[0]", "[1]"],
+    ) is None  # fmt: skip
+    ok = op_work(
+        "aten::convolution",
+        [[1, 3, 8, 8], [4, 3, 3, 3]],
+        ["float", "float"],
+        ["", "", "", "[1]", "[0]", "[1]"],
+    )  # fmt: skip
+    assert ok is not None and ok.flops == 2.0 * (1 * 4 * 6 * 6) * 3 * 9
