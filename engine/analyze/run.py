@@ -271,6 +271,30 @@ def analyze_file(
     return FileOutcome(path, analysis=res.analysis, outputs=outputs, summary=summary)
 
 
+def crashed(path: str, e: Exception) -> str:
+    """The error line of a file whose analysis raised ``e`` (a bug in gitm-tui, not bad input:
+    that is analyze_file's own error line), its traceback saved beside the command's crash
+    reports — a run of many files goes on, as it does on a cluster."""
+    import os
+    import traceback
+
+    from engine.store.runs import scratch_dir
+
+    where = "(could not be saved)"
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        crash = scratch_dir() / "crashes" / f"{stamp}.txt"
+        crash.parent.mkdir(parents=True, exist_ok=True)
+        crash.write_text("".join(traceback.format_exception(e)), encoding="utf-8")
+        where = str(crash)
+    except OSError:
+        pass
+    return (
+        f"{path}: not analysed: internal error {e!r} — a bug in gitm-tui; the traceback is in "
+        f"{where} (please include it in a report)"
+    )
+
+
 def analyze_paths(
     paths: list[str],
     hardware: str | None = None,
@@ -304,9 +328,13 @@ def analyze_paths(
             for f in files:
                 if not here and not first.compiling():
                     break
-                outcomes.append(
-                    analyze_file(f, hardware, out_root, top, counting, stage, first, names[f])
-                )
+                try:
+                    got = analyze_file(f, hardware, out_root, top, counting, stage, first, names[f])
+                except Exception as e:  # a bug (bad input is analyze_file's error line)
+                    if len(files) == 1:
+                        raise  # one file: the command's own crash report
+                    got = FileOutcome(f, error=crashed(f, e))  # the other files go on
+                outcomes.append(got)
                 done += 1
                 if progress is not None:
                     progress(done, len(files), f)

@@ -135,3 +135,31 @@ def test_ranks_go_to_the_cluster_once_the_compile_child_is_done(tmp_path, monkey
     assert any("2 files on a local Dask cluster" in s for s in stages)
     folders = {Path(x).parent for o in outs for x in o.outputs}
     assert len(folders) == 3
+
+
+def test_a_file_whose_analysis_crashes_is_named_and_the_others_go_on(tmp_path, monkeypatch):
+    """A bug met in one file of several (here: analyze_file raising for it) costs that file, as
+    on a cluster, not the run; its traceback is saved. One file alone still raises (the
+    command's crash report)."""
+    from engine.analyze import run
+    from engine.analyze.synth_ranks import write_ranks
+
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path / "scratch"))
+    paths = write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
+    real = run.analyze_file
+
+    def flaky(f, *a, **k):
+        if f == str(paths[1]):
+            raise ZeroDivisionError("integer division or modulo by zero")
+        return real(f, *a, **k)
+
+    monkeypatch.setattr(run, "analyze_file", flaky)
+    outs = run.analyze_paths([str(tmp_path / "ranks")], workers=1)
+    assert [o.path for o in outs] == [str(p) for p in paths]
+    assert outs[0].analysis is not None and outs[2].analysis is not None
+    err = outs[1].error or ""
+    assert "internal error ZeroDivisionError" in err and "a bug in gitm-tui" in err
+    (crash,) = (tmp_path / "scratch" / "crashes").iterdir()
+    assert crash.name in err and "ZeroDivisionError" in crash.read_text()
+    with pytest.raises(ZeroDivisionError):
+        run.analyze_paths([str(paths[1])])
