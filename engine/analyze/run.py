@@ -309,8 +309,10 @@ def analyze_paths(
 ) -> list[FileOutcome]:
     """Analyse every file; keep input order. One file (or ``workers=1``) runs here; several run
     on Dask — ``cluster`` "local" (the default: a local cluster of worker processes) or a
-    scheduler's address (engine.analyze.cluster). ``counting``: "exact" (every GPU row, exact
-    ns) or "hta" (as Holistic Trace Analysis's default load counts), see
+    scheduler's address (engine.analyze.cluster) — except on a first run (kernels missing from
+    numba's cache: FirstRun), when files bound for a local cluster are analysed here while a
+    child compiles the kernels, and only the rest go to the workers. ``counting``: "exact"
+    (every GPU row, exact ns) or "hta" (as Holistic Trace Analysis's default load counts), see
     engine.analyze.semantics."""
     if counting not in COUNTING_MODES:  # a bad mode is the caller's error, not a file's
         raise ValueError(f"unknown counting mode {counting!r}: expected one of {COUNTING_MODES}")
