@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import threading
 import time
@@ -82,7 +83,22 @@ def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
             errors.append(FileOutcome(str(p), error=f"{p}: {problem}"))
         else:
             files.append(raw)
-    return files, errors
+    return _once(files), errors
+
+
+def _once(files: list[str]) -> list[str]:
+    """Each file once, in first-named order: a file named twice (``ranks/`` and
+    ``ranks/rank1.json``, or two spellings of one path) would be analysed twice, its outputs
+    written to one folder, and its rank counted twice — which made the ranks look like no
+    single job's and stopped the cross-rank comparison."""
+    seen: set[str] = set()
+    out = []
+    for f in files:
+        key = f if is_url(f) else os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
 
 
 def _is_trace_file(f: Path) -> bool:
@@ -275,7 +291,6 @@ def crashed(path: str, e: Exception) -> str:
     """The error line of a file whose analysis raised ``e`` (a bug in gitm-tui, not bad input:
     that is analyze_file's own error line), its traceback saved beside the command's crash
     reports — a run of many files goes on, as it does on a cluster."""
-    import os
     import traceback
 
     from engine.store.runs import scratch_dir

@@ -419,6 +419,21 @@ def test_files_with_one_name_in_two_folders_keep_their_own_outputs(tmp_path):
     assert names == {0: "rank 0", 1: "rank 1"}
 
 
+def test_a_rank_named_twice_is_analysed_once_and_the_ranks_are_still_compared(tmp_path, capsys):
+    """`analyze ranks/ ranks/rank0001.json.gz ./ranks/../ranks/rank0002.json.gz` named two files
+    twice: they were analysed twice, and their ranks counted twice stopped the cross-rank
+    comparison ("not the ranks of one job")."""
+    from gitm_tui.cli import main
+
+    paths = write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
+    again = str(tmp_path / "ranks" / ".." / "ranks" / paths[2].name)
+    rc = main(["analyze", str(tmp_path / "ranks"), str(paths[1]), again, "--no-write",
+               "--workers", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0 and "collectives across ranks" in out and "not the ranks" not in out
+    assert sum(line.endswith("kineto rank 1") for line in out.splitlines()) == 1
+
+
 def test_negative_stream_ids_merge_and_no_temporary_file_is_left(tmp_path):
     import gzip
 
