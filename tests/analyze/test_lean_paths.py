@@ -165,3 +165,60 @@ def test_import_tuning_is_set_back_when_the_last_import_ends(monkeypatch):
         ("trim", 0, 0),
     ]
     assert im._importing == 0
+
+
+def _plain_fusion(obs):
+    """ElementwiseFusion.transform as it was: one run at a time (np.sum, np.nansum per run)."""
+    from engine.levers.base import kernel_floor, launch_runs, merge_rows, same_name_run
+    from engine.levers.kernels import FUSABLE
+    from engine.levers.priors import SIDE_INPUT
+    from engine.trace.segments import Kind
+
+    dag, fl = obs.dag.copy(), kernel_floor(obs)
+    ok = np.isin(dag.d_klass, FUSABLE) & (dag.d_kind == Kind.KERNEL)
+    runs = [run for run in launch_runs(dag, ok) if not same_name_run(dag, run)]
+    host_of, side = dag.host_of(), obs.prior(SIDE_INPUT)
+    for run in runs:
+        b = np.nan_to_num(dag.d_bytes[run])
+        work = float(np.sum(np.maximum(0.0, dag.d_dur[run] - fl)))
+        total = float(b.sum())
+        fused = float(b.max() + side * (total - b.max())) if total else 0.0
+        ratio = fused / total if total > 0 else (1.0 + side * (len(run) - 1)) / len(run)
+        merge_rows(dag, run, fl + work * ratio, float(np.nansum(dag.d_flops[run])), fused,
+                   host_of)  # fmt: skip
+    return dag, sum(len(r) for r in runs)
+
+
+@pytest.mark.parametrize("workload", ["hft-lob", "af2", "kitti"])
+def test_fusion_of_all_runs_at_once_is_the_run_by_run_fusion(workload):
+    """ElementwiseFusion sums every run's bytes, time and FLOPs at once (np.add.reduceat): the
+    same graph as fusing run by run, to the last bits of rounding — with bytes and FLOPs
+    unmeasured (NaN), zero or negative on a fifth of the rows."""
+    from engine.levers.kernels import ElementwiseFusion
+    from engine.levers.model import Observation
+    from engine.levers.priors import SIDE_INPUT
+    from engine.schedule.dag import build_dag, schedule
+    from engine.trace.trace import Trace
+
+    batch, names = simulate(workload, 2)
+    trace = Trace(segments=batch.segments, names=names, host=batch.host, source=workload)
+    hw = by_id("h100-sxm")
+    dag = build_dag(trace, hw, iterations=1, regimes=np.full(len(trace.segments), 255, np.uint8))
+    base = schedule(dag)
+    rng = np.random.default_rng(3)
+    for trial in range(4):
+        d = dag.copy()
+        if trial:
+            for col in (d.d_bytes, d.d_flops):
+                pick = rng.random(len(col)) < 0.2
+                col[pick] = rng.choice([np.nan, 0.0, -5.0, 1e12], int(pick.sum()))
+        for side in (0.0, 0.25, 1.0):
+            obs = Observation(d, base, [], hw, 1, priors={SIDE_INPUT.name: side})
+            want, rows = _plain_fusion(obs)
+            got = ElementwiseFusion().transform(obs)
+            assert got.rows == rows > 0
+            for col in ("d_dur", "d_flops", "d_bytes"):
+                np.testing.assert_allclose(getattr(got.dag, col), getattr(want, col),
+                                           rtol=1e-12, atol=0, equal_nan=True)  # fmt: skip
+            for col in ("d_live", "api", "dur_ns", "gap_ns"):
+                assert np.array_equal(getattr(got.dag, col), getattr(want, col)), col
