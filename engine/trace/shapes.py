@@ -82,9 +82,9 @@ class _Tensor(NamedTuple):
     numel: int
 
 
-#: the most elements a recorded tensor may have (2**48, a petabyte of bytes): a trace is input
-#: from outside, and a larger shape is not a tensor that ran; it is refused, not multiplied
-#: into FLOPs that overflow a float
+#: the most elements a recorded tensor may have (2**48: a pebibyte at four bytes each): a
+#: trace is input from outside, and a larger shape is not a tensor that ran; it is refused,
+#: not multiplied into FLOPs that overflow a float
 MAX_NUMEL = 1 << 48
 #: the largest stride, padding or dilation of a convolution taken from Concrete Inputs
 _MAX_CONV_PARAM = 1 << 31
