@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.analyze.compute import analyze_trace
+from engine.analyze.compute import AnalysisResult, analyze_trace
 from engine.analyze.export import write_outputs
 from engine.analyze.model import Analysis
 from engine.analyze.ranks import RankSummary, summarize
@@ -229,6 +229,42 @@ class FirstRun:
             threading.Thread(target=self.child.wait, daemon=True).start()
 
 
+def read_and_analyse(
+    path: str,
+    hardware: str | None,
+    top: int,
+    counting: str = "exact",
+    stage: Callable[[str], None] | None = None,
+    first: FirstRun | None = None,
+    on_trace: Callable[[Trace], None] | None = None,
+) -> AnalysisResult:
+    """Read one file and analyse it; raise TraceImportError. ``stage`` hears what is being done
+    (a line); ``first``: a first run (see FirstRun: the twin reader, interpreted kernels or a
+    wait for the child, each said); ``on_trace`` sees the trace before it is analysed."""
+    p = Path(url_name(path) if is_url(path) else path)
+    say = stage or (lambda _line: None)
+    cold_read = first is not None and first.read_cold()
+    note = " — first run, kernels compiling in the background for the next run" if cold_read else ""
+    say(f"reading {p.name}{note}…")
+
+    def declined() -> None:  # a large file: the reader compiles here, this run waits
+        if cold(kernels("import")):
+            say(f"reading {p.name} — first run: compiling the trace reader (once)…")
+
+    trace = load_trace(path, interpreted=cold_read, declined=declined)
+    if on_trace is not None:
+        on_trace(trace)
+    rows = len(trace.segments)
+    if first is not None and first.interpret(rows):
+        say(f"{rows:,} GPU rows: decoding regimes, replaying levers (first run: interpreted)…")
+        with interpreted():
+            return analyze_trace(trace, hardware=hardware, top=top, counting=counting)
+    if first is not None:
+        first.wait_analysis(say)
+    say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
+    return analyze_trace(trace, hardware=hardware, top=top, counting=counting)
+
+
 def analyze_file(
     path: str,
     hardware: str | None,
@@ -244,32 +280,12 @@ def analyze_file(
     ``first``: a first run (see FirstRun); ``out_name``: the folder under ``out_root``
     (default: the file's name without its suffixes; see ``output_names``)."""
     p = Path(url_name(path) if is_url(path) else path)
-    say = stage or (lambda _line: None)
+    summaries: list[RankSummary] = []
     try:
-        cold_read = first is not None and first.read_cold()
-        note = (
-            " — first run, kernels compiling in the background for the next run"
-            if cold_read
-            else ""
+        res = read_and_analyse(
+            path, hardware, top, counting, stage, first, lambda t: summaries.append(summarize(t))
         )
-        say(f"reading {p.name}{note}…")
-
-        def declined() -> None:  # a large file: the reader compiles here, this run waits
-            if cold(kernels("import")):
-                say(f"reading {p.name} — first run: compiling the trace reader (once)…")
-
-        trace = load_trace(path, interpreted=cold_read, declined=declined)
-        summary = summarize(trace)
-        rows = len(trace.segments)
-        if first is not None and first.interpret(rows):
-            say(f"{rows:,} GPU rows: decoding regimes, replaying levers (first run: interpreted)…")
-            with interpreted():
-                res = analyze_trace(trace, hardware=hardware, top=top, counting=counting)
-        else:
-            if first is not None:
-                first.wait_analysis(say)
-            say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
-            res = analyze_trace(trace, hardware=hardware, top=top, counting=counting)
+        summary = summaries[0]
     except TraceImportError as e:
         return FileOutcome(path, error=str(e))
     outputs: tuple[str, ...] = ()

@@ -204,15 +204,19 @@ def _write_cross_rank(
 
 
 def _load_one(ns: argparse.Namespace, path: str, progress: Callable[[str], None]) -> AnalysisResult:
-    """One trace read and analysed for a screen (the analysis screen, a rank opened)."""
-    from engine.analyze.compute import analyze_trace
-    from engine.analyze.remote import url_name
-    from engine.analyze.run import load_trace
+    """One trace read and analysed for a screen (the analysis screen, a rank opened). A first
+    run answers as the command's does (FirstRun: the twin reader and interpreted kernels while
+    a child compiles; the screen's worker thread runs it): it waited ~30 s for every kernel to
+    compile, with only "reading…" on the screen."""
+    from engine.analyze.run import FirstRun, read_and_analyse
 
-    progress(f"reading {url_name(path)}…")
-    trace = load_trace(path)
-    progress(f"{len(trace.segments):,} GPU rows: decoding regimes, replaying levers…")
-    return analyze_trace(trace, hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting)
+    first = FirstRun()
+    try:
+        return read_and_analyse(
+            path, ns.hardware, max(ns.top, 200), ns.counting, progress, first
+        )  # fmt: skip
+    finally:
+        first.done()
 
 
 def analyze_ui(ns: argparse.Namespace) -> ExitCode:

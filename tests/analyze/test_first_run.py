@@ -163,3 +163,46 @@ def test_a_file_whose_analysis_crashes_is_named_and_the_others_go_on(tmp_path, m
     assert crash.name in err and "ZeroDivisionError" in crash.read_text()
     with pytest.raises(ZeroDivisionError):
         run.analyze_paths([str(paths[1])])
+
+
+UI_SCRIPT = """
+import argparse, json, sys, time
+from engine.analyze.warm import kernels
+from engine.jit import cold
+from gitm_tui.commands.analyze import _load_one
+before = cold(kernels("analysis")), cold(kernels("import"))
+stages = []
+ns = argparse.Namespace(hardware=None, top=20, counting="exact")
+res = _load_one(ns, sys.argv[1], stages.append)
+done = time.monotonic()
+while (cold(kernels("analysis")) or cold(kernels("import"))) and time.monotonic() < done + 300:
+    time.sleep(0.2)
+print(json.dumps({"cold_before": before, "stages": stages,
+                  "analysis": res.analysis.model_dump(mode="json")}))
+"""
+
+
+@pytest.mark.slow
+def test_the_analysis_screen_loads_a_first_run_as_the_command_does(tmp_path):
+    """`analyze --ui` on an empty cache waited ~30 s for every kernel to compile, with only
+    "reading…" on the screen; its loader now takes the command's first-run path, and its
+    analysis is the warm run's."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
+    trace = str(TRACES / "kineto" / "a100_event_sync_multistream.json.gz")
+
+    def run():
+        p = subprocess.run(
+            [sys.executable, "-c", UI_SCRIPT, trace], env=env, capture_output=True, text=True,
+            timeout=600, cwd=ROOT,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    first = run()
+    assert first["cold_before"] == [True, True]
+    assert "first run, kernels compiling in the background" in first["stages"][0]
+    assert any("(first run: interpreted)" in s for s in first["stages"])
+    second = run()
+    assert second["cold_before"] == [False, False]
+    assert not any("first run" in s for s in second["stages"])
+    assert first["analysis"] == second["analysis"]
