@@ -97,19 +97,9 @@ def _drop_stdout() -> None:
 
 
 def _internal_error(e: Exception) -> ExitCode:
-    import time
-    import traceback
+    from engine.store.runs import save_crash
 
-    where = "(could not be saved)"
-    try:
-        from engine.store.runs import scratch_dir
-
-        crash = scratch_dir() / "crashes" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-        crash.parent.mkdir(parents=True, exist_ok=True)
-        crash.write_text("".join(traceback.format_exception(e)), encoding="utf-8")
-        where = str(crash)
-    except OSError:
-        pass
+    where = save_crash(e)
     say(
         f"internal error: {e!r} — a bug in gitm-tui; the traceback is in {where} "
         "(please include it in a report)"

@@ -307,22 +307,11 @@ def crashed(path: str, e: Exception) -> str:
     """The error line of a file whose analysis raised ``e`` (a bug in gitm-tui, not bad input:
     that is analyze_file's own error line), its traceback saved beside the command's crash
     reports — a run of many files goes on, as it does on a cluster."""
-    import traceback
+    from engine.store.runs import save_crash
 
-    from engine.store.runs import scratch_dir
-
-    where = "(could not be saved)"
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}"
-    try:
-        crash = scratch_dir() / "crashes" / f"{stamp}.txt"
-        crash.parent.mkdir(parents=True, exist_ok=True)
-        crash.write_text("".join(traceback.format_exception(e)), encoding="utf-8")
-        where = str(crash)
-    except OSError:
-        pass
     return (
         f"{path}: not analysed: internal error {e!r} — a bug in gitm-tui; the traceback is in "
-        f"{where} (please include it in a report)"
+        f"{save_crash(e)} (please include it in a report)"
     )
 
 

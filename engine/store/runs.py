@@ -41,6 +41,22 @@ def scratch_dir() -> Path:
     return user_data_path("gitm-tui", appauthor=False)
 
 
+def save_crash(e: BaseException) -> str:
+    """Write ``e``'s traceback under scratch_dir()/crashes; return the file's path, or
+    "(could not be saved)". For the one line that names a bug in gitm-tui."""
+    import time
+    import traceback
+
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        crash = scratch_dir() / "crashes" / f"{stamp}.txt"
+        crash.parent.mkdir(parents=True, exist_ok=True)
+        crash.write_text("".join(traceback.format_exception(e)), encoding="utf-8")
+    except OSError:
+        return "(could not be saved)"
+    return str(crash)
+
+
 def runs_dir() -> Path:
     """Return the folder every run lives in."""
     return scratch_dir() / "runs"
