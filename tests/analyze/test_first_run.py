@@ -34,6 +34,16 @@ print(json.dumps({"cold_before": before, "stages": stages,
 """
 
 
+def _script(env: dict[str, str], script: str, *args: str) -> dict:
+    """Run ``script`` in a fresh Python with ``env``; its last stdout line, as JSON."""
+    p = subprocess.run(
+        [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
+        timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("size", ["small", "large"])
 def test_a_first_run_answers_while_the_kernels_compile_and_as_a_warm_run(tmp_path, size):
@@ -41,12 +51,7 @@ def test_a_first_run_answers_while_the_kernels_compile_and_as_a_warm_run(tmp_pat
     trace = str(TRACES / "kineto" / "a100_event_sync_multistream.json.gz")
 
     def run():
-        p = subprocess.run(
-            [sys.executable, "-c", SCRIPT, trace, size], env=env, capture_output=True,
-            text=True, timeout=600, cwd=ROOT,
-        )  # fmt: skip
-        assert p.returncode == 0, p.stderr[-2000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return _script(env, SCRIPT, trace, size)
 
     first = run()
     assert first["cold_before"] == [True, True]
@@ -90,12 +95,7 @@ def test_a_first_run_of_several_ranks_analyses_them_here_while_the_kernels_compi
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
 
     def run():
-        p = subprocess.run(
-            [sys.executable, "-c", RANKS_SCRIPT, str(tmp_path / "ranks")], env=env,
-            capture_output=True, text=True, timeout=600, cwd=ROOT,
-        )  # fmt: skip
-        assert p.returncode == 0, p.stderr[-2000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return _script(env, RANKS_SCRIPT, str(tmp_path / "ranks"))
 
     first = run()
     assert first["cold_before"] == [True, True]
@@ -191,12 +191,7 @@ def test_the_analysis_screen_loads_a_first_run_as_the_command_does(tmp_path):
     trace = str(TRACES / "kineto" / "a100_event_sync_multistream.json.gz")
 
     def run():
-        p = subprocess.run(
-            [sys.executable, "-c", UI_SCRIPT, trace], env=env, capture_output=True, text=True,
-            timeout=600, cwd=ROOT,
-        )  # fmt: skip
-        assert p.returncode == 0, p.stderr[-2000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return _script(env, UI_SCRIPT, trace)
 
     first = run()
     assert first["cold_before"] == [True, True]
