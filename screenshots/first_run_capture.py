@@ -26,6 +26,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_analyze import _background_compile_done  # noqa: E402  (the same wait as the table's)
+
 TRACE = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"
 SIZE = (120, 40)
 DONE = "gitm-capture-exit="  # the pane's last line once analyze has exited
@@ -91,16 +95,6 @@ def capture(
         finally:
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
             _background_compile_done()
-
-
-def _background_compile_done(limit_s: float = 300.0) -> None:
-    """Wait for the first run's background compile (engine.analyze.warm), so a later run of
-    this script starts from the same state."""
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        if subprocess.run(["pgrep", "-f", "engine.analyze.warm"], capture_output=True).returncode:
-            return
-        time.sleep(0.5)
 
 
 def main() -> None:
