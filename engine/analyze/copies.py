@@ -10,7 +10,6 @@ the driver stages through a pinned buffer.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 
 import numpy as np
 
@@ -62,15 +61,26 @@ def copy_stats(rows: Segments, names: NameTable, hw: GpuPeaks | None) -> list[Co
     """Copies and memsets grouped by direction and memory kinds, with their achieved rate
     against their link (link fields None when the hardware is unknown)."""
     sel = np.flatnonzero((rows.kind == Kind.MEMCPY) | (rows.kind == Kind.MEMSET))
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i in sel.tolist():
-        if rows.kind[i] == Kind.MEMSET:
-            groups[("memset", "")].append(i)
-        else:
-            groups[parse_copy(names[int(rows.name[i])])].append(i)
+    if not len(sel):
+        return []
+    # one parse per distinct (name, memset or not), not per row: a long trace has ~50k copies
+    is_set = rows.kind[sel] == Kind.MEMSET
+    uniq, inv = np.unique(rows.name[sel].astype(np.int64) * 2 + is_set, return_inverse=True)
+    group_ids: dict[tuple[str, str], int] = {}
+    gid_of = [
+        group_ids.setdefault(("memset", "") if u & 1 else parse_copy(names[u >> 1]), len(group_ids))
+        for u in uniq.tolist()
+    ]
+    gid = np.asarray(gid_of, np.int64)[inv.reshape(-1)]
+    count = np.bincount(gid, minlength=len(group_ids))
+    first = np.full(len(group_ids), len(gid), np.int64)
+    np.minimum.at(first, gid, np.arange(len(gid)))
     out = []
-    for (direction, memory), idx in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        ix = np.asarray(idx)
+    # the largest groups first; equal ones in the order their first row comes
+    for (direction, memory), g in sorted(
+        group_ids.items(), key=lambda kv: (-int(count[kv[1]]), int(first[kv[1]]))
+    ):
+        ix = sel[gid == g]
         t = int(rows.duration_ns[ix].sum())
         b = rows.dram_bytes[ix]
         nbytes = int(np.nansum(b)) if np.isfinite(b).any() else 0
@@ -80,7 +90,7 @@ def copy_stats(rows: Segments, names: NameTable, hw: GpuPeaks | None) -> list[Co
             CopyStats(
                 direction=direction,
                 memory=memory,
-                count=len(idx),
+                count=len(ix),
                 bytes=nbytes,
                 time_ns=t,
                 achieved_Bps=rate,

@@ -83,18 +83,31 @@ def merge_rows(
     """Fuse ``run`` into its first row: new duration/counters; the others and their launch
     calls disappear. ``host_of``: ``dag.host_of()``, computed once by a caller merging many
     runs (merging does not change which host row launched a surviving row)."""
-    if host_of is None:
-        host_of = dag.host_of()
     first = run[0]
     dag.d_dur[first] = dur
     dag.d_flops[first] = flops
     dag.d_bytes[first] = nbytes
-    for d in run[1:]:
-        dag.remove_device_row(d)
-        h = int(host_of[d])
-        if h >= 0:
-            dag.remove_host_row(h)
-            dag.h_dev[h] = []
+    dag.remove_launched(np.asarray(run[1:], np.int64), host_of)
+
+
+def merge_runs(
+    dag: ReplayDag,
+    runs: list[list[int]],
+    dur: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    host_of: np.ndarray | None = None,
+) -> None:
+    """``merge_rows`` for many disjoint runs (launch_runs'), at once: run i into its first row
+    with dur[i], flops[i], nbytes[i]."""
+    if not runs:
+        return
+    first = np.fromiter((r[0] for r in runs), np.int64, len(runs))
+    dag.d_dur[first] = dur
+    dag.d_flops[first] = flops
+    dag.d_bytes[first] = nbytes
+    rest = np.fromiter(itertools.chain.from_iterable(r[1:] for r in runs), np.int64)
+    dag.remove_launched(rest, host_of)
 
 
 def program_runs(ops: list[Any], pred: Callable[[Any], bool]) -> Iterator[tuple[int, int]]:

@@ -17,6 +17,7 @@ from engine.levers.base import (
     kernel_floor,
     launch_runs,
     merge_rows,
+    merge_runs,
     precision_of,
     program_runs,
     same_name_run,
@@ -71,11 +72,7 @@ class ElementwiseFusion(Lever):
             k = np.fromiter(map(len, runs), np.float64, len(runs))
             ratio = (1.0 + side * (k - 1)) / k
             np.divide(fused, total, out=ratio, where=total > 0)
-            host_of = dag.host_of()
-            for run, dur, f, nbytes in zip(
-                runs, (fl + work * ratio).tolist(), flops.tolist(), fused.tolist(), strict=True
-            ):
-                merge_rows(dag, run, dur, f, nbytes, host_of)
+            merge_runs(dag, runs, fl + work * ratio, flops, fused)
         n = sum(len(r) for r in runs)
         return Edit(dag, n, f"{n} kernels in {len(runs)} adjacent elementwise/norm chains fused")
 
@@ -221,16 +218,10 @@ class ChannelsLast(Lever):
 
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
-        host_of = dag.host_of()
         rows = [
             d for d in np.flatnonzero(dag.d_live).tolist() if is_layout_transform(dag.d_name[d])
         ]
-        for d in rows:
-            dag.remove_device_row(d)
-            h = int(host_of[d])
-            if h >= 0:
-                dag.remove_host_row(h)
-                dag.h_dev[h] = []
+        dag.remove_launched(np.asarray(rows, np.int64))
         return Edit(dag, len(rows), f"{len(rows)} layout-transform kernels removed")
 
     def apply(self, state: SimState) -> SimState:

@@ -222,3 +222,101 @@ def test_fusion_of_all_runs_at_once_is_the_run_by_run_fusion(workload):
                                            rtol=1e-12, atol=0, equal_nan=True)  # fmt: skip
             for col in ("d_live", "api", "dur_ns", "gap_ns"):
                 assert np.array_equal(getattr(got.dag, col), getattr(want, col)), col
+            assert got.dag.h_dev == want.h_dev
+
+
+def _fresh_launch_lists(dag) -> tuple[list[int], list[int]]:
+    """launch_lists computed from h_dev as it is now, with no cache."""
+    off = [0]
+    for ds in dag.h_dev:
+        off.append(off[-1] + len(ds))
+    return off, [d for ds in dag.h_dev for d in ds]
+
+
+@pytest.mark.parametrize("workload", ["hft-lob", "af2", "kitti"])
+def test_cached_launch_lists_follow_every_lever_edit(workload):
+    """ReplayDag keeps launch_lists' arrays until h_dev changes: after every lever's transform
+    (copies share the cache; removals and insertions clear it), they are the lists built from
+    h_dev afresh, and they cannot be written to."""
+    from engine.levers.library import LEVERS
+    from engine.levers.model import Observation
+    from engine.schedule.dag import build_dag, schedule
+    from engine.trace.trace import Trace
+
+    batch, names = simulate(workload, 2)
+    trace = Trace(segments=batch.segments, names=names, host=batch.host, source=workload)
+    hw = by_id("h100-sxm")
+    dag = build_dag(trace, hw, iterations=1, regimes=np.full(len(trace.segments), 255, np.uint8))
+    dag.launch_lists()  # cached before any copy
+    obs = Observation(dag, schedule(dag), [], hw, 1)
+    edited = 0
+    for lv in LEVERS:
+        edit = lv.transform(obs)
+        off, flat = edit.dag.launch_lists()
+        want_off, want_flat = _fresh_launch_lists(edit.dag)
+        assert off.tolist() == want_off and flat.tolist() == want_flat, lv.id
+        assert not off.flags.writeable and not flat.flags.writeable
+        edited += edit.dag.h_dev != dag.h_dev
+    assert edited  # some lever removed or inserted launches
+    assert [list(x) for x in _fresh_launch_lists(dag)] == [a.tolist() for a in dag.launch_lists()]
+
+
+def test_copy_groups_parsed_once_per_name_are_the_row_by_row_groups():
+    """copy_stats parses each distinct copy name once: the groups, their order (largest first,
+    ties in the order of their first row), counts, times and bytes are the row-by-row ones."""
+    from collections import defaultdict
+
+    from engine.analyze.copies import copy_stats, parse_copy
+    from engine.trace.segments import Kind, NameTable, Segments
+
+    names = NameTable(["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)",
+                       "Memset (Device)", "Memcpy DtoD (Device -> Device)", "gemm", "odd copy"])  # fmt: skip
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        n = int(rng.integers(0, 40))
+        start = rng.integers(0, 1000, n)
+        rows = Segments.from_columns(
+            start_ns=start, end_ns=start + rng.integers(0, 50, n),
+            kind=rng.choice([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], n),
+            name=rng.integers(0, len(names), n),
+            dram_bytes=rng.choice([np.nan, 0.0, 4096.0, 1e6], n),
+        )  # fmt: skip
+        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i in range(n):
+            if rows.kind[i] == Kind.MEMSET:
+                groups[("memset", "")].append(i)
+            elif rows.kind[i] == Kind.MEMCPY:
+                groups[parse_copy(names[int(rows.name[i])])].append(i)
+        want = [
+            (key, len(ix), int(rows.duration_ns[ix].sum()), int(np.nansum(rows.dram_bytes[ix])))
+            for key, ix in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        ]
+        got = [((c.direction, c.memory), c.count, c.time_ns, c.bytes)
+               for c in copy_stats(rows, names, by_id("h100-sxm"))]  # fmt: skip
+        assert got == want
+
+
+def test_overlap_with_a_union_at_once_is_the_interval_walk():
+    """_communication's overlap of each collective with the union of compute kernels, from the
+    union's cumulative length (_covered), is the interval-by-interval walk it replaced."""
+    from engine.analyze.compute import _covered, _device_streams
+
+    rng = np.random.default_rng(6)
+    for _ in range(500):
+        ks, ke = _union(*_intervals(rng, 0, 12))
+        a = rng.integers(0, 130, int(rng.integers(1, 8)))
+        b = a + rng.integers(0, 30, len(a))
+        want = 0
+        for x, y in zip(a.tolist(), b.tolist(), strict=True):
+            i = int(np.searchsorted(ke, x, side="right"))
+            while i < len(ks) and ks[i] < y:
+                want += min(y, int(ke[i])) - max(x, int(ks[i]))
+                i += 1
+        assert int((_covered(ks, ke, b) - _covered(ks, ke, a)).sum()) == want
+
+    class Rows:  # the (device, stream) pairs, signed and at the int32 ends
+        device = rng.integers(-2, 4, 300).astype(np.int16)
+        stream = rng.choice([-(2**31), -1, 0, 7, 2**31 - 1], 300).astype(np.int32)
+
+    pairs = sorted({(int(d), int(s)) for d, s in zip(Rows.device, Rows.stream, strict=True)})
+    assert _device_streams(Rows) == pairs  # type: ignore[arg-type]
