@@ -130,19 +130,25 @@ def program_runs(ops: list[Any], pred: Callable[[Any], bool]) -> Iterator[tuple[
             i += 1
 
 
-def fill(dag: ReplayDag, d: int, hw: GpuPeaks) -> float:
-    """Share of one wave's resident-block slots the row's grid fills (1 when unknown); blocks
-    per SM from the row's threads, registers and shared memory against the catalogue limits."""
-    if dag.d_grid[d] <= 0:
-        return 1.0
-    block = max(1, int(dag.d_block[d]))
-    per_sm = min(
-        hw.max_blocks_per_sm,
-        hw.max_threads_per_sm // block,
-        hw.regs_per_sm // max(1, int(dag.d_regs[d]) * block) if dag.d_regs[d] > 0 else 1 << 30,
-        hw.smem_per_sm // int(dag.d_smem[d]) if dag.d_smem[d] > 0 else 1 << 30,
+def fills(dag: ReplayDag, rows: np.ndarray, hw: GpuPeaks) -> np.ndarray:
+    """Per device row of ``rows``: the share of one wave's resident-block slots its grid fills
+    (1 when unknown); blocks per SM from the row's threads, registers and shared memory against
+    the catalogue limits (integer arithmetic, as the hardware counts blocks)."""
+    grid = dag.d_grid[rows].astype(np.int64)
+    block = np.maximum(1, dag.d_block[rows].astype(np.int64))
+    regs = dag.d_regs[rows].astype(np.int64)
+    smem = dag.d_smem[rows].astype(np.int64)
+    unbounded = 1 << 30
+    per_sm = np.minimum.reduce(
+        [
+            np.full(len(grid), hw.max_blocks_per_sm, np.int64),
+            hw.max_threads_per_sm // block,
+            np.where(regs > 0, hw.regs_per_sm // np.maximum(1, regs * block), unbounded),
+            np.where(smem > 0, hw.smem_per_sm // np.maximum(1, smem), unbounded),
+        ]
     )
-    return float(dag.d_grid[d]) / (max(1, per_sm) * hw.sm_count)
+    share = grid.astype(np.float64) / (np.maximum(1, per_sm) * hw.sm_count).astype(np.float64)
+    return np.where(grid > 0, share, 1.0)
 
 
 # ------------------------------------------------------------------ base class

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.levers.base import Lever, fill, kernel_floor, state_hw
+from engine.levers.base import Lever, fills, kernel_floor, state_hw
 from engine.levers.model import Applicability, Edit, Observation
 from engine.levers.priors import ALLOC
 from engine.manifest import CopyOp, HostOp, KernelOp, RecordOp, SyncOp, WaitOp
@@ -38,22 +38,19 @@ class CopyOverlap(Lever):
         kstreams = set(dag.d_stream[dag.d_live & (dag.d_kind == Kind.KERNEL)].tolist())
         n = len(dag.api)
         # the first SYNC row at or after each row (n: none)
-        next_sync = np.full(n + 1, n, np.int64)
-        for r in range(n - 1, -1, -1):
-            next_sync[r] = r if int(dag.api[r]) == ApiKind.SYNC else next_sync[r + 1]
+        syncs = np.append(np.flatnonzero(dag.api == ApiKind.SYNC), n)
+        next_sync = syncs[np.searchsorted(syncs, np.arange(n + 1))]
+        # async copies whose first device row runs on a stream that runs kernels
+        off, flat = dag.launch_lists()
+        cand = np.flatnonzero((dag.api == ApiKind.MEMCPY_ASYNC) & (off[1:] > off[:-1]))
+        cand = cand[np.isin(dag.d_stream[flat[off[cand]]], list(kstreams))]
         at: list[int] = []
         api: list[int] = []
         stream: list[int] = []
         event: list[int] = []
         moved = 0
-        for r in range(n):
+        for r in cand.tolist():
             ds = dag.h_dev[r]
-            if not (
-                int(dag.api[r]) == ApiKind.MEMCPY_ASYNC
-                and ds
-                and int(dag.d_stream[ds[0]]) in kstreams
-            ):
-                continue
             s = int(dag.d_stream[ds[0]])
             side = 100_000 + s
             eid = 1_000_000 + moved
@@ -142,16 +139,16 @@ class BatchSize(Lever):
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         fl = kernel_floor(obs)
-        for d in np.flatnonzero(dag.d_live).tolist():
-            # traffic-bound and copy rows do twice the work; compute/latency-bound ones only as
-            # far as the bigger grid fills idle SMs (a sub-wave grid doubles for free)
-            grow = 2.0
-            if int(dag.d_kind[d]) == Kind.KERNEL and int(dag.d_regime[d]) in (
-                Regime.COMPUTE,
-                Regime.STALL,
-            ):
-                grow = max(1.0, 2.0 * min(1.0, fill(dag, d, obs.hw)))
-            dag.d_dur[d] = fl + (dag.d_dur[d] - fl) * grow if dag.d_dur[d] > fl else dag.d_dur[d]
+        live = np.flatnonzero(dag.d_live)
+        # traffic-bound and copy rows do twice the work; compute/latency-bound ones only as
+        # far as the bigger grid fills idle SMs (a sub-wave grid doubles for free)
+        grow = np.full(len(live), 2.0)
+        bound = (dag.d_kind[live] == Kind.KERNEL) & np.isin(
+            dag.d_regime[live], (Regime.COMPUTE, Regime.STALL)
+        )
+        grow[bound] = np.maximum(1.0, 2.0 * np.minimum(1.0, fills(dag, live[bound], obs.hw)))
+        dur = dag.d_dur[live]
+        dag.d_dur[live] = np.where(dur > fl, fl + (dur - fl) * grow, dur)
         loads = dag.api == ApiKind.DATA_LOADING
         dag.dur_ns[loads] *= 2.0
         return Edit(

@@ -148,23 +148,23 @@ class _Precision(Lever):
         dag = obs.dag.copy()
         fl, peaks = kernel_floor(obs), obs.hw.peak_flops
         realised, mem_eff = obs.prior(PEAK_RATIO), obs.prior(MEM_EFF)
-        n = 0
-        for d in np.flatnonzero(dag.d_live).tolist():
-            if int(dag.d_klass[d]) not in (Klass.GEMM, Klass.CONV):
-                continue
-            src = self._row_source(dag.d_name[d])
-            if src not in self.sources:
-                continue
-            work = max(0.0, dag.d_dur[d] - fl)
-            b = float(dag.d_bytes[d])
-            nbytes = (0.0 if b != b else b) * self.bytes_factor  # unknown bytes: none
+        cand = np.flatnonzero(dag.d_live & np.isin(dag.d_klass, (Klass.GEMM, Klass.CONV)))
+        src = [self._row_source(dag.d_name[d]) for d in cand.tolist()]  # cached per name
+        mine = np.fromiter((s in self.sources for s in src), np.bool_, len(src))
+        rows = cand[mine]
+        n = len(rows)
+        if n:  # all rows at once; the same arithmetic, in the same order, as one by one
+            src_peak = np.array([peaks[s] for s in src if s is not None and s in self.sources])
+            work = np.maximum(0.0, dag.d_dur[rows] - fl)
+            b = dag.d_bytes[rows]
+            nbytes = np.where(np.isnan(b), 0.0, b) * self.bytes_factor  # unknown bytes: none
             mem = nbytes / (obs.hw.hbm_bandwidth_Bps * mem_eff) * 1e9
-            comp = work * peaks[src] / peaks[self.target] / realised
-            if int(dag.d_regime[d]) in (Regime.MEMORY, Regime.IDLE):
-                comp = work * self.bytes_factor  # memory- or launch-bound: traffic decides
-            dag.d_dur[d] = fl + max(comp, mem)
-            dag.d_bytes[d] = nbytes
-            n += 1
+            comp = work * src_peak / peaks[self.target] / realised
+            traffic = np.isin(dag.d_regime[rows], (Regime.MEMORY, Regime.IDLE))
+            # memory- or launch-bound: traffic decides
+            comp = np.where(traffic, work * self.bytes_factor, comp)
+            dag.d_dur[rows] = fl + np.maximum(comp, mem)
+            dag.d_bytes[rows] = nbytes
         return Edit(
             dag,
             n,

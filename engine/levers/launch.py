@@ -11,7 +11,7 @@ import numpy as np
 from engine.device.kernel_model import blocks_per_sm
 from engine.levers.base import (
     Lever,
-    fill,
+    fills,
     kernel_floor,
     launch_runs,
     merge_rows,
@@ -202,19 +202,18 @@ class LaunchConfig(Lever):
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         fl = kernel_floor(obs)
-        n = 0
-        for d in np.flatnonzero(dag.d_live & (dag.d_regime == Regime.STALL)).tolist():
-            if int(dag.d_kind[d]) != Kind.KERNEL or int(dag.d_klass[d]) not in (
-                Klass.GEMM,
-                Klass.CONV,
-            ):
-                continue
-            f = fill(dag, d, obs.hw)
-            if f >= 0.5:
-                continue
-            split = min(MAX_SPLIT, max(1, int(0.5 / f)))
-            dag.d_dur[d] = fl + (dag.d_dur[d] - fl) / split
-            n += 1
+        cand = np.flatnonzero(
+            dag.d_live
+            & (dag.d_regime == Regime.STALL)
+            & (dag.d_kind == Kind.KERNEL)
+            & np.isin(dag.d_klass, (Klass.GEMM, Klass.CONV))
+        )
+        f = fills(dag, cand, obs.hw)
+        starved = f < 0.5
+        rows, f = cand[starved], f[starved]
+        split = np.minimum(MAX_SPLIT, np.maximum(1, (0.5 / f).astype(np.int64)))
+        dag.d_dur[rows] = fl + (dag.d_dur[rows] - fl) / split
+        n = len(rows)
         return Edit(
             dag, n, f"{n} starved GEMM/conv rows (grid < half a wave) split up to {MAX_SPLIT}x"
         )

@@ -267,18 +267,16 @@ class _Structural:
             f"{len(conv)} convolution rows {excess / 1e3:.0f} µs over their expected time",
         )
         hw = by_id(res.graph.hardware)
-        low = [
-            d
-            for d in range(len(dag.d_name))
-            if dag.d_kind[d] == Kind.KERNEL
-            and reg[d] == Regime.STALL
-            and dag.d_klass[d] in (Klass.GEMM, Klass.CONV)
-            and L.fill(dag, d, hw) < C["LOW_OCCUPANCY"]["wave_fill_below"]
-        ]
+        cand = np.flatnonzero(
+            (dag.d_kind == Kind.KERNEL)
+            & (reg == Regime.STALL)
+            & np.isin(dag.d_klass, (Klass.GEMM, Klass.CONV))
+        )
+        low = cand[L.fills(dag, cand, hw) < C["LOW_OCCUPANCY"]["wave_fill_below"]]
         put(
             Cause.LOW_OCCUPANCY,
             float(dur[low].sum()) * C["LOW_OCCUPANCY"]["recoverable"],
-            C["LOW_OCCUPANCY"]["confidence"] if low else 0.0,
+            C["LOW_OCCUPANCY"]["confidence"] if len(low) else 0.0,
             f"{len(low)} starved GEMM/conv rows (STALL, grid < half a wave)",
         )
         opt = [
