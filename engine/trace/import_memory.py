@@ -50,7 +50,7 @@ _importing = 0  # imports inside chunk_buffers_reused now (threads may import at
 def chunk_buffers_reused(chunk: int) -> Iterator[None]:
     """While importing, have glibc's malloc reuse freed chunk buffers; return them after.
 
-    Every inflated chunk (``chunk`` bytes, 16 MB for Kineto) is a fresh buffer. By default glibc
+    Every inflated chunk (``chunk`` bytes, 8 MiB for Kineto) is a fresh buffer. By default glibc
     serves such sizes with mmap and gives freed heap tops over 32 MB back to the kernel, so each
     chunk's pages were faulted in anew: ~65,000 page faults and 0.15-0.25 s of kernel time per
     2 M-event trace. While any import runs, the mmap threshold sits just above the chunk size

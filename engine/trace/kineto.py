@@ -44,7 +44,10 @@ from engine.trace.shapes import OpWork, may_derive, op_work
 from engine.trace.taxonomy import classify, classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
-CHUNK = 16 << 20  # decompressed bytes per scan step
+#: decompressed bytes per scan step. About six are held at once (prefetched, being scanned, being
+#: parsed): on a 2 M-event trace 16 MB chunks peaked 32 MB higher than 8 MB at the same speed,
+#: and 4 MB ones were 5 % slower for 23 MB less
+CHUNK = 8 << 20
 
 
 _TOP, _TOPLENS = js.key_table(js.TOP_KEYS)

@@ -41,7 +41,7 @@ from engine.trace.errors import TraceImportError
 MAX_TIME_NS = 1 << 62
 
 #: the ratio is judged only past this many decompressed bytes: a small file that inflates
-#: a lot (a few KB of JSON) is harmless, and one 16 MiB chunk is what the reader holds anyway
+#: a lot (a few KB of JSON) is harmless, and the reader holds a few chunks (8 MiB each) anyway
 RATIO_FLOOR = 16 << 20
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
