@@ -279,10 +279,13 @@ def _device_streams(rows: Segments) -> list[tuple[int, int]]:
 def _covered(ks: np.ndarray, ke: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Per x, the length of the union [ks, ke) (sorted, disjoint intervals) before x: each
     collective's overlap is covered(end) - covered(start), all rows at once."""
+    if not len(ks):
+        return np.zeros(len(x), np.int64)
     cum = np.zeros(len(ks) + 1, np.int64)
     np.cumsum(ke - ks, out=cum[1:])
     i = np.searchsorted(ks, x, side="right")  # the intervals starting at or before x
-    last_end = np.where(i > 0, ke[np.maximum(i - 1, 0)] if len(ke) else 0, 0)
+    # less the part of the last of them past x (none before the first: times may be < 0)
+    last_end = np.where(i > 0, ke[np.maximum(i - 1, 0)], x)
     return cum[i] - np.maximum(0, last_end - x)
 
 

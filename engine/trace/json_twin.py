@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from engine.trace import json_scan as js
-from engine.trace.chrome_stream import chunks
+from engine.trace.chrome_stream import READ_CHUNK, chunks
 from engine.trace.errors import TraceImportError
 from engine.trace.import_memory import gc_paused
 from engine.trace.limits import MAX_TIME_NS, ReadLimits
@@ -352,7 +352,7 @@ def read(path: Path, limits: ReadLimits) -> tuple[bytes, tuple[Any, ...], bytes,
     parts: list[bytes] = []
     total = 0
     try:
-        for part in chunks(path, limits, 16 << 20):
+        for part in chunks(path, limits, READ_CHUNK):
             total += len(part)
             if total > MAX_BYTES:
                 return None

@@ -33,7 +33,7 @@ import numpy as np
 
 from engine.trace import json_scan as js
 from engine.trace import json_twin
-from engine.trace.chrome_stream import EventStream, chunks, metadata, prefetched
+from engine.trace.chrome_stream import READ_CHUNK, EventStream, chunks, metadata, prefetched
 from engine.trace.collectives import collective_meta
 from engine.trace.derive import derive_work
 from engine.trace.errors import TraceImportError
@@ -44,10 +44,7 @@ from engine.trace.shapes import OpWork, may_derive, op_work
 from engine.trace.taxonomy import classify, classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
-#: decompressed bytes per scan step. About six are held at once (prefetched, being scanned, being
-#: parsed): on a 2 M-event trace 16 MB chunks peaked 32 MB higher than 8 MB at the same speed,
-#: and 4 MB ones were 5 % slower for 23 MB less
-CHUNK = 8 << 20
+CHUNK = READ_CHUNK  # decompressed bytes per scan step (see chrome_stream.READ_CHUNK)
 
 
 _TOP, _TOPLENS = js.key_table(js.TOP_KEYS)

@@ -282,3 +282,27 @@ def test_a_hostile_file_in_a_batch_is_named_and_the_others_are_analysed(tmp_path
     for p, why in bad.items():
         (line,) = [ln for ln in err if str(p) in ln]
         assert why in line, line
+
+
+def test_both_readers_judge_the_gzip_ratio_at_the_same_points(tmp_path):
+    """The ratio limit is judged at each inflated chunk's end: the first-run twin and the
+    compiled reader cut alike, so a file whose early bytes inflate like a bomb is refused by
+    both (with 16 MiB chunks for the twin and 8 MiB for the compiled reader, the twin
+    answered on a first run what every later run refused)."""
+    import gzip
+
+    from engine.trace import json_twin
+    from engine.trace.limits import ReadLimits
+
+    path = tmp_path / "early_bomb.json.gz"
+    rng = np.random.default_rng(0)
+    events = ",".join(
+        json.dumps({"ph": "X", "cat": "kernel", "name": rng.bytes(48).hex(), "pid": 0,
+                    "tid": 7, "ts": i, "dur": 1, "args": {"stream": 7}})
+        for i in range(40_000)
+    )  # fmt: skip
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(b'{"traceEvents": [' + b" " * (24 << 20) + events.encode() + b"]}")
+    with pytest.raises(TraceImportError, match="inflates more than"):
+        kineto.read_kineto(path)
+    assert json_twin.read(path, ReadLimits()) is None  # it declines: the compiled reader says why
