@@ -37,6 +37,7 @@ from engine.optimizer.monitor import InvariantResult
 from engine.store.journal import State
 from engine.workloads.torch_job import (
     Batches,
+    BudgetEnded,
     Reference,
     Snapshot,
     TorchJob,
@@ -136,7 +137,7 @@ class TorchOptimizer(LoopRun):
         if self.cancelled:
             raise TorchJobError("the run was stopped")
         if time.monotonic() > self.deadline:
-            raise TorchJobError("the budget ended before this measurement")
+            raise BudgetEnded("the budget ended before this measurement")
 
     def measure_once(self) -> TorchMeasurement:
         """One measurement of the current configuration; the program's state is restored."""

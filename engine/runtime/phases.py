@@ -40,6 +40,7 @@ from engine.store.journal import (
     states,
 )
 from engine.trace.segments import Segments
+from engine.workloads.torch_job import BudgetEnded
 
 if TYPE_CHECKING:
     from engine.runtime.engine import Engine
@@ -251,7 +252,11 @@ class OptimizePhases:
                 self.publish_iv(iv)
                 break
             await asyncio.sleep(0.01)
-        await fut
+        try:
+            await fut
+        except BudgetEnded as e:  # the trial rolled its lever back; the report comes next
+            eng.log("info", f"{iid} {iv.lever_id}: {e} — rolled back, no more trials")
+            eng.apply_finished = True
         self.publish_iv(iv)
         for other in opt.interventions.values():  # e.g. an earlier value this one superseded
             if other is not iv and self._shown_state.get(other.iid) != other.state.value:

@@ -44,6 +44,11 @@ class TorchJobError(ValueError):
     """The job cannot be run or measured (one line for the user)."""
 
 
+class BudgetEnded(TorchJobError):
+    """The run's time budget ended before a measurement: not the program's failure. A trial it
+    cuts short is rolled back and the loop goes on to its report."""
+
+
 @dataclass
 class TorchJob:
     """The user's program, as the loop needs it.
