@@ -99,6 +99,8 @@ def _runs(
 #: the least any process that runs a numba kernel pays: Python, numpy, numba, and one cached
 #: kernel's first call (numba's CPU target is set up on the first call, cache or not)
 FLOOR_NUMBA = """
+import gc
+
 import numpy as np
 from numba import njit
 
@@ -112,6 +114,7 @@ def total(a):
 
 
 total(np.ones(3))
+gc.freeze()  # as gitm-tui does before it ends (gitm_tui.cli._ending)
 """
 
 #: the least any reader of a gzip trace pays: inflating it (ISA-L, as gitm's reader does)
@@ -125,7 +128,10 @@ with open(sys.argv[1], "rb") as f:
 """
 
 #: gitm's own reader alone (engine.trace.kineto.read_kineto), nothing analysed
-FLOOR_READ = "import sys\nfrom engine.trace.kineto import read_kineto\nread_kineto(sys.argv[1])\n"
+FLOOR_READ = (
+    "import gc, sys\nfrom engine.trace.kineto import read_kineto\nread_kineto(sys.argv[1])\n"
+    "gc.freeze()\n"  # as gitm-tui does before it ends
+)
 
 
 def _floors(inputs: list[tuple[str, Path, int]], k: int, scratch: Path) -> dict[str, dict]:
@@ -232,7 +238,9 @@ def main() -> None:
     lines += [
         "",
         "Floors under these figures, measured in the same run, each the median of "
-        f"{k} fresh processes: what any process pays before gitm's own analysis. "
+        f"{k} fresh processes: what any process pays before gitm's own analysis (the numba "
+        "and reader processes end as gitm-tui does, their objects frozen so that Python's "
+        "finalisation does not collect them: gitm_tui.cli._ending). "
         "HTA ÷ floor is the ratio gitm would reach if everything above the floor took no time.",
         "",
         "| floor | trace | s (range) | peak MiB | HTA ÷ floor |",

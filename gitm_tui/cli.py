@@ -10,6 +10,7 @@ Textual is imported only on the dashboard path.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -57,7 +58,9 @@ def _main(argv: Sequence[str]) -> ExitCode:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `gitm-tui` console script; returns the process exit code."""
+    """Entry point of the `gitm-tui` console script; returns the process exit code. Called as
+    the program (``argv`` None: the console script, ``python -m gitm_tui``), it leaves the
+    process ready to end fast (``_ending``)."""
     try:
         code = int(_main(list(sys.argv[1:] if argv is None else argv)))
         sys.stdout.flush()  # a full disk under a redirected stdout says so here, not at exit
@@ -73,6 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             _write_refused_line(e)
             return int(ExitCode.INPUT)
         return int(_internal_error(e))  # a bug: one line here, the traceback in a file
+    finally:
+        if argv is None:
+            _ending()
+
+
+def _ending() -> None:
+    """The process ends next. Python's finalisation runs full garbage collections over every
+    object the run left (numba's and the analysis's: ~114k objects, ~70 ms a pass), 0.3 s of
+    every `analyze` measured; frozen, they are passed over. Nothing else changes: objects are
+    still freed and files closed as their references drop, atexit handlers still run; only
+    garbage cycles are left to the process's end, which frees all its memory anyway."""
+    gc.freeze()
 
 
 def _write_refused_line(e: BaseException) -> None:

@@ -115,3 +115,24 @@ def test_a_bug_gives_one_line_and_the_traceback_in_a_file(monkeypatch, capsys, t
     assert "internal error" in err and "planted" in err
     (crash,) = (tmp_path / "crashes").iterdir()
     assert "ZeroDivisionError: planted" in crash.read_text()
+
+
+def test_the_program_ends_without_collecting_what_it_leaves_but_callers_are_untouched(tmp_path):
+    """Run as the program (no argv), main freezes what exists before the process ends, so
+    Python's finalisation does not walk it in full collections (0.3 s after an analysis);
+    called with an argv (tests, other code), it leaves the caller's GC as it was."""
+    import gc
+
+    code = (
+        "import gc, sys\n"
+        "from gitm_tui.cli import main\n"
+        f"sys.argv = ['gitm-tui', 'analyze', {str(tmp_path / 'missing.json')!r}]\n"
+        "rc = main()\n"
+        "print(rc, gc.get_freeze_count())\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    rc, frozen = p.stdout.split()
+    assert int(rc) == ExitCode.INPUT and int(frozen) > 10_000, p.stderr
+    before = gc.get_freeze_count()
+    assert main(["analyze", str(tmp_path / "missing.json")]) == ExitCode.INPUT
+    assert gc.get_freeze_count() == before
