@@ -93,9 +93,10 @@ def test_derived_tier_agrees_with_counters_and_its_confidence_is_calibrated():
 
 def test_decoding_a_subset_in_place_is_decoding_its_copy(monkeypatch):
     """decode_evidence(seg, tier, rows=r) — only the read columns gathered, arrays dropped early,
-    dtype rescaling and roofline stall in blocks — gives exactly what decoding seg.take(r) gave:
-    labels, κ, confidence, estimated flags and the gate, bit for bit. Blocks of 7 rows so every
-    block boundary is crossed; rows of every tier, several dtypes, copies left out."""
+    dtype rescaling and roofline stall in blocks, the embedding in blocks of rows — gives exactly
+    what decoding seg.take(r) gave: labels, κ, confidence, estimated flags and the gate, bit for
+    bit. Blocks of 7 and 11 rows so every block boundary is crossed; rows of every tier, several
+    dtypes, copies left out."""
     import engine.eesm.pipeline as pipeline
 
     b, _ = simulate("af2", 6, seed=3)
@@ -119,6 +120,7 @@ def test_decoding_a_subset_in_place_is_decoding_its_copy(monkeypatch):
     m = EesmModel.build()
     ref = decode_evidence(mixed.take(r), t[r], m, _expected())
     monkeypatch.setattr(pipeline, "_BLOCK", 7)
+    monkeypatch.setattr(pipeline, "_EMBED_BLOCK", 11)  # the embedding's blocks too
     got = decode_evidence(mixed, t[r], m, _expected(), rows=r)
     np.testing.assert_array_equal(got.labels, ref.labels)
     np.testing.assert_array_equal(got.kappa, ref.kappa)
