@@ -71,7 +71,7 @@ class ReplayDag:
     min_makespan_ns: float = 0.0
     notes: list[str] = field(default_factory=list)
     #: launch_lists' arrays, kept until h_dev changes: edit h_dev only through
-    #: drop_launches / insert_host_rows, which clear it (a 2 M-event analysis built them 46
+    #: remove_launched / insert_host_rows, which clear it (a 2 M-event analysis built them 46
     #: times, 0.13 s, from the same lists)
     _launches: tuple[np.ndarray, np.ndarray] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -131,11 +131,6 @@ class ReplayDag:
         self.h_dev = new
         self._launches = None
 
-    def drop_launches(self, h: int) -> None:
-        """Host row ``h`` launches nothing any more (its device rows were removed or fused)."""
-        self.h_dev[h] = []
-        self._launches = None
-
     def remove_launched(self, rows: np.ndarray, host_of: np.ndarray | None = None) -> None:
         """Drop device rows (fused into another, or no longer needed) and the host calls that
         launched them, in one pass. ``host_of``: ``host_of()``, when a caller has it already
@@ -156,11 +151,6 @@ class ReplayDag:
             self.h_dev[r] = []
         if len(h):
             self._launches = None
-
-    def remove_device_row(self, d: int) -> None:
-        """Drop a device row (fused into another, or no longer needed)."""
-        self.d_live[d] = False
-        self.d_dur[d] = 0.0
 
     def launch_lists(self) -> tuple[np.ndarray, np.ndarray]:
         """``h_dev`` as flat arrays: (offsets (n_host + 1,), device rows), CSR style; read-only,
