@@ -83,11 +83,7 @@ def merge_rows(
     """Fuse ``run`` into its first row: new duration/counters; the others and their launch
     calls disappear. ``host_of``: ``dag.host_of()``, computed once by a caller merging many
     runs (merging does not change which host row launched a surviving row)."""
-    first = run[0]
-    dag.d_dur[first] = dur
-    dag.d_flops[first] = flops
-    dag.d_bytes[first] = nbytes
-    dag.remove_launched(np.asarray(run[1:], np.int64), host_of)
+    merge_runs(dag, [run], np.array([dur]), np.array([flops]), np.array([nbytes]), host_of)
 
 
 def merge_runs(
