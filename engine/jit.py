@@ -43,9 +43,67 @@ _TWINS: dict[int, Callable[..., Any]] = {}  # kernel id → its pure-Python twin
 _SWAP = threading.Lock()  # one interpreted() at a time
 
 
+# Loading a kernel from numba's disk cache, numba first refreshes its whole target context: it
+# imports and installs every lowering registry (numba.np.arraymath, linalg, typed containers,
+# …) — 0.31 s of every process here, a third of `analyze` on a 109k-event trace — which only
+# compiling needs. What running cached machine code needs is the target context itself (its
+# construction adds numba's C helpers and the math functions to LLVM's symbol table), numba's
+# runtime (NRT: allocation) and the hash-secret symbols numba.cpython.hashing adds when it is
+# imported; a kernel with parallel=True (none here) would need its threading layer too.
+# ``_LoadOnly`` loads with those (0.09 s). Compiling is unchanged: numba's compiler refreshes
+# the context itself, so a kernel missing from the cache compiles as before. Where numba's
+# internals are not as expected, or a lean load fails, numba's own path runs.
+try:
+    from numba.core.caching import FunctionCache as _FunctionCache
+except ImportError:  # pragma: no cover - another numba layout: numba's own loading
+    _FunctionCache = None  # type: ignore[assignment, misc]
+_runtime = threading.Lock()
+_runtime_ready = False
+
+
+def _ready_to_run(target_context: Any) -> bool:
+    """Set up what running cached code needs (once per process); False if it cannot be."""
+    global _runtime_ready
+    with _runtime:
+        if not _runtime_ready:
+            try:
+                import numba.cpython.hashing  # noqa: F401 - adds the _Py_HashSecret symbols
+                from numba.core.runtime import rtsys
+
+                rtsys.initialize(target_context)
+            except Exception:  # pragma: no cover - numba's internals changed
+                return False
+            _runtime_ready = True
+    return True
+
+
+if _FunctionCache is not None and all(
+    hasattr(_FunctionCache, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")
+):
+
+    class _LoadOnly(_FunctionCache):
+        """numba's function cache, loading without refreshing the target context."""
+
+        def load_overload(self, sig: Any, target_context: Any) -> Any:
+            if _ready_to_run(target_context):
+                try:
+                    with self._guard_against_spurious_io_errors():
+                        return self._load_overload(sig, target_context)
+                except Exception:  # pragma: no cover - numba's own path says what is wrong
+                    pass
+            return super().load_overload(sig, target_context)
+
+else:  # pragma: no cover - another numba layout
+    _LoadOnly = None  # type: ignore[assignment, misc]
+
+
 def jit(fn: F) -> F:
-    """Compile ``fn`` with numba (cached, GIL released), and register it for ``interpreted``."""
+    """Compile ``fn`` with numba (cached, GIL released), and register it for ``interpreted``;
+    its compiled code is loaded from the disk cache without numba's compiler set-up
+    (``_LoadOnly``)."""
     disp = _njit(fn)
+    if _LoadOnly is not None and type(getattr(disp, "_cache", None)) is _FunctionCache:
+        disp._cache.__class__ = _LoadOnly  # type: ignore[attr-defined]
     _KERNELS[id(disp)] = disp
     return disp  # type: ignore[return-value]
 
@@ -141,17 +199,20 @@ def compile_elsewhere(module: str, *args: str) -> subprocess.Popen[bytes] | None
 
 
 def prepare_loading() -> None:
-    """Set up numba's CPU target (its typing and lowering registries, the code generator): the
-    fixed ~0.35 s a process pays before it can load its first kernel from the disk cache. Call
+    """Set up what loading kernels from the disk cache needs (numba's CPU target, its code
+    generator, its runtime): a fixed cost a process pays before its first load — 0.09 s with
+    ``_LoadOnly``, ~0.35 s where numba's own loading runs (it refreshes every registry). Call
     it while a child of ``compile_elsewhere`` compiles, and the loads that follow take
-    milliseconds, not that."""
+    milliseconds."""
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
 
     with global_compiler_lock:  # as numba holds it around its own set-up
-        cpu_target.typing_context.refresh()
-        cpu_target.target_context.refresh()
-        cpu_target.target_context.codegen()
+        ctx = cpu_target.target_context
+        ctx.codegen()
+        if _LoadOnly is None or not _ready_to_run(ctx):  # pragma: no cover - another numba
+            cpu_target.typing_context.refresh()
+            ctx.refresh()
 
 
 def wait_compiled(child: subprocess.Popen[bytes] | None, timeout: float = 180.0) -> bool:

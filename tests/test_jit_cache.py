@@ -82,3 +82,50 @@ def test_the_compile_child_runs_this_engine_not_one_in_the_working_directory(tmp
     assert child is not None
     wait_compiled(child, timeout=120)
     assert not marker.exists()
+
+
+ALLOCATING = """
+import numpy as np
+from engine.jit import jit
+
+
+@jit
+def cumulative(x, text):
+    out = np.empty(len(x) + 1, np.int64)  # numba's runtime (NRT) allocates it
+    out[0] = 0
+    for i in range(len(x)):
+        out[i + 1] = out[i] + x[i]
+    return out, hash(text)  # numba's string hash reads the hash-secret symbols
+"""
+
+LOAD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import mod
+out, h = mod.cumulative(np.arange(5, dtype=np.int64), "a text")
+same = h == hash("a text")
+hits = sum(mod.cumulative._cache_hits.values())
+print(out.tolist(), same, hits, "numba.np.arraymath" in sys.modules)
+"""
+
+
+def test_cached_kernels_load_and_run_without_numbas_compiler_set_up(tmp_path):
+    """engine.jit loads a cached kernel without numba's target refresh (0.31 s a process: every
+    lowering registry imported): the kernel, which allocates and hashes, runs from the cache in
+    a fresh process, and the registries only compiling needs (numba.np.arraymath) stay out."""
+    (tmp_path / "mod.py").write_text(ALLOCATING)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_CACHE_DIR", None)
+    runs = []
+    for _ in range(2):  # the first compiles and caches, the second loads
+        p = subprocess.run(
+            [sys.executable, "-c", LOAD, str(tmp_path)],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs.append(p.stdout.split())
+    compiled, loaded = runs
+    assert compiled[-2:] == ["0", "True"]  # compiled here: the compiler refreshed the context
+    assert " ".join(loaded[:-2]) == "[0, 0, 1, 3, 6, 10] True"
+    assert loaded[-2:] == ["1", "False"]  # from the cache, the registries never imported
