@@ -410,3 +410,46 @@ def test_shapes_read_from_the_three_values_equal_a_full_parse_of_each_event(monk
     assert np.array_equal(fast.flops, slow.flops, equal_nan=True)
     assert np.array_equal(fast.dram_bytes, slow.dram_bytes, equal_nan=True)
     assert np.array_equal(fast.dtype, slow.dtype)
+
+
+def test_op_groups_seen_in_an_earlier_block_are_not_decoded_again(monkeypatch):
+    """A training loop repeats its ops every step: a group of ops whose name and shape values
+    are byte for byte those of a group in an earlier block takes that group's work instead of
+    being decoded again — and the kernels' derived work is the same as with every block's
+    groups decoded afresh."""
+    from engine.trace import kineto
+
+    monkeypatch.setattr(kineto, "CHUNK", 1 << 20)  # the trace in ~30 blocks
+    calls: list[bool] = []  # per _op_work call: did it decode values decoded before?
+    real = kineto._op_work
+
+    def counting(cols, name, raw):
+        before = len(cols.op_work_memo)
+        w = real(cols, name, raw)
+        calls.append(len(cols.op_work_memo) == before)
+        return w
+
+    monkeypatch.setattr(kineto, "_op_work", counting)
+    shared = read_kineto(TRAINING).segments
+    assert calls and not any(calls)  # each distinct (name, shapes) decoded once in the file
+
+    class Forgetful(dict):  # every block's groups decoded afresh, as before the memo
+        def __setitem__(self, key, value):
+            pass
+
+    calls.clear()
+    init = kineto._Columns.__init__
+
+    def forgetful_init(self):
+        init(self)
+        self.shape_work = Forgetful()
+
+    monkeypatch.setattr(kineto._Columns, "__init__", forgetful_init)
+    fresh = read_kineto(TRAINING).segments
+    assert sum(calls) > 100  # the same groups, decoded again block after block
+    monkeypatch.setattr(kineto._Columns, "__init__", init)
+    monkeypatch.setattr(kineto, "_SHAPE_GROUPS_KEPT", 3)  # the table full: the rest as before
+    capped = read_kineto(TRAINING).segments
+    for col in ("flops", "dram_bytes", "dtype", "provenance"):
+        np.testing.assert_array_equal(getattr(shared, col), getattr(fresh, col))
+        np.testing.assert_array_equal(getattr(shared, col), getattr(capped, col))
