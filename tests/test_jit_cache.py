@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.paths import ROOT
 
 KERNEL = """
@@ -129,3 +131,36 @@ def test_cached_kernels_load_and_run_without_numbas_compiler_set_up(tmp_path):
     assert compiled[-2:] == ["0", "True"]  # compiled here: the compiler refreshed the context
     assert " ".join(loaded[:-2]) == "[0, 0, 1, 3, 6, 10] True"
     assert loaded[-2:] == ["1", "False"]  # from the cache, the registries never imported
+
+
+WAITER = """
+import sys
+from pathlib import Path
+from engine.jit import one_compiler
+with one_compiler():
+    Path(sys.argv[1]).write_text("compiling")
+"""
+
+
+def _waiter(marker, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", WAITER, str(marker)], env=env, text=True)
+
+
+def test_one_compile_child_at_a_time_per_cache(tmp_path, monkeypatch):
+    """Back-to-back first runs each start a compile child: a second child waits for the first
+    (here: this test holding the lock) and compiles only after it — into the same cache. One
+    with a cache of its own does not wait."""
+    from engine.jit import one_compiler
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where the lock files go
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    waiting, elsewhere = tmp_path / "waiting", tmp_path / "elsewhere"
+    with one_compiler():
+        child = _waiter(waiting, env)
+        other = _waiter(elsewhere, dict(env, NUMBA_CACHE_DIR=str(tmp_path / "other")))
+        assert other.wait(timeout=120) == 0 and elsewhere.exists()  # another cache: no wait
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=3)  # blocked on the lock while this test holds it
+        assert not waiting.exists()
+    assert child.wait(timeout=120) == 0 and waiting.exists()  # released: it goes on

@@ -76,8 +76,11 @@ def main(argv: list[str]) -> int:
     if not argv or any(k not in warmers for k in argv):
         print("usage: python -m engine.analyze.warm {analysis,import}…", file=sys.stderr)
         return 2
-    for kind in argv:
-        warmers[kind]()
+    from engine.jit import one_compiler
+
+    with one_compiler():  # a child already compiling: wait, then load what it compiled
+        for kind in argv:
+            warmers[kind]()
     return 0
 
 
