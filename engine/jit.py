@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,10 +50,14 @@ _SWAP = threading.Lock()  # one interpreted() at a time
 # compiling needs. What running cached machine code needs is the target context itself (its
 # construction adds numba's C helpers and the math functions to LLVM's symbol table), numba's
 # runtime (NRT: allocation) and the hash-secret symbols numba.cpython.hashing adds when it is
-# imported; a kernel with parallel=True (none here) would need its threading layer too.
-# ``_LoadOnly`` loads with those (0.09 s). Compiling is unchanged: numba's compiler refreshes
-# the context itself, so a kernel missing from the cache compiles as before. Where numba's
-# internals are not as expected, or a lean load fails, numba's own path runs.
+# imported (third-party numba extensions are loaded by the dispatcher before any load, and a
+# parallel kernel's threading layer by the load itself). ``_LoadOnly`` loads with those
+# (0.09 s). Compiling is unchanged: numba's compiler refreshes the context itself, so a kernel
+# missing from the cache compiles as before. Where numba's internals are not as expected, or a
+# lean load raises, numba's own path runs. A symbol the set-up did not register would not
+# raise but crash the call: a review listed the undefined symbols of all 522 cached kernels
+# (`nm -u`) and found each resolved after this set-up alone; the tests load every kernel
+# this way in fresh processes.
 try:
     from numba.core.caching import FunctionCache as _FunctionCache
 except ImportError:  # pragma: no cover - another numba layout: numba's own loading
@@ -199,14 +204,15 @@ def compile_elsewhere(module: str, *args: str) -> subprocess.Popen[bytes] | None
 
 
 @contextlib.contextmanager
-def one_compiler() -> Iterator[None]:
-    """Within, this process is the only one compiling into this numba cache (an exclusive lock
-    on a file per checkout and NUMBA_CACHE_DIR, in the user's cache directory); another waits
-    here until the first is done, and then finds its kernels cached. Each first run after an
-    install starts a compile child, and `analyze` run on file after file started one each: three
-    back-to-back runs had three children compiling the same kernels at once on two cores (the
-    runs took 2.6, 4.3 and 3.9 s). Where no lock can be taken (no fcntl, no writable cache
-    directory) nothing waits."""
+def one_compiler(kind: str, wait_s: float = 300.0) -> Iterator[None]:
+    """Within, this process is the only one compiling ``kind``'s kernels into this numba cache
+    (an exclusive lock on a file per ``kind``, checkout and NUMBA_CACHE_DIR, in the user's cache
+    directory); another waits here until the first is done, and then finds them cached. Each
+    first run after an install starts a compile child, and `analyze` run on file after file
+    started one each: three back-to-back runs had three children compiling the same kernels at
+    once on two cores (the runs took 2.6, 4.3 and 3.9 s). After ``wait_s`` (a holder that
+    hangs) it goes on without the lock; where no lock can be taken (no fcntl, no writable cache
+    directory) nothing waits. Not re-entrant: a process holding it must not enter it again."""
     import hashlib
 
     try:
@@ -216,15 +222,24 @@ def one_compiler() -> Iterator[None]:
 
         root = str(Path(__file__).resolve().parent.parent)
         key = hashlib.sha256(f"{root}\0{os.environ.get('NUMBA_CACHE_DIR', '')}".encode())
-        where = user_cache_path("gitm-tui") / f"compile-{key.hexdigest()[:16]}.lock"
+        where = user_cache_path("gitm-tui") / f"compile-{kind}-{key.hexdigest()[:16]}.lock"
         where.parent.mkdir(parents=True, exist_ok=True)
         f = open(where, "a")  # noqa: SIM115 - held until the block ends
     except (ImportError, OSError):  # pragma: no cover - not POSIX, or nowhere to write
         yield
         return
     with f:
-        with contextlib.suppress(OSError):  # a filesystem without locks: compile anyway
-            fcntl.flock(f, fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break  # the holder hung: compile anyway
+                time.sleep(0.1)
+            except OSError:  # pragma: no cover - a filesystem without locks: compile anyway
+                break
         yield  # (the lock goes with the file)
 
 

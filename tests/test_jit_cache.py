@@ -137,30 +137,41 @@ WAITER = """
 import sys
 from pathlib import Path
 from engine.jit import one_compiler
-with one_compiler():
+with one_compiler(sys.argv[2], wait_s=float(sys.argv[3])):
     Path(sys.argv[1]).write_text("compiling")
 """
 
 
-def _waiter(marker, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", WAITER, str(marker)], env=env, text=True)
+def _waiter(
+    marker, env: dict[str, str], kind: str = "analyze", wait_s: float = 300
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", WAITER, str(marker), kind, str(wait_s)], env=env, text=True
+    )
 
 
 def test_one_compile_child_at_a_time_per_cache(tmp_path, monkeypatch):
     """Back-to-back first runs each start a compile child: a second child waits for the first
     (here: this test holding the lock) and compiles only after it — into the same cache. One
-    with a cache of its own does not wait."""
+    with a cache of its own, or compiling other kernels (the dashboard's), does not wait; nor
+    does one whose wait has run out (a holder that hangs)."""
     from engine.jit import one_compiler
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where the lock files go
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    waiting, elsewhere = tmp_path / "waiting", tmp_path / "elsewhere"
-    with one_compiler():
+    waiting = tmp_path / "waiting"
+    with one_compiler("analyze"):
         child = _waiter(waiting, env)
-        other = _waiter(elsewhere, dict(env, NUMBA_CACHE_DIR=str(tmp_path / "other")))
-        assert other.wait(timeout=120) == 0 and elsewhere.exists()  # another cache: no wait
+        free = [
+            (tmp_path / "other-cache", _waiter(
+                tmp_path / "other-cache", dict(env, NUMBA_CACHE_DIR=str(tmp_path / "other")))),
+            (tmp_path / "live", _waiter(tmp_path / "live", env, kind="live")),
+            (tmp_path / "gave-up", _waiter(tmp_path / "gave-up", env, wait_s=0.5)),
+        ]  # fmt: skip
+        for marker, p in free:
+            assert p.wait(timeout=120) == 0 and marker.exists(), marker.name
         with pytest.raises(subprocess.TimeoutExpired):
-            child.wait(timeout=3)  # blocked on the lock while this test holds it
+            child.wait(timeout=2)  # blocked on the lock while this test holds it
         assert not waiting.exists()
     assert child.wait(timeout=120) == 0 and waiting.exists()  # released: it goes on

@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         return 2
     from engine.jit import one_compiler
 
-    with one_compiler():  # a child already compiling: wait, then load what it compiled
+    with one_compiler("analyze"):  # a child already compiling: wait, then load what it compiled
         for kind in argv:
             warmers[kind]()
     return 0

@@ -233,5 +233,5 @@ def warm_up_elsewhere() -> float:
 if __name__ == "__main__":  # the child of warm_up_elsewhere: fill the cache
     from engine.jit import one_compiler
 
-    with one_compiler():  # another child compiling: wait, then load what it compiled
+    with one_compiler("live"):  # another child compiling: wait, then load what it compiled
         warm_up()

@@ -383,7 +383,8 @@ def _op_work(cols: _Columns, name: str, raw: bytes) -> OpWork | None:
 
 #: op groups remembered across blocks (``_Columns.shape_work``): a training loop has hundreds
 #: to a few thousand; a trace whose every op has shapes of its own fills the table and reads
-#: the rest block by block, as before, holding at most ~20 MB for it
+#: the rest block by block, as before. Each entry holds its values' bytes, as ``op_work_memo``
+#: (not capped) holds their text: at worst this doubles what the reader keeps for shapes
 _SHAPE_GROUPS_KEPT = 1 << 16
 
 
