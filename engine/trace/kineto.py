@@ -404,8 +404,8 @@ def _works(
     js.same_shapes checks every op against its group's first, a group known from an earlier
     block by the same bytes (``cols.shape_work``) is not read again, and ops it cannot vouch
     for go to ``_op_work`` one by one. A training loop repeats the same ops every step: on a
-    2 M-event trace, 153k ops read one by one took ~0.8 s of the 2.3 s import. Otherwise (the Python
-    twin's first run: no kernel compiled) every op is read by ``_op_work``."""
+    2 M-event trace, 153k ops read one by one took ~0.8 s of the 2.3 s import. Otherwise (the
+    Python twin's first run: no kernel compiled) every op is read by ``_op_work``."""
     m = len(rows)
     leader = np.arange(m)  # the op whose _op_work each op takes
     if grouped and m:
