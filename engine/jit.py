@@ -153,6 +153,11 @@ def interpreted() -> Iterator[None]:
                 space[attr] = value
 
 
+def interpreting() -> bool:
+    """Whether an ``interpreted()`` block is running (kernels are Python until it ends)."""
+    return _SWAP.locked()
+
+
 def cold(kernels: Iterable[Any]) -> bool:
     """True when one of ``kernels`` (numba dispatchers) has no usable compiled code in the disk
     cache: its index file is missing, or was written for another version of its source file

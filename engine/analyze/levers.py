@@ -23,19 +23,27 @@ Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how 
   warm-up); ``basis`` says why, and nothing is predicted.
 
 Levers whose transform finds no target rows are left out.
+
+The levers are estimated on two threads (``lever_threads``): each lever's replays are
+independent, read the shared graph and baseline without editing them (transforms edit copies),
+and the replay kernel runs without the GIL. Their order in the result is the library's, as on
+one thread, and the estimates are the same.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Literal
 
 import numpy as np
 
 from engine.analyze.model import LeverEstimate
+from engine.jit import interpreting
 from engine.levers.base import Lever
 from engine.levers.launch import CudaGraphs, GraphCapture, capture_cuts
 from engine.levers.library import LEVERS
@@ -56,11 +64,25 @@ _ORDER = {"predicted": 0, "ceiling": 1, "not_judged": 2}
 _TIMED = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)  # the rows build_dag replays
 
 
-def estimate_levers(trace: Trace, hw: GpuPeaks, regimes: np.ndarray) -> list[LeverEstimate]:
+def lever_threads() -> int:
+    """Threads the levers are estimated on: 2 where the process may use two cores, else 1.
+    ``OMP_NUM_THREADS``, where set, caps it (Dask's workers set it to 1: a cluster runs one
+    analysis per core already), and so do interpreted kernels (a first run's: Python, which
+    holds the GIL, so a second thread only contends for it)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
+    n = min(2, cores or 1, int(cap) if cap.isdigit() and int(cap) > 0 else 2)
+    return 1 if interpreting() else n
+
+
+def estimate_levers(
+    trace: Trace, hw: GpuPeaks, regimes: np.ndarray, threads: int | None = None
+) -> list[LeverEstimate]:
     """Every lever whose transform finds a target in ``trace``, estimated as the module
     docstring says, ranked by ``rank_estimates``.
 
-    ``regimes``: the decoded regime of every row of ``trace.segments`` (255 where none)."""
+    ``regimes``: the decoded regime of every row of ``trace.segments`` (255 where none);
+    ``threads``: how many levers are estimated at once (default ``lever_threads()``)."""
     if not len(trace.host):
         return []  # no host rows: launch, sync and copy structure unknown; nothing to replay
     if not np.isin(trace.segments.kind, _TIMED).any():
@@ -70,8 +92,8 @@ def estimate_levers(trace: Trace, hw: GpuPeaks, regimes: np.ndarray) -> list[Lev
     if base.makespan_ns <= 0:
         return []
     obs = Observation(dag, base, [], hw, 1)
-    out: list[LeverEstimate] = []
-    for lv in LEVERS:
+
+    def one(lv: Lever) -> LeverEstimate | None:
         if isinstance(lv, CudaGraphs):
             est = _cuda_graphs(lv, obs)
         elif lv.id == "batch_size":
@@ -80,10 +102,16 @@ def estimate_levers(trace: Trace, hw: GpuPeaks, regimes: np.ndarray) -> list[Lev
             est = _allocator(lv, obs, trace)
         else:
             est = _predicted(lv, obs, lv.transform)
-        if est is not None:
-            out.append(est)
         give_back()  # each lever's replays free their graphs: the pages back (see give_back)
-    return rank_estimates(out)
+        return est
+
+    n = lever_threads() if threads is None else max(1, threads)
+    if n == 1:
+        found = [one(lv) for lv in LEVERS]
+    else:
+        with ThreadPoolExecutor(n, thread_name_prefix="gitm-levers") as pool:
+            found = list(pool.map(one, LEVERS))  # library order; a lever's error is raised here
+    return rank_estimates([e for e in found if e is not None])
 
 
 def rank_estimates(estimates: list[LeverEstimate]) -> list[LeverEstimate]:
@@ -372,4 +400,4 @@ def _is_pytorch(trace: Trace) -> bool:
     return any(_ATEN.search(trace.names[int(i)]) for i in ids)
 
 
-__all__ = ["WARMUP_SHARE", "estimate_levers", "rank_estimates"]
+__all__ = ["WARMUP_SHARE", "estimate_levers", "lever_threads", "rank_estimates"]

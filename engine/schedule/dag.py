@@ -293,20 +293,21 @@ def schedule(dag: ReplayDag) -> Schedule:
     host_of = np.full(n_d, -1, np.int64)
     host_of[flat] = np.repeat(np.arange(len(dag.h_dev), dtype=np.int64), np.diff(off))
     anchored = np.flatnonzero((host_of < 0) & dag.d_live)
+    f64, i64 = np.float64, np.int64  # asarray: no copy of what has its dtype already
     d_ready, d_start, d_end, h_start, h_end, t_last = _replay(
-        dag.api.astype(np.int64),
-        dag.gap_ns.astype(np.float64),
-        dag.dur_ns.astype(np.float64),
+        dag.api.astype(i64),
+        np.asarray(dag.gap_ns, f64),
+        np.asarray(dag.dur_ns, f64),
         inv[n_d:],
-        dag.h_stream.astype(np.int64),
+        np.asarray(dag.h_stream, i64),
         ev_inv,
         off,
         flat,
         inv[:n_d],
-        dag.d_dur.astype(np.float64),
-        dag.d_live.astype(np.bool_),
-        anchored.astype(np.int64),
-        dag.d_start_obs[anchored].astype(np.float64) - dag.t0_ns,
+        np.asarray(dag.d_dur, f64),
+        np.asarray(dag.d_live, np.bool_),
+        anchored,
+        dag.d_start_obs[anchored].astype(f64) - dag.t0_ns,
         float(dag.launch_latency_ns),
         float(dag.graph_node_ns),
         n_streams,
@@ -325,7 +326,9 @@ def schedule(dag: ReplayDag) -> Schedule:
 
 def _dense_ids(v: np.ndarray) -> tuple[np.ndarray, int]:
     """Map values to 0..k-1 (any consistent numbering: the replay only needs identity)."""
-    if len(v) and int(v.max()) - int(v.min()) < 1 << 20:  # stream / event ids: small ranges
+    # a table over the ids' range where it is small beside them (the ids of a trace's streams
+    # and events; a transform's side streams and events are numbered far above: a sort)
+    if len(v) and int(v.max()) - int(v.min()) < max(1 << 16, 4 * len(v)):
         return _dense_small(v, int(v.min()), int(v.max()))
     ids, inv = np.unique(v, return_inverse=True)
     return inv.reshape(-1).astype(np.int64), len(ids)

@@ -254,3 +254,42 @@ def test_real_trace_predictions_carry_interval_and_basis_within_their_share():
     ceilings = [e.lever for e in a.interventions if e.status == "ceiling"]
     assert ceilings == ["batch_size"]
     assert a.interventions[len(predicted)].lever == "batch_size"
+
+
+def test_levers_on_two_threads_equal_one_thread():
+    """Real trace (A100, 3 streams, PyTorch profiler) and a synthetic allocator trace: the
+    levers estimated on two threads are those estimated on one, field for field, in the same
+    order."""
+    from engine.trace.kineto import read_kineto
+
+    real = read_kineto(REAL)
+    synthetic = _trace([("malloc", 0, 50_000), *_launches(40), ("malloc", 1_000, 30_000)] * 3)
+    for tr in (real, synthetic):
+        regimes = np.full(len(tr.segments), 255, np.uint8)
+        one = estimate_levers(tr, HW, regimes, threads=1)
+        two = estimate_levers(tr, HW, regimes, threads=2)
+        assert len(one) >= 3
+        assert [e.model_dump() for e in two] == [e.model_dump() for e in one]
+
+
+def test_lever_threads_follow_cores_omp_and_interpreted_kernels(monkeypatch):
+    """Two threads where two cores are usable; one under OMP_NUM_THREADS=1 (a Dask worker's
+    setting), on one core, and while kernels run interpreted (a first run)."""
+    import os
+
+    from engine.analyze.levers import lever_threads
+    from engine.jit import interpreted
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3}, raising=False)
+    assert lever_threads() == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert lever_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    assert lever_threads() == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    assert lever_threads() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    with interpreted():
+        assert lever_threads() == 1
+    assert lever_threads() == 2
