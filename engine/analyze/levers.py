@@ -50,7 +50,7 @@ from engine.levers.library import LEVERS
 from engine.levers.model import Edit, Observation, Prior
 from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, LAUNCH_OUTLIER, MIN_GRAPH_KERNELS
 from engine.planner.catalogue import GpuPeaks
-from engine.schedule.dag import NOP, ReplayDag, build_dag, schedule
+from engine.schedule.dag import NOP, ReplayDag, build_dag, merge_idle_host_rows, schedule
 from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind, Trace
@@ -87,7 +87,7 @@ def estimate_levers(
         return []  # no host rows: launch, sync and copy structure unknown; nothing to replay
     if not np.isin(trace.segments.kind, _TIMED).any():
         return []  # no timed device rows (kernels, copies): nothing a replay could move
-    dag = build_dag(trace, hw, iterations=1, regimes=regimes)
+    dag = merge_idle_host_rows(build_dag(trace, hw, iterations=1, regimes=regimes))
     base = schedule(dag)
     if base.makespan_ns <= 0:
         return []
@@ -349,7 +349,8 @@ def _allocator(lv: Lever, obs: Observation, trace: Trace) -> LeverEstimate | Non
             first,
         )
     malloc = obs.dag.api == ApiKind.MALLOC
-    start = np.sort(trace.host.api_start_ns).astype(np.float64)  # the graph's host order
+    assert obs.dag.h_start_obs is not None  # a graph built from the trace (build_dag)
+    start = obs.dag.h_start_obs.astype(np.float64)
     begin, end = _allocator_warmup(trace, obs.dag)
     outside = malloc & ((start < begin) | (start > end))
     steady = malloc & ~outside

@@ -175,12 +175,16 @@ def _cat_value(buf: np.ndarray, k: int, cats: np.ndarray, catlens: np.ndarray) -
 S_DEPTH, S_EL_START, S_EL_CODE, S_IN_STR, S_ESC = range(5)
 
 
-@jit
 def new_scan_state() -> np.ndarray:
-    """The scan state at the start of the array: between two elements, outside any string."""
+    """The scan state at the start of the array: between two elements, outside any string.
+    Plain numpy where Python calls it (a kernel's load from the cache costs ~3 ms, this a few
+    µs); ``_new_scan_state`` is the same, for kernels."""
     state = np.zeros(5, np.int64)
     state[S_EL_CODE] = -2
     return state
+
+
+_new_scan_state = jit(new_scan_state)
 
 
 @jit
@@ -386,7 +390,7 @@ def scan_events(
     Returns (starts, ends, codes, count, resume, closed_at): the complete object elements
     found with their category codes; ``resume`` = where an unfinished element (or the unread
     rest) begins; ``closed_at`` as scan_stream's (never TOO_DEEP here)."""
-    out = scan_stream(buf, pos, buf.shape[0], new_scan_state(), cats, catlens, 1 << 62)
+    out = scan_stream(buf, pos, buf.shape[0], _new_scan_state(), cats, catlens, 1 << 62)
     return out[0], out[1], out[2], out[3], out[5], out[6]
 
 
@@ -402,9 +406,9 @@ _TRACE_EVENTS = np.frombuffer(b"traceEvents", np.uint8).copy()
 _N_TE = len(b"traceEvents")
 
 
-@jit
 def new_find_state(after_array: bool) -> np.ndarray:
-    """find_top_key's state at the file's start, or just after the traceEvents array."""
+    """find_top_key's state at the file's start, or just after the traceEvents array (plain
+    numpy: see new_scan_state)."""
     state = np.zeros(7, np.int64)
     state[F_MATCH] = -1
     state[F_KEY_AT] = -1

@@ -293,3 +293,28 @@ def test_lever_threads_follow_cores_omp_and_interpreted_kernels(monkeypatch):
     with interpreted():
         assert lever_threads() == 1
     assert lever_threads() == 2
+
+
+def test_idle_host_rows_merged_replay_and_estimate_the_same(monkeypatch):
+    """Real trace (A100, 3 streams, PyTorch profiler): with each run of host calls that only
+    take host time merged into one row, the graph has fewer host rows, the replay gives every
+    device row the same start and end and the same makespan, and every lever's estimate is
+    the same as on the unmerged graph."""
+    import engine.analyze.levers as levers_mod
+    from engine.schedule.dag import merge_idle_host_rows
+    from engine.trace.kineto import read_kineto
+
+    tr = read_kineto(REAL)
+    regimes = np.full(len(tr.segments), 255, np.uint8)
+    dag = build_dag(tr, HW, 1, regimes)
+    merged = merge_idle_host_rows(dag)
+    assert len(merged.api) < 0.6 * len(dag.api)
+    assert (merged.dur_ns.sum() + merged.gap_ns.sum()) == (dag.dur_ns.sum() + dag.gap_ns.sum())
+    a, b = schedule(dag), schedule(merged)
+    assert a.makespan_ns == b.makespan_ns
+    np.testing.assert_array_equal(a.d_start, b.d_start)
+    np.testing.assert_array_equal(a.d_end, b.d_end)
+    with_merge = [e.model_dump() for e in estimate_levers(tr, HW, regimes, threads=1)]
+    monkeypatch.setattr(levers_mod, "merge_idle_host_rows", lambda d: d)
+    without = [e.model_dump() for e in estimate_levers(tr, HW, regimes, threads=1)]
+    assert with_merge == without and len(with_merge) >= 3
