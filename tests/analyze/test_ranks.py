@@ -511,3 +511,17 @@ def test_step_ids_that_repeat_do_not_merge_two_steps(tmp_path):
     c = cross_rank(sums)
     assert c is not None and "within each ProfilerStep" not in c.matching
     assert len(c.steps) == 4 and [s.straggler for s in c.steps] == [2, 2, 2, 2]
+
+
+def test_rank_summaries_are_kept_only_where_there_are_ranks_to_cross(tmp_path):
+    """SYNTHETIC ranks (engine.analyze.synth_ranks): a file analysed alone has no other rank to
+    cross, so no summary is made for it; each of several files analysed here keeps one."""
+    from engine.analyze.run import analyze_paths
+
+    paths = write_ranks(tmp_path / "ranks", ranks=2, steps=2, straggler=None)
+    (alone,) = analyze_paths([str(paths[0])])
+    assert alone.analysis is not None and alone.summary is None
+    both = analyze_paths([str(p) for p in paths], workers=1)
+    assert all(o.summary is not None for o in both)
+    c = cross_rank([o.summary for o in both if o.summary is not None])
+    assert c is not None
