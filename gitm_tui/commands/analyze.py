@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.text import clean
-from gitm_tui.commands.common import PROG, Parser, UsageError, error
+from gitm_tui.commands.common import PROG, Parser, UsageError, error, loading_modules
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -67,8 +67,9 @@ def analyze_parser() -> Parser:
 def cmd_analyze(argv: Sequence[str]) -> ExitCode:
     import json
 
-    from engine.analyze.run import analyze_paths
-    from engine.planner.catalogue import catalogue
+    with loading_modules():
+        from engine.analyze.run import analyze_paths
+        from engine.planner.catalogue import catalogue
 
     ns = analyze_parser().parse_args(argv)
     known = [g.id for g in catalogue()]
