@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from gitm_tui.commands import common
 from gitm_tui.commands.analyze import cmd_analyze
 from gitm_tui.commands.audit import cmd_audit
 from gitm_tui.commands.capture import cmd_capture
@@ -62,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `gitm-tui` console script; returns the process exit code. Called as
     the program (``argv`` None: the console script, ``python -m gitm_tui``), it leaves the
     process ready to end fast (``_ending``)."""
+    common.as_program = argv is None
     try:
         code = int(_main(list(sys.argv[1:] if argv is None else argv)))
         sys.stdout.flush()  # a full disk under a redirected stdout says so here, not at exit

@@ -19,19 +19,25 @@ PROG = "gitm-tui"
 LINE_CHARS = 8192
 
 
+#: this process is the gitm-tui program (gitm_tui.cli.main called without an argv), not a
+#: caller of main: process-wide settings are ours to make
+as_program = False
+
+
 @contextmanager
 def loading_modules() -> Iterator[None]:
     """Around a command's heavy imports (numpy, numba, pydantic's models): ~110k objects and no
     garbage cycles, during which the cyclic GC started a collection every 700 allocations and
     several walked every object alive — 20-50 ms of `analyze`'s ~0.33 s of imports. Paused
-    meanwhile; what the imports made is then frozen (it lives as long as the process: later
-    collections need not walk it)."""
+    meanwhile; in the program, what the imports made is then frozen (it lives as long as the
+    process: later collections need not walk it); a caller's GC is left as it was."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
+        if as_program:
+            gc.freeze()
         if was:
             gc.enable()
 

@@ -136,3 +136,21 @@ def test_the_program_ends_without_collecting_what_it_leaves_but_callers_are_unto
     before = gc.get_freeze_count()
     assert main(["analyze", str(tmp_path / "missing.json")]) == ExitCode.INPUT
     assert gc.get_freeze_count() == before
+
+
+def test_heavy_imports_run_without_the_gc_and_only_the_program_freezes_them(monkeypatch):
+    """loading_modules pauses the cyclic GC around a command's imports and restores it; it
+    freezes what they made only in the program itself (gitm_tui.cli.main without an argv)."""
+    import gc
+
+    from gitm_tui.commands import common
+
+    for program in (False, True):
+        monkeypatch.setattr(common, "as_program", program)
+        before = gc.get_freeze_count()
+        with common.loading_modules():
+            assert not gc.isenabled()
+            made = [[i] for i in range(1000)]  # tracked objects, as imports make
+        assert gc.isenabled()
+        assert (gc.get_freeze_count() > before + len(made)) == program
+        gc.unfreeze()  # the test process's GC as it was
