@@ -24,7 +24,9 @@ Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how 
 
 Levers whose transform finds no target rows are left out.
 
-The levers are estimated on two threads (``lever_threads``): each lever's replays are
+The graph is replayed with each run of host calls that only take host time as one row
+(``engine.schedule.dag.merge_idle_host_rows``: the same times, a smaller graph). The levers
+are estimated on two threads (``lever_threads``): each lever's replays are
 independent, read the shared graph and baseline without editing them (transforms edit copies),
 and the replay kernel runs without the GIL. Their order in the result is the library's, as on
 one thread, and the estimates are the same.
@@ -71,7 +73,7 @@ def lever_threads() -> int:
     holds the GIL, so a second thread only contends for it)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cap = os.environ.get("OMP_NUM_THREADS", "").strip()
-    n = min(2, cores or 1, int(cap) if cap.isdigit() and int(cap) > 0 else 2)
+    n = min(2, cores or 1, int(cap) if cap.isdecimal() and int(cap) > 0 else 2)
     return 1 if interpreting() else n
 
 

@@ -262,10 +262,12 @@ def merge_idle_host_rows(dag: ReplayDag) -> ReplayDag:
     """The same graph with each run of consecutive host rows that only take host time (OTHER
     calls that launch nothing: cudaGetDevice, event queries, …) as one row, which the replay
     times the same: the first row's gap, then the run's durations and inner gaps as one
-    duration (whole ns, so the sums are exact). No transform edits such a row, and one row
-    breaks a run of launches or a capture region as several do. Most calls of a real trace are
-    such rows: the 24,692 host rows of the 109k-event trace become 13,325, and every replay
-    and edited copy of the graph is that much smaller."""
+    duration (whole ns, so the sums are exact; the host clock they are added to is not whole
+    after a wait that ends at a device row, launch latency included, so a time after the run
+    can differ in its last bit: one addition instead of several roundings). No transform edits
+    such a row, and one row breaks a run of launches or a capture region as several do. Most
+    calls of a real trace are such rows: the 24,692 host rows of the 109k-event trace become
+    13,325, and every replay and edited copy of the graph is that much smaller."""
     if len(dag.api) < 2:
         return dag
     off, _ = dag.launch_lists()

@@ -285,8 +285,9 @@ def test_lever_threads_follow_cores_omp_and_interpreted_kernels(monkeypatch):
     assert lever_threads() == 2
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert lever_threads() == 1
-    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
-    assert lever_threads() == 2
+    for odd in ("not a number", "²", "0", "-3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", odd)
+        assert lever_threads() == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
     assert lever_threads() == 1
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
@@ -299,7 +300,8 @@ def test_idle_host_rows_merged_replay_and_estimate_the_same(monkeypatch):
     """Real trace (A100, 3 streams, PyTorch profiler): with each run of host calls that only
     take host time merged into one row, the graph has fewer host rows, the replay gives every
     device row the same start and end and the same makespan, and every lever's estimate is
-    the same as on the unmerged graph."""
+    the same as on the unmerged graph (times to the last bit here; in general within a few
+    ulp: see merge_idle_host_rows)."""
     import engine.analyze.levers as levers_mod
     from engine.schedule.dag import merge_idle_host_rows
     from engine.trace.kineto import read_kineto
@@ -311,9 +313,9 @@ def test_idle_host_rows_merged_replay_and_estimate_the_same(monkeypatch):
     assert len(merged.api) < 0.6 * len(dag.api)
     assert (merged.dur_ns.sum() + merged.gap_ns.sum()) == (dag.dur_ns.sum() + dag.gap_ns.sum())
     a, b = schedule(dag), schedule(merged)
-    assert a.makespan_ns == b.makespan_ns
-    np.testing.assert_array_equal(a.d_start, b.d_start)
-    np.testing.assert_array_equal(a.d_end, b.d_end)
+    np.testing.assert_allclose(b.makespan_ns, a.makespan_ns, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(b.d_start, a.d_start, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(b.d_end, a.d_end, rtol=1e-15, atol=0)
     with_merge = [e.model_dump() for e in estimate_levers(tr, HW, regimes, threads=1)]
     monkeypatch.setattr(levers_mod, "merge_idle_host_rows", lambda d: d)
     without = [e.model_dump() for e in estimate_levers(tr, HW, regimes, threads=1)]
