@@ -25,7 +25,8 @@ Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how 
 Levers whose transform finds no target rows are left out.
 
 The graph is replayed with each run of host calls that only take host time as one row
-(``engine.schedule.dag.merge_idle_host_rows``: the same times, a smaller graph). The levers
+(``engine.schedule.dag.merge_idle_host_rows``: the same times within a few ulp, a smaller
+graph). The levers
 are estimated on two threads (``lever_threads``): each lever's replays are
 independent, read the shared graph and baseline without editing them (transforms edit copies),
 and the replay kernel runs without the GIL. Their order in the result is the library's, as on
