@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(ExitCode.INPUT)
         return int(_internal_error(e))  # a bug: one line here, the traceback in a file
     finally:
-        if argv is None:
+        if common.as_program:
             _ending()
 
 
