@@ -25,8 +25,10 @@ from numba.extending import intrinsic
 
 from engine.jit import jit
 
-_V = ir.VectorType(ir.IntType(8), 64)
+_I8 = ir.IntType(8)
+_V = ir.VectorType(_I8, 64)
 _I64 = ir.IntType(64)
+_LANE0 = ir.Constant(ir.VectorType(ir.IntType(32), 64), [0] * 64)  # a shuffle: lane 0 everywhere
 _ONE = np.uint64(1)
 _TOP = np.uint64(1) << np.uint64(63)
 
@@ -76,18 +78,26 @@ masks64: Any = intrinsic(_masks64)
 
 
 def _eq64(typingctx, buf, i, byte):  # type: ignore[no-untyped-def]
-    """Mask of the bytes equal to ``byte`` (a compile-time constant) among the 64 at buf[i]."""
+    """Mask of the bytes equal to ``byte`` among the 64 at buf[i]: a compile-time constant, or
+    a value known only when it runs (its low 8 bits, broadcast to the 64 lanes)."""
     if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 1):
         return None
-    if not isinstance(byte, types.IntegerLiteral):
+    if not isinstance(byte, types.Integer):
         return None
-    value = byte.literal_value
+    value = byte.literal_value if isinstance(byte, types.IntegerLiteral) else None
     sig = types.uint64(buf, i, byte)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
         ptr = builder.bitcast(_at(context, builder, sig, args), _V.as_pointer())
         v = builder.load(ptr, align=1)
-        return builder.bitcast(builder.icmp_unsigned("==", v, _splat(value)), _I64)
+        if value is not None:
+            want = _splat(value)
+        else:
+            lane = builder.insert_element(
+                ir.Constant(_V, ir.Undefined), builder.trunc(args[2], _I8), ir.Constant(_I64, 0)
+            )
+            want = builder.shuffle_vector(lane, ir.Constant(_V, ir.Undefined), _LANE0)
+        return builder.bitcast(builder.icmp_unsigned("==", v, want), _I64)
 
     return sig, codegen
 

@@ -1141,6 +1141,67 @@ def _value_end(buf: np.ndarray, j: int, e: int) -> int:
 
 
 @jit
+def _key_at(buf: np.ndarray, j: int, e: int, keys: np.ndarray, keylens: np.ndarray, k: int) -> bool:
+    """Whether keys[k] (its quotes included) lies at buf[j:e] (buf[j] is a quote)."""
+    n = keylens[k]
+    if j + n > e:
+        return False
+    for q in range(1, n):  # noqa: SIM110 - a loop: numba compiles no generator into all()
+        if buf[j + q] != keys[k, q]:
+            return False
+    return True
+
+
+@jit
+def _last_keys(
+    buf: np.ndarray,
+    s: int,
+    e: int,
+    keys: np.ndarray,
+    keylens: np.ndarray,
+    found: np.ndarray,
+    hit: np.ndarray,
+) -> None:
+    """found[k] = where the last occurrence of keys[k] in buf[s:e] starts (-1: none); ``hit`` is
+    scratch of the same size. Blocks of 64 bytes from the end back: a candidate is a quote
+    followed by one of the keys' first letters (eq64, both at once), and only candidates are
+    compared with the keys — byte by byte backwards, this was 0.33 s of a 2 M-event import."""
+    nk = keys.shape[0]
+    found[:] = -1
+    left = nk
+    hi = e  # the block [lo, hi)
+    one = np.uint64(1)
+    while hi > s and left:
+        lo = hi - 64
+        if lo >= 0 and lo + 65 <= buf.shape[0]:
+            m = eq64(buf, lo, _QUOTE)
+            second = np.uint64(0)
+            for k in range(nk):
+                second |= eq64(buf, lo + 1, keys[k, 1])
+            m &= second
+            if lo < s:
+                m &= ~((one << np.uint64(s - lo)) - one)
+        else:  # the first or last bytes of the buffer: byte by byte
+            lo = max(lo, s)
+            m = np.uint64(0)
+            for j in range(lo, hi):
+                if buf[j] == _QUOTE:
+                    m |= one << np.uint64(j - lo)
+        hit[:] = -1
+        while m:  # low to high: the last in the block wins
+            j = lo + ctz(m)
+            m &= m - one
+            for k in range(nk):
+                if found[k] < 0 and _key_at(buf, j, e, keys, keylens, k):
+                    hit[k] = j
+        for k in range(nk):
+            if hit[k] >= 0:
+                found[k] = hit[k]
+                left -= 1
+        hi = lo
+
+
+@jit
 def shape_keys(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -1165,28 +1226,13 @@ def shape_keys(
     hashes = np.zeros(m, np.uint64)
     sure = np.zeros(m, np.bool_)
     found = np.empty(3, np.int64)
+    hit = np.empty(3, np.int64)
     for i in range(m):
         r = rows[i]
         s, e = starts[r], ends[r]
         if not _ascii(buf, s, e):
             continue
-        found[:] = -1
-        left = 3
-        j = e - 1
-        while j >= s and left:  # the last occurrence of each key, one pass backwards
-            if buf[j] == _QUOTE:
-                for k in range(3):
-                    n = keylens[k]
-                    if found[k] < 0 and j + n <= e:
-                        hit = True
-                        for q in range(1, n):
-                            if buf[j + q] != keys[k, q]:
-                                hit = False
-                                break
-                        if hit:
-                            found[k] = j
-                            left -= 1
-            j -= 1
+        _last_keys(buf, s, e, keys, keylens, found, hit)
         h = _mix(_FNV_OFFSET ^ np.uint64(name_hash[r]))
         ok = True
         for k in range(3):

@@ -192,3 +192,42 @@ def test_a_convolution_with_stride_zero_is_read_as_work_unknown():
         ["", "", "", "[1]", "[0]", "[1]"],
     )  # fmt: skip
     assert ok is not None and ok.flops == 2.0 * (1 * 4 * 6 * 6) * 3 * 9
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            [
+                b'"Input Dims"',
+                b'"Input type"',
+                b'"Concrete Inputs"',
+                b'"Input',
+                b'"I',
+                b'"C',
+                b'"',
+                b"x",
+                b" ",
+                b"\\",
+                b"\xc3\xa9",
+                b"[1, 2]",
+                b"a" * 61,
+                b'"Input Dim"',
+            ]
+        ),
+        max_size=40,
+    ),
+    lead=st.integers(0, 130),
+    trail=st.integers(0, 130),
+)
+def test_last_keys_finds_what_rfind_finds(pieces, lead, trail):
+    """Each key's last occurrence within [s, e), wherever the span lies in its buffer (at its
+    very start or end too, where the 64-byte blocks do not fit) and whatever cuts a key."""
+    body = b"".join(pieces)
+    data = b'"' * lead + body + b"I" * trail
+    buf = np.frombuffer(data, np.uint8)
+    keys, lens = js.key_table(js.SHAPE_KEYS)
+    found, hit = np.empty(3, np.int64), np.empty(3, np.int64)
+    for s, e in ((lead, lead + len(body)), (0, len(data)), (lead // 2, len(data) - trail // 3)):
+        js._last_keys(buf, s, e, keys, lens, found, hit)
+        assert found.tolist() == [data.rfind(k, s, e) for k in js.SHAPE_KEYS]
