@@ -75,11 +75,90 @@ def _ready_to_run(target_context: Any) -> bool:
                 import numba.cpython.hashing  # noqa: F401 - adds the _Py_HashSecret symbols
                 from numba.core.runtime import rtsys
 
-                rtsys.initialize(target_context)
+                if not _runtime_from_disk(target_context):
+                    rtsys.initialize(target_context)
             except Exception:  # pragma: no cover - numba's internals changed
                 return False
             _runtime_ready = True
     return True
+
+
+# numba's runtime (NRT) is a small LLVM module that numba compiles in every process that runs
+# a kernel: 23-26 ms of each `analyze` here. Its machine code depends only on numba, llvmlite
+# and the CPU, so it is kept on disk beside the kernels like them (object code, as numba keeps
+# a kernel's), under a name that says those three, and loaded from there (4 ms). The file is
+# trusted as numba's own cache files are (both are pickles numba's loader reads).
+def _nrt_file(codegen: Any) -> Path:
+    import hashlib
+
+    import llvmlite
+    import numba
+
+    key = repr((numba.__version__, llvmlite.__version__, codegen.magic_tuple()))
+    name = f"gitm-nrt-{hashlib.sha256(key.encode()).hexdigest()[:20]}.nbo"
+    where = os.environ.get("NUMBA_CACHE_DIR")  # as numba: its cache directory when given,
+    if where:
+        return Path(where) / name
+    local = Path(__file__).parent / "__pycache__"  # else beside the source where writable,
+    if os.access(local if local.exists() else local.parent, os.W_OK):
+        return local / name
+    from platformdirs import user_cache_path  # else the user's cache
+
+    return user_cache_path("gitm-tui") / name
+
+
+def _runtime_from_disk(ctx: Any) -> bool:
+    """Install numba's runtime as ``rtsys.initialize`` does, its module's machine code loaded
+    from ``_nrt_file`` (compiled and saved there when missing); False where that cannot be
+    done (numba's layout is not as expected: ``rtsys.initialize`` then runs)."""
+    import pickle
+
+    import llvmlite.binding as ll
+    from numba.core import config
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import _nrt_python, nrtdynmod, rtsys  # type: ignore[attr-defined]
+
+    if getattr(rtsys, "_init", None) is not False:  # set up already, or another layout
+        return bool(getattr(rtsys, "_init", False))
+    codegen = ctx.codegen()
+    path = _nrt_file(codegen)
+    state = None
+    with contextlib.suppress(Exception):  # missing, unreadable, or another layout: made anew
+        with open(path, "rb") as f:
+            state = pickle.load(f)  # (written by _runtime_from_disk only, like numba's cache)
+        if not (isinstance(state, tuple) and len(state) == 3 and state[1] == "object"):
+            state = None
+    if getattr(config, "NRT_STATS", False):  # pragma: no cover - as rtsys.initialize
+        _nrt_python.memsys_enable_stats()
+    for py_name, address in _nrt_python.c_helpers.items():  # as rtsys.initialize
+        ll.add_symbol(py_name if py_name.startswith("_") else "NRT_" + py_name, address)
+    with global_compiler_lock:
+        library = None
+        if state is not None:
+            with contextlib.suppress(Exception):  # not what was written: made anew
+                library = codegen.unserialize_library(state)
+        if library is None:
+            module, library = nrtdynmod.create_nrt_module(ctx)
+            library.enable_object_caching()  # (so its machine code can be saved)
+            library.add_ir_module(module)
+            library.finalize()
+            _save(path, pickle.dumps(library.serialize_using_object_code()))
+    rtsys._library = library
+    rtsys._init = True
+    return True
+
+
+def _save(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all (another process may read it meanwhile);
+    nothing where it cannot be written."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 if _FunctionCache is not None and all(

@@ -133,6 +133,44 @@ def test_cached_kernels_load_and_run_without_numbas_compiler_set_up(tmp_path):
     assert loaded[-2:] == ["1", "False"]  # from the cache, the registries never imported
 
 
+LOAD_COUNTING_NRT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from numba.core.runtime import nrtdynmod
+made = []
+real = nrtdynmod.create_nrt_module
+nrtdynmod.create_nrt_module = lambda ctx: (made.append(1), real(ctx))[1]
+import numpy as np
+import mod
+out, h = mod.cumulative(np.arange(5, dtype=np.int64), "a text")
+print(out.tolist(), h == hash("a text"), len(made))
+"""
+
+
+def test_numbas_runtime_is_loaded_from_disk_once_compiled(tmp_path):
+    """numba's runtime module (NRT: 23-26 ms to compile in every process) is compiled once and
+    its machine code kept beside the kernels; a later process loads it and the kernel, which
+    allocates through it, runs. A file that is not what was written is made anew."""
+    (tmp_path / "mod.py").write_text(ALLOCATING)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=str(cache))
+
+    def run() -> str:
+        p = subprocess.run(
+            [sys.executable, "-c", LOAD_COUNTING_NRT, str(tmp_path)],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout.split()[-1]  # how many times the runtime's module was built
+
+    assert run() == "1"  # the kernel compiled here; the runtime built here, and saved
+    (saved,) = cache.glob("gitm-nrt-*.nbo")
+    assert run() == "0"  # the kernel and the runtime's machine code from the disk
+    saved.write_bytes(b"not a pickle")
+    assert run() == "1"  # made anew,
+    assert run() == "0"  # and kept
+
+
 WAITER = """
 import sys
 from pathlib import Path
