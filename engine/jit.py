@@ -161,6 +161,74 @@ def _save(path: Path, data: bytes) -> None:
             tmp.unlink()
 
 
+# A cached kernel is machine code plus its LLVM bitcode, kept so that a kernel compiled later
+# can link (inline) it. numba parses that bitcode at every load, and lists every symbol it
+# defines: 25-35 ms of the 13 loads of an `analyze` (~5 % of it), for linking that running
+# cached code never does. ``_linking_deferred`` loads the machine code alone; the bitcode is
+# parsed (and its symbols listed) when a compile first links the kernel. The one symbol a
+# load looks up, the kernel's entry point, is found in the machine code by the JIT itself.
+_lazy_classes: dict[type, type] = {}
+
+
+def _lazy_class(base: type) -> type:
+    """``base`` (numba's JIT code library) with its bitcode for linking parsed on first use."""
+    if base not in _lazy_classes:
+
+        class Lazy(base):
+            def _get_module_for_linking(self) -> Any:
+                bitcode = self.__dict__.pop("_gitm_bitcode", None)
+                self.__dict__.pop("_gitm_object", None)
+                if bitcode is not None:  # as numba's own load does, now that it is needed
+                    import llvmlite.binding as ll
+
+                    self._shared_module = ll.parse_bitcode(bitcode)
+                    self._codegen._engine._load_defined_symbols(self._shared_module)
+                return super()._get_module_for_linking()
+
+            def get_pointer_to_function(self, name: str) -> Any:
+                self._ensure_finalized()
+                if "_gitm_bitcode" in self.__dict__:
+                    engine = self._codegen._engine
+                    if not engine.is_symbol_defined(name):
+                        if name.encode() in self._gitm_object:  # its own symbol
+                            address = engine.get_function_address(name)
+                            if address:
+                                engine._defined_symbols.add(name)
+                                return address
+                        self._get_module_for_linking()  # every symbol it defines, known now
+                return super().get_pointer_to_function(name)
+
+        _lazy_classes[base] = Lazy
+    return _lazy_classes[base]
+
+
+@contextlib.contextmanager
+def _linking_deferred(codegen: Any) -> Iterator[None]:
+    """Within (a load, under numba's compiler lock), libraries of machine code are rebuilt
+    without their bitcode for linking (see ``_lazy_class``); others as numba rebuilds them."""
+    real = codegen.unserialize_library
+
+    def lean(state: Any) -> Any:
+        name, kind, data = state
+        if kind != "object":
+            return real(state)
+        object_code, bitcode = data
+        library = codegen.create_library(name)
+        library.__class__ = _lazy_class(type(library))
+        library._gitm_bitcode = bitcode
+        library._gitm_object = object_code  # (numba's hook drops its own reference on loading)
+        library.enable_object_caching()
+        library._set_compiled_object(object_code)
+        library._finalize_final_module()
+        return library
+
+    codegen.unserialize_library = lean
+    try:
+        yield
+    finally:
+        del codegen.unserialize_library  # the class's own again
+
+
 if _FunctionCache is not None and all(
     hasattr(_FunctionCache, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")
 ):
@@ -171,7 +239,10 @@ if _FunctionCache is not None and all(
         def load_overload(self, sig: Any, target_context: Any) -> Any:
             if _ready_to_run(target_context):
                 try:
-                    with self._guard_against_spurious_io_errors():
+                    with (
+                        self._guard_against_spurious_io_errors(),
+                        _linking_deferred(target_context.codegen()),
+                    ):
                         return self._load_overload(sig, target_context)
                 except Exception:  # pragma: no cover - numba's own path says what is wrong
                     pass

@@ -171,6 +171,61 @@ def test_numbas_runtime_is_loaded_from_disk_once_compiled(tmp_path):
     assert run() == "0"  # and kept
 
 
+CALLER = """
+import numpy as np
+from engine.jit import jit
+
+
+@jit
+def inner(x):
+    out = np.empty(len(x), np.int64)
+    for i in range(len(x)):
+        out[i] = x[i] * x[i]
+    return out
+
+
+@jit
+def outer(x):
+    return inner(x).sum() + 1
+"""
+
+LOAD_THEN_LINK = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import mod
+x = np.arange(6, dtype=np.int64)
+first = mod.inner(x).tolist()  # from the cache after the first run
+if sys.argv[2] == "both":
+    print(first, mod.outer(x), sum(mod.inner._cache_hits.values()), sum(mod.outer._cache_hits.values()))
+else:
+    print(first, sum(mod.inner._cache_hits.values()))
+"""
+
+
+def test_a_kernel_loaded_without_its_bitcode_links_into_one_compiled_later(tmp_path):
+    """A cached kernel is loaded without parsing its bitcode for linking (engine.jit
+    _linking_deferred); a kernel compiled afterwards in the same process that calls it links
+    that bitcode then, and both give the right answers — in that process and in the next,
+    where both come from the cache."""
+    (tmp_path / "mod.py").write_text(CALLER)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run(what: str) -> list[str]:
+        p = subprocess.run(
+            [sys.executable, "-c", LOAD_THEN_LINK, str(tmp_path), what],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout.split("]")[-1].split()
+
+    squares = [0, 1, 4, 9, 16, 25]
+    assert run("inner") == ["0"]  # compiled and cached
+    assert run("inner") == ["1"]  # loaded
+    assert run("both") == [str(sum(squares) + 1), "1", "0"]  # inner loaded, outer compiled
+    assert run("both") == [str(sum(squares) + 1), "1", "1"]  # both loaded
+
+
 WAITER = """
 import sys
 from pathlib import Path
