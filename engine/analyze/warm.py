@@ -15,13 +15,14 @@ from typing import Any
 def kernels(kind: str) -> tuple[Any, ...]:
     """The kernels whose cache files say whether ``kind`` is compiled."""
     if kind == "import":
-        from engine.trace import json_scan
+        from engine.trace import json_scan, shapes
 
         return (
             json_scan.scan_stream,
             json_scan.extract_fields,
             json_scan.shape_keys,
             json_scan.same_shapes,
+            shapes._sweep,
         )
     from engine.eesm import embed, kappa, posterior, viterbi
     from engine.schedule import dag

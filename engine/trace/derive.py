@@ -20,6 +20,7 @@ def derive_work(
     host: HostEvents,
     op_parts: list[dict[str, np.ndarray]],
     work: list[OpWork],
+    compiled: bool = False,
 ) -> Segments:
     """Give each kernel the work of the innermost framework op around its launch call (the
     DERIVED tier): the op's FLOPs and bytes split over its kernels in proportion to their
@@ -29,7 +30,8 @@ def derive_work(
 
     ``host_parts`` and ``op_parts`` are the reader's blocks: each host block's "tid" (the
     thread of each host row) and the op blocks' columns are popped as they are joined, and each
-    joined array is dropped once read — the import's peak is here."""
+    joined array is dropped once read — the import's peak is here. ``compiled``: the sweep that
+    finds each launch's op may run as a kernel (engine.trace.shapes.innermost_known)."""
     if not op_parts or not work or not len(host) or not len(seg):
         return seg
     ops = {k: np.concatenate([o.pop(k) for o in op_parts]) for k in list(op_parts[0])}
@@ -48,7 +50,8 @@ def derive_work(
     end = ops.pop("dur").astype(np.int64)  # (the reader's blocks hold durations, narrowed)
     end += start
     which = np.asarray(
-        innermost_known(ops.pop("tid"), start, end, ops["work"], q_tid, q_ts), np.int64
+        innermost_known(ops.pop("tid"), start, end, ops["work"], q_tid, q_ts, compiled),
+        np.int64,
     )
     del q_tid, q_ts, start, end
     give_back()  # the sweep's sorted copies, freed

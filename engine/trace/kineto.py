@@ -532,7 +532,7 @@ def read_kineto(
             except TraceImportError:
                 meta = None  # the compiled reader says why, where it finds it first
             if meta is not None:
-                return _build(path, cols, meta)
+                return _build(path, cols, meta, compiled=False)
         if declined is not None:
             declined()
     cols = _Columns()
@@ -585,7 +585,7 @@ def read_kineto(
         while jobs:
             jobs.popleft().result()  # raises a worker's TraceImportError
     meta = metadata(path, bytes(reader.prefix), bytes(reader.suffix))
-    return _build(path, cols, meta)
+    return _build(path, cols, meta, compiled=True)
 
 
 #: a join that frees more than this hands the heap back at once (import_memory.give_back):
@@ -653,7 +653,9 @@ def _link_events(host: HostEvents, w: dict[str, np.ndarray]) -> None:
     host.stream[r[esync]] = w["wait_stream"][esync]
 
 
-def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
+def _build(path: Path, cols: _Columns, meta: dict[str, Any], compiled: bool) -> Trace:
+    """The trace from the reader's blocks; ``compiled``: read by the compiled scanner (the
+    derivation's sweep may run as a kernel too), not by the twin (which compiles nothing)."""
     d = cols.dev
     if d:
         name = _cat(d, "name", np.int32)
@@ -701,7 +703,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any]) -> Trace:
     )  # fmt: skip
     if cols.waits:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in list(cols.waits[0])})
-    seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work)
+    seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work, compiled)
     cols.ops, cols.work = [], []
     give_back()  # the derivation's transients: the analysis starts from what the trace keeps
     # top-level metadata is free-form JSON: keep only values of the shape we read

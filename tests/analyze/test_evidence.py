@@ -186,14 +186,15 @@ def test_op_work_formulas():
     assert op_work("aten::linear", [[4, 8], [8, 8]], ["float"] * 2) is None  # composite
 
 
-def test_innermost_known_op_on_the_launching_thread():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_innermost_known_op_on_the_launching_thread(compiled):
     # thread 1: linear [0, 100] ⊃ addmm [10, 50] ⊃ copy? no: t [12, 14]; thread 2: mm [0, 100]
     tid = np.array([1, 1, 1, 2])
     start = np.array([0, 10, 12, 0])
     end = np.array([100, 50, 14, 100])
     work = np.array([-1, 0, -1, 1])
     q = innermost_known(
-        tid, start, end, work, np.array([1, 1, 1, 2, 3]), np.array([13, 30, 70, 5, 5])
+        tid, start, end, work, np.array([1, 1, 1, 2, 3]), np.array([13, 30, 70, 5, 5]), compiled
     )
     assert q.tolist() == [1, 1, -1, 3, -1]
 
@@ -375,6 +376,10 @@ def test_innermost_known_matches_brute_force_on_random_call_stacks():
         q_tid = rng.integers(1, 4, 50)  # thread 3 has no op
         q_ts = rng.integers(0, 201, 50)
         got = innermost_known(tid_a, start_a, end_a, work, q_tid, q_ts)
+        # the kernel (the compiled reader's sweep) answers as the Python loop does
+        assert innermost_known(tid_a, start_a, end_a, work, q_tid, q_ts, True).tolist() == (
+            got.tolist()
+        )
         for j in range(50):
             inside = [
                 i for i in range(len(tid))
