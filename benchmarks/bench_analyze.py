@@ -64,13 +64,30 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> dict[str, floa
         " 'err': p.stderr.decode()[-300:]}))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", wrapper, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
         env=env,
-    )  # fmt: skip
+        cwd=HERE,
+    )  # fmt: skip  (cwd: `python -c` imports from its directory first; here, gitm's install)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     if r["rc"] != 0:
         raise SystemExit(f"{argv[0]} failed: {r['err']}")
     return r
+
+
+def install_kind() -> str:
+    """Where the gitm-tui these runs measure comes from: a copy installed as README's quick start
+    installs it (`pip install .`), or this source tree (an editable install, `pip install -e`,
+    whose import hook each run pays: ~20 ms of the 109k-event analyze, measured side by side)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gitm_tui")
+    origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+    if origin is not None and origin.is_relative_to(ROOT):
+        return "gitm-tui run from this source tree (an editable install)"
+    return "gitm-tui installed as README's quick start installs it (`pip install .`)"
 
 
 def _runs(
@@ -235,8 +252,9 @@ def main() -> None:
         "`get_gpu_kernel_breakdown` + `get_idle_time_breakdown` + `get_temporal_breakdown`.",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}. Every figure is the median "
-        f"of {k} runs (`--repeats`), each in a fresh process; the seconds' range beside it.",
+        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}; {install_kind()}. Every "
+        f"figure is the median of {k} runs (`--repeats`), each in a fresh process; the seconds' "
+        "range beside it.",
         "",
         "| trace | events | gitm s (range) | gitm peak MiB | HTA s (range) | HTA peak MiB "
         "| speed ratio | memory ratio |",
