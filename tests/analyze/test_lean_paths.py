@@ -358,3 +358,25 @@ def test_wave_fill_of_all_rows_at_once_is_the_row_by_row_fill():
         rows = rng.permutation(n)[:300]
         want = [_fill_one(dag, int(d), hw) for d in rows]
         assert fills(dag, rows, hw).tolist() == want
+
+
+def test_launched_by_is_the_dict_of_host_correlations_it_replaced():
+    """build_dag's launch lists in numpy (schedule.dag._launched_by) equal what the dict of
+    every host row's correlation gave: device rows in start order (stable), each with the last
+    host row carrying its correlation (> 0), unmatched rows left out."""
+    from engine.schedule.dag import _launched_by
+
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        h_corr = rng.integers(-2, 30, int(rng.integers(0, 40)))  # repeats, zero, negatives
+        n = int(rng.integers(0, 40))
+        d_corr = rng.integers(-2, 35, n)
+        d_start = rng.integers(0, 10, n)  # ties: the stable order decides
+        pos = {int(c): i for i, c in enumerate(h_corr) if c > 0}
+        want_d, want_h = [], []
+        for d in np.argsort(d_start, kind="stable").tolist():
+            p = pos.get(int(d_corr[d]))
+            if p is not None:
+                want_d.append(d)
+                want_h.append(p)
+        assert _launched_by(h_corr, d_corr, d_start) == (want_d, want_h), trial
