@@ -229,6 +229,21 @@ def _linking_deferred(codegen: Any) -> Iterator[None]:
         del codegen.unserialize_library  # the class's own again
 
 
+def _numba_extensions() -> None:
+    """Load third-party numba extensions (the ``numba_extensions`` entry points), as numba's
+    dispatcher does before it first compiles or loads anything. Reading every installed
+    package's entry points took 28 ms of each process (a fresh venv); running cached code
+    needs no extension, so ``jit``'s kernels put it off until numba compiles or loads by its
+    own path (and numba's compiler set-up, ``refresh``, loads them itself)."""
+    from numba.core import entrypoints
+
+    entrypoints.init_all()
+
+
+def _extensions_when_compiling() -> None:
+    """A ``jit`` kernel's compilation-chain hook (numba's loads the extensions): see above."""
+
+
 if _FunctionCache is not None and all(
     hasattr(_FunctionCache, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")
 ):
@@ -243,10 +258,15 @@ if _FunctionCache is not None and all(
                         self._guard_against_spurious_io_errors(),
                         _linking_deferred(target_context.codegen()),
                     ):
-                        return self._load_overload(sig, target_context)
+                        got = self._load_overload(sig, target_context)
+                    if got is None:  # not cached: numba compiles it next
+                        _numba_extensions()
+                    return got
                 except Exception:  # pragma: no cover - numba's own path says what is wrong
                     pass
+            _numba_extensions()
             return super().load_overload(sig, target_context)
+
 
 else:  # pragma: no cover - another numba layout
     _LoadOnly = None  # type: ignore[assignment, misc]
@@ -259,6 +279,8 @@ def jit(fn: F) -> F:
     disp = _njit(fn)
     if _LoadOnly is not None and type(getattr(disp, "_cache", None)) is _FunctionCache:
         disp._cache.__class__ = _LoadOnly  # type: ignore[attr-defined]
+        if hasattr(disp, "_compilation_chain_init_hook"):  # extensions when compiling only
+            disp._compilation_chain_init_hook = _extensions_when_compiling
     _KERNELS[id(disp)] = disp
     return disp  # type: ignore[return-value]
 

@@ -226,6 +226,55 @@ def test_a_kernel_loaded_without_its_bitcode_links_into_one_compiled_later(tmp_p
     assert run("both") == [str(sum(squares) + 1), "1", "1"]  # both loaded
 
 
+EXTENSION = """
+import os
+def init():
+    with open(os.environ["GITM_TEST_EXT_LOG"], "a") as f:
+        f.write("init\\n")
+"""
+
+USE_KERNEL = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import mod
+out, _ = mod.cumulative(np.arange(4, dtype=np.int64), "x")
+print(out.tolist(), sum(mod.cumulative._cache_hits.values()))
+"""
+
+
+def test_numba_extensions_load_before_a_compile_not_before_a_cached_load(tmp_path):
+    """A third-party numba extension (a ``numba_extensions`` entry point) is initialised before
+    a kernel compiles, as numba's dispatcher does; a kernel loaded from the cache runs without
+    numba reading every package's entry points for them (28 ms a process)."""
+    (tmp_path / "mod.py").write_text(ALLOCATING)
+    (tmp_path / "fakeext.py").write_text(EXTENSION)
+    dist = tmp_path / "fakeext-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeext\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[numba_extensions]\ninit = fakeext:init\n")
+    log = tmp_path / "ext.log"
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]),
+        NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+        GITM_TEST_EXT_LOG=str(log),
+    )
+
+    def run() -> tuple[str, str]:
+        p = subprocess.run(
+            [sys.executable, "-c", USE_KERNEL, str(tmp_path)],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        inits = log.read_text() if log.exists() else ""
+        log.unlink(missing_ok=True)
+        return p.stdout.split("]")[-1].strip(), inits
+
+    assert run() == ("0", "init\n")  # compiled: the extension first
+    assert run() == ("1", "")  # loaded from the cache: no entry points read
+
+
 WAITER = """
 import sys
 from pathlib import Path
