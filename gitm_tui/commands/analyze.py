@@ -68,6 +68,9 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
     import json
 
     with loading_modules():
+        # every analysis imports the levers and the steady window: here, while loading
+        # (loading_modules), not in the middle of the analysis
+        from engine.analyze import levers, steady  # noqa: F401
         from engine.analyze.run import analyze_paths
         from engine.planner.catalogue import catalogue
 

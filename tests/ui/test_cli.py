@@ -192,3 +192,33 @@ def test_models_made_while_loading_look_for_no_pydantic_plugins(user, want):
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip().splitlines()[-1] == repr(want)
+
+
+NO_SCAN = """
+import contextlib, io, sys
+import importlib.metadata as md
+scans = []
+real = md.entry_points
+md.entry_points = lambda *a, **k: (scans.append(k), real(*a, **k))[1]
+from gitm_tui.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(["analyze", "--json", "--no-write", sys.argv[1]])
+print(rc, len(scans))
+"""
+
+
+def test_a_warm_analyze_reads_no_packages_entry_points():
+    """Neither pydantic (plugins) nor numba (extensions, needed only to compile) reads every
+    installed package's entry points in a warm `analyze`: ~60 ms of each run between them."""
+    trace = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_triton_one_kernel.json.gz"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    runs = []
+    for _ in range(2):  # the first may compile (a cold cache): then numba loads extensions
+        p = subprocess.run(
+            [sys.executable, "-c", NO_SCAN, str(trace)], env=env, capture_output=True,
+            text=True, timeout=600,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs.append(p.stdout.split()[-2:])
+    assert runs[-1] == ["0", "0"]
