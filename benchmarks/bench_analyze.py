@@ -168,9 +168,13 @@ def _s(seconds: float) -> str:
 def _floors(inputs: list[tuple[str, Path, int]], k: int, scratch: Path) -> dict[str, dict]:
     """The floors under gitm's figures, each in fresh processes like the tools: the numba
     process (its kernel's cache warmed first), and per trace its inflate and gitm's reader."""
+    import importlib.util
+
     script = scratch / "floor_numba.py"
     script.write_text(FLOOR_NUMBA)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(scratch / "cache"), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(scratch / "cache"))
+    if importlib.util.find_spec("engine") is None:  # the same engine as the gitm measured
+        env["PYTHONPATH"] = str(ROOT)
     subprocess.run([sys.executable, str(script)], check=True, env=env)  # the cache, warm
     out = {"numba": _runs([sys.executable, str(script)], k, env=env)}
     for label, path, _ in inputs:
