@@ -222,11 +222,16 @@ def _linking_deferred(codegen: Any) -> Iterator[None]:
         library._finalize_final_module()
         return library
 
+    own = vars(codegen)
+    before = own.get("unserialize_library")  # (set only by an enclosing load of this kind)
     codegen.unserialize_library = lean
     try:
         yield
     finally:
-        del codegen.unserialize_library  # the class's own again
+        if before is not None:
+            codegen.unserialize_library = before
+        else:
+            own.pop("unserialize_library", None)  # the class's own again
 
 
 def _numba_extensions() -> None:
