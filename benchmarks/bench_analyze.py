@@ -19,6 +19,7 @@ per measurement process).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -63,6 +64,7 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> dict[str, floa
         "print(json.dumps({'seconds': dt, 'peak_mib': r, 'rc': p.returncode,"
         " 'err': p.stderr.decode()[-300:]}))\n"
     )
+    # cwd: `python -c` imports from its directory first; in benchmarks/, gitm's install
     out = subprocess.run(
         [sys.executable, "-c", wrapper, *argv],
         capture_output=True,
@@ -70,7 +72,7 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> dict[str, floa
         check=True,
         env=env,
         cwd=HERE,
-    )  # fmt: skip  (cwd: `python -c` imports from its directory first; here, gitm's install)
+    )
     r = json.loads(out.stdout.strip().splitlines()[-1])
     if r["rc"] != 0:
         raise SystemExit(f"{argv[0]} failed: {r['err']}")
@@ -81,8 +83,6 @@ def install_kind() -> str:
     """Where the gitm-tui these runs measure comes from: a copy installed as README's quick start
     installs it (`pip install .`), or this source tree (an editable install, `pip install -e`,
     whose import hook each run pays: ~20 ms of the 109k-event analyze, measured side by side)."""
-    import importlib.util
-
     spec = importlib.util.find_spec("gitm_tui")
     origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
     if origin is not None and origin.is_relative_to(ROOT):
@@ -168,8 +168,6 @@ def _s(seconds: float) -> str:
 def _floors(inputs: list[tuple[str, Path, int]], k: int, scratch: Path) -> dict[str, dict]:
     """The floors under gitm's figures, each in fresh processes like the tools: the numba
     process (its kernel's cache warmed first), and per trace its inflate and gitm's reader."""
-    import importlib.util
-
     script = scratch / "floor_numba.py"
     script.write_text(FLOOR_NUMBA)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(scratch / "cache"))

@@ -26,8 +26,7 @@ Levers whose transform finds no target rows are left out.
 
 The graph is replayed with each run of host calls that only take host time as one row
 (``engine.schedule.dag.merge_idle_host_rows``: the same times within a few ulp, a smaller
-graph). The levers
-are estimated on two threads (``lever_threads``): each lever's replays are
+graph). The levers are estimated on two threads (``lever_threads``): each lever's replays are
 independent, read the shared graph and baseline without editing them (transforms edit copies),
 and the replay kernel runs without the GIL. Their order in the result is the library's, as on
 one thread, and the estimates are the same.

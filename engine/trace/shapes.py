@@ -275,7 +275,6 @@ def innermost_known(
     known = np.flatnonzero(np.asarray(op_work_idx) >= 0)
     if not known.size or not nq:
         return found
-    out = _ints(found)
     # every op known: the columns as they are (a slice is a view), no copies
     pick = slice(None) if known.size == len(op_work_idx) else known
     o_tid = np.asarray(op_tid)[pick]
@@ -283,8 +282,8 @@ def innermost_known(
     o_end = np.asarray(op_end, np.int64)[pick]
     # by thread, then (start, -end); ties keep index order (a stable sort, as list.sort was)
     order = np.lexsort((-o_end, o_start, o_tid))
-    ops_idx = _ints(known[order])
-    starts, ends = _ints(o_start[order]), _ints(o_end[order])
+    ops_idx = np.ascontiguousarray(known[order], np.int64)
+    starts, ends = o_start[order], o_end[order]
     ops_tid = o_tid[order]
     del known, o_start, o_end, order  # each array is dropped once read (the import's peak)
     q_tid_a = np.asarray(q_tid)
@@ -295,7 +294,7 @@ def innermost_known(
     q_order = np.flatnonzero(on) if not on.all() else np.arange(nq)
     del on
     q_order = q_order[np.lexsort((q_ts_a[q_order], q_tid_a[q_order]))]
-    qs_idx, qts = _ints(q_order), _ints(q_ts_a[q_order])
+    qs_idx, qts = np.ascontiguousarray(q_order, np.int64), q_ts_a[q_order]
     q_tid_sorted = q_tid_a[q_order]
     del q_order, q_ts_a, q_tid_a
     # each thread's slice of the sorted ops and queries
@@ -305,27 +304,28 @@ def innermost_known(
     q_hi = np.searchsorted(q_tid_sorted, tids, "right")
     del ops_tid, q_tid_sorted
     if compiled:
-        a = [np.frombuffer(v, np.int64) for v in (starts, ends, ops_idx, qts, qs_idx)]
-        b = [np.asarray(x, np.int64) for x in (o_lo, o_hi, q_lo, q_hi)]
-        _sweep(a[0], a[1], a[2], a[3], a[4], b[0], b[1], b[2], b[3], found)
+        o_lo, o_hi, q_lo, q_hi = (np.asarray(x, np.int64) for x in (o_lo, o_hi, q_lo, q_hi))
+        _sweep(starts, ends, ops_idx, qts, qs_idx, o_lo, o_hi, q_lo, q_hi, found)
         return found
+    # in Python: the arrays' items read as Python ints (memoryviews, no copy)
+    out, st, en, idx, qt, qi = (_ints(v) for v in (found, starts, ends, ops_idx, qts, qs_idx))
     for a, b, qa, qb in zip(
         o_lo.tolist(), o_hi.tolist(), q_lo.tolist(), q_hi.tolist(), strict=True
     ):
         stack: list[int] = []  # positions in the sorted ops
         k = a
         for p in range(qa, qb):
-            tq = qts[p]
-            while k < b and starts[k] <= tq:
-                while stack and ends[stack[-1]] < starts[k]:
+            tq = qt[p]
+            while k < b and st[k] <= tq:
+                while stack and en[stack[-1]] < st[k]:
                     stack.pop()
                 stack.append(k)
                 k += 1
-            while stack and ends[stack[-1]] < tq:
+            while stack and en[stack[-1]] < tq:
                 stack.pop()
             for i in reversed(stack):
-                if ends[i] >= tq:
-                    out[qs_idx[p]] = ops_idx[i]
+                if en[i] >= tq:
+                    out[qi[p]] = idx[i]
                     break
     return found
 

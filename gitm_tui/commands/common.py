@@ -24,6 +24,8 @@ LINE_CHARS = 8192
 #: caller of main: process-wide settings are ours to make
 as_program = False
 
+_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"  # see loading_modules
+
 
 @contextmanager
 def loading_modules() -> Iterator[None]:
@@ -51,9 +53,6 @@ def loading_modules() -> Iterator[None]:
             gc.freeze()
         if was:
             gc.enable()
-
-
-_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
 
 
 def say(message: str) -> None:
