@@ -115,7 +115,7 @@ def measure(path: Path) -> dict:
     """One analysis of ``path`` in a fresh child (cwd: benchmarks/, as bench_analyze runs it)."""
     stages = json.dumps([list(s) for s in STAGES])
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), stages],
+        [sys.executable, "-c", CHILD, str(path.resolve()), stages],
         capture_output=True,
         text=True,
         cwd=HERE,

@@ -462,6 +462,10 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         )
     table.sort(key=lambda r: r.total_ns, reverse=True)
     give_back()
+    # the bounds' last reader: 16 bytes a row not held through the stages after it
+    invariants = _invariants(rows, names.names(), ideal, expected, hw)
+    del ideal, expected, bounds
+    give_back()
 
     prof = None
     if len(ranges):
@@ -487,8 +491,6 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
 
     copies = copy_stats(rows, names, hw)
     communication = _communication(rows, labels, gpu_time)
-    invariants = _invariants(rows, names.names(), ideal, expected, hw)
-    del ideal, expected, bounds
     give_back()
     interventions = (
         _levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes) if len(rows) else []
