@@ -7,7 +7,7 @@ import stat
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from engine.analyze.model import Analysis
 from engine.analyze.ranks import RankSummary, summarize
 from engine.analyze.remote import expand_url, is_url, local_copy, url_name
 from engine.analyze.semantics import COUNTING_MODES
+from engine.analyze.steady import exact_at
 from engine.analyze.warm import kernels
 from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
 from engine.trace.errors import TraceImportError
@@ -112,12 +113,17 @@ def _is_trace_file(f: Path) -> bool:
 
 
 def read_trace(
-    path: Path, interpreted: bool = False, declined: Callable[[], None] | None = None
+    path: Path,
+    interpreted: bool = False,
+    declined: Callable[[], None] | None = None,
+    merge_idle: Callable[[Trace], Sequence[int]] | None = None,
 ) -> Trace:
     """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON.
     TraceImportError for any file that cannot be read (not a regular file included).
     ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it
-    (``declined`` is called when the twin leaves the file to the compiled reader)."""
+    (``declined`` is called when the twin leaves the file to the compiled reader).
+    ``merge_idle``: runs of calls that only take host time kept as one row, exact at the
+    times it names (engine.trace.kineto.read_kineto; Kineto files)."""
     with open_regular(path) as f:
         try:
             head = f.read(16)
@@ -125,7 +131,7 @@ def read_trace(
             raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
     if head.startswith(b"SQLite format 3"):
         return read_nsys(path)
-    return read_kineto(path, interpreted=interpreted, declined=declined)
+    return read_kineto(path, interpreted=interpreted, declined=declined, merge_idle=merge_idle)
 
 
 def _stem(name: str) -> str:
@@ -159,15 +165,18 @@ def output_names(files: list[str]) -> dict[str, str]:
 
 
 def load_trace(
-    path: str, interpreted: bool = False, declined: Callable[[], None] | None = None
+    path: str,
+    interpreted: bool = False,
+    declined: Callable[[], None] | None = None,
+    merge_idle: Callable[[Trace], Sequence[int]] | None = None,
 ) -> Trace:
     """Import a file, or a URL read through fsspec into a temporary copy (its source stays the
-    URL); TraceImportError for anything that cannot be read."""
+    URL); TraceImportError for anything that cannot be read. ``merge_idle``: see read_trace."""
     if not is_url(path):
-        return read_trace(Path(path), interpreted, declined)
+        return read_trace(Path(path), interpreted, declined, merge_idle)
     with local_copy(path) as copy:
         try:
-            trace = read_trace(copy, interpreted, declined)
+            trace = read_trace(copy, interpreted, declined, merge_idle)
         except TraceImportError as e:  # named by its URL, not by the temporary copy
             raise TraceImportError(path, e.problem) from None
     trace.source = path
@@ -251,7 +260,10 @@ def read_and_analyse(
         if cold(kernels("import")):
             say(f"reading {p.name} — first run: compiling the trace reader (once)…")
 
-    trace = load_trace(path, interpreted=cold_read, declined=declined)
+    # every call, as read, when counting as HTA does (it counts host events); otherwise runs of
+    # calls that only take host time as one row each, exact for the levers' replay window
+    merge = exact_at if counting == "exact" else None
+    trace = load_trace(path, interpreted=cold_read, declined=declined, merge_idle=merge)
     if on_trace is not None:
         on_trace(trace)
     rows = len(trace.segments)

@@ -31,11 +31,45 @@ _TIMED = np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM), np.uint8)
 def steady_window(trace: Trace, regimes: np.ndarray) -> tuple[Trace, np.ndarray, str | None]:
     """(the trace to replay, its rows' regimes, the note saying which window — None when the
     whole trace is replayed)."""
+    got = _window(trace)
+    if got is None:
+        return trace, regimes, None
+    t1, h0, sel, what, kept, n = got
+    host = trace.host
+    hsel = (host.api_start_ns >= h0) & (host.api_start_ns < t1)
+    sub = Trace(
+        segments=trace.segments.take(sel),
+        names=trace.names,
+        host=host.take(hsel),
+        device_properties=dict(trace.device_properties),
+        source=trace.source,
+        simulated=trace.simulated,
+    )
+    note = (
+        f"levers replayed on {what}: {kept:,} of {n:,} device rows — each gain is that "
+        "window's share of its replayed span (a whole-trace replay of every lever would take "
+        "minutes; the steps repeat)"
+    )
+    return sub, regimes[sel], note
+
+
+def exact_at(trace: Trace) -> list[int]:
+    """The times the replay window selects host calls from and to (by their start): none when
+    the whole trace is replayed. An importer that keeps a run of idle calls as one row keeps
+    them exact there (engine.trace.idle_calls: a run is then taken whole or not at all)."""
+    got = _window(trace)
+    return [] if got is None else [got[1], got[0]]
+
+
+def _window(trace: Trace) -> tuple[int, int, np.ndarray, str, int, int] | None:
+    """(t1, h0, the window's device rows, what it is, its timed rows, all timed rows): device
+    rows starting in [t0, t1), host calls starting in [h0, t1) (h0 <= t0); None: the whole
+    trace."""
     seg = trace.segments
     timed = np.isin(seg.kind, _TIMED)
     n = int(timed.sum())
     if n <= REPLAY_ROWS:
-        return trace, regimes, None
+        return None
     starts = np.sort(seg.start_ns[timed])
     steps = sorted(trace.device_properties.get("profiler_steps") or [])
     window = _steps_window(steps, starts) if len(steps) >= 3 else None
@@ -55,26 +89,11 @@ def steady_window(trace: Trace, regimes: np.ndarray) -> tuple[Trace, np.ndarray,
         t0 = int(starts[max(0, mid - REPLAY_ROWS // 2)])
         t1 = int(starts[min(n - 1, mid + REPLAY_ROWS // 2)])
         what = "the middle of the trace in time"
+    del starts
     sel = (seg.start_ns >= t0) & (seg.start_ns < t1)
-    host = trace.host
     # the calls that launched the window's rows start before them: keep those too
-    h0 = min(t0, _first_call(host, seg.correlation[sel & (seg.correlation >= 0)], t0))
-    hsel = (host.api_start_ns >= h0) & (host.api_start_ns < t1)
-    sub = Trace(
-        segments=seg.take(sel),
-        names=trace.names,
-        host=host.take(hsel),
-        device_properties=dict(trace.device_properties),
-        source=trace.source,
-        simulated=trace.simulated,
-    )
-    kept = int((sel & timed).sum())
-    note = (
-        f"levers replayed on {what}: {kept:,} of {n:,} device rows — each gain is that "
-        "window's share of its replayed span (a whole-trace replay of every lever would take "
-        "minutes; the steps repeat)"
-    )
-    return sub, regimes[sel], note
+    h0 = min(t0, _first_call(trace.host, seg.correlation[sel & (seg.correlation >= 0)], t0))
+    return t1, h0, sel, what, int((sel & timed).sum()), n
 
 
 def _first_call(host: HostEvents, ids: np.ndarray, none: int) -> int:
@@ -82,7 +101,7 @@ def _first_call(host: HostEvents, ids: np.ndarray, none: int) -> int:
     call is). Block by block: one search over all 2.3 M host rows of a 10 M-event trace made
     index arrays of them all at once (np.isin's sorted copies were ~50 MiB at the analysis's
     peak)."""
-    ids = np.unique(ids)
+    ids = np.sort(ids)  # (searched only: duplicates do no harm; np.unique hashes, 10× slower)
     if not len(ids):
         return none
     first = none
@@ -128,4 +147,4 @@ def _steps_window(
     return steps[a][0], steps[b][1], a, b
 
 
-__all__ = ["REPLAY_ROWS", "steady_window"]
+__all__ = ["REPLAY_ROWS", "exact_at", "steady_window"]

@@ -15,7 +15,7 @@ from typing import Any
 def kernels(kind: str) -> tuple[Any, ...]:
     """The kernels whose cache files say whether ``kind`` is compiled."""
     if kind == "import":
-        from engine.trace import json_scan, shapes
+        from engine.trace import idle_calls, json_scan, shapes
 
         return (
             json_scan.scan_stream,
@@ -23,6 +23,7 @@ def kernels(kind: str) -> tuple[Any, ...]:
             json_scan.shape_keys,
             json_scan.same_shapes,
             shapes._sweep,
+            idle_calls._runs,
         )
     from engine.eesm import embed, kappa, posterior, viterbi
     from engine.schedule import dag
@@ -52,6 +53,10 @@ _OPS = [
      "dur": 2, "args": {"correlation": 1, "External id": 2}},
     {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 6, "dur": 3,
      "args": {"correlation": 1, "stream": 7, "device": 0}},
+] + [  # calls that launch nothing, back to back: merged (engine.trace.idle_calls)
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaGetDevice", "pid": 1, "tid": 1, "ts": ts,
+     "dur": 1, "args": {"correlation": c}}
+    for ts, c in ((20, 5), (22, 6))
 ]  # fmt: skip
 
 
@@ -59,15 +64,16 @@ def warm_import() -> None:
     """The Kineto reader on a small generated trace, and on one with framework ops."""
     import json
 
+    from engine.analyze.steady import exact_at
     from engine.analyze.synth_ranks import write_ranks
     from engine.trace.kineto import read_kineto
 
     with tempfile.TemporaryDirectory(prefix="gitm-warm-") as d:
         (path,) = write_ranks(Path(d), ranks=1, steps=1)
-        read_kineto(path)
+        read_kineto(path, merge_idle=exact_at)  # as analyze reads: idle calls merged
         ops = Path(d) / "ops.json"
         ops.write_text(json.dumps({"traceEvents": _OPS}))
-        read_kineto(ops)
+        read_kineto(ops, merge_idle=exact_at)
 
 
 def main(argv: list[str]) -> int:

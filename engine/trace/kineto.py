@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from engine.trace.chrome_stream import READ_CHUNK, EventStream, chunks, metadata
 from engine.trace.collectives import collective_meta
 from engine.trace.derive import derive_work
 from engine.trace.errors import TraceImportError
+from engine.trace.idle_calls import merge_idle_calls
 from engine.trace.import_memory import chunk_buffers_reused, gc_paused, give_back
 from engine.trace.limits import ReadLimits, check_times
 from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
@@ -512,13 +513,17 @@ def read_kineto(
     limits: ReadLimits | None = None,
     interpreted: bool = False,
     declined: Callable[[], None] | None = None,
+    merge_idle: Callable[[Trace], Sequence[int]] | None = None,
 ) -> Trace:
     """Import one Kineto/Chrome-trace JSON file (.json or .json.gz); raise TraceImportError.
     ``limits``: what the file may make the reader do (default: ReadLimits.from_env, the
     defaults moved by any GITM_MAX_* variable; see engine.trace.limits). ``interpreted``: try
     the scanner's Python twin first (engine.trace.json_twin: the same trace, without compiling
     the scanner; for a first run), and compile only when it declines the file (then
-    ``declined`` is called first)."""
+    ``declined`` is called first). ``merge_idle``: keep each run of back-to-back calls that
+    only take host time as one host row (engine.trace.idle_calls), exact for a replay window
+    that starts or ends at any of the times it returns for the trace read (every call kept,
+    as read, without it)."""
     path = Path(path)
     limits = limits or ReadLimits.from_env(path)
     if interpreted:
@@ -533,7 +538,7 @@ def read_kineto(
             except TraceImportError:
                 meta = None  # the compiled reader says why, where it finds it first
             if meta is not None:
-                return _build(path, cols, meta, compiled=False)
+                return _build(path, cols, meta, False, merge_idle)
         if declined is not None:
             declined()
     cols = _Columns()
@@ -578,6 +583,7 @@ def read_kineto(
         try:
             for chunk in chunk_iter:
                 reader.feed(chunk)
+            del chunk  # (the last inflated chunk: 8 MiB not held through the build)
             reader.finish()
         except TraceImportError:
             while jobs:  # a block before the failing point may hold the first error: report it
@@ -592,7 +598,8 @@ def read_kineto(
         while jobs:
             jobs.popleft().result()  # raises a worker's TraceImportError
     meta = metadata(path, bytes(reader.prefix), bytes(reader.suffix))
-    return _build(path, cols, meta, compiled=True)
+    del reader, chunk_iter
+    return _build(path, cols, meta, True, merge_idle)
 
 
 #: a join that frees more than this hands the heap back at once (import_memory.give_back):
@@ -660,9 +667,16 @@ def _link_events(host: HostEvents, w: dict[str, np.ndarray]) -> None:
     host.stream[r[esync]] = w["wait_stream"][esync]
 
 
-def _build(path: Path, cols: _Columns, meta: dict[str, Any], compiled: bool) -> Trace:
+def _build(
+    path: Path,
+    cols: _Columns,
+    meta: dict[str, Any],
+    compiled: bool,
+    merge_idle: Callable[[Trace], Sequence[int]] | None = None,
+) -> Trace:
     """The trace from the reader's blocks; ``compiled``: read by the compiled scanner (the
-    derivation's sweep may run as a kernel too), not by the twin (which compiles nothing)."""
+    derivation's sweep and the idle calls' merge may run as kernels too), not by the twin
+    (which compiles nothing); ``merge_idle``: see read_kineto."""
     d = cols.dev
     if d:
         name = _cat(d, "name", np.int32)
@@ -697,6 +711,7 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any], compiled: bool) -> 
         api_end_ns=_ends(api_start, _cat(h, "api_dur_ns", np.int64)),
         api=_cat(h, "api", np.uint8),
     )
+    del api_start  # (the column's one holder is the table: merging idle calls replaces it)
     give_back()  # the blocks' arrays, joined into the columns
     timed = np.isin(seg.kind, np.array(_TIMED_KINDS, np.uint8))
     if cols.malformed_gpu and not timed.any():  # not "CPU-only": the GPU rows were dropped
@@ -710,6 +725,18 @@ def _build(path: Path, cols: _Columns, meta: dict[str, Any], compiled: bool) -> 
     )  # fmt: skip
     if cols.waits:
         _link_events(host, {k: _cat(cols.waits, k, np.int64) for k in list(cols.waits[0])})
+    if merge_idle is not None and len(host) > 1:
+        steps = [(a, b) for a, b, _ in sorted(cols.steps)]
+        at = merge_idle(Trace(seg, cols.names, host, {"profiler_steps": steps}, str(path)))
+        keep = merge_idle_calls(host, seg.correlation, at, compiled)
+        if keep is not None:  # the blocks' threads of the host rows (the derivation's), alike
+            off = 0
+            for part in h:
+                if "tid" in part:
+                    t = part["tid"]
+                    part["tid"] = t[keep[off : off + len(t)]]
+                    off += len(t)
+        del keep
     seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work, compiled)
     cols.ops, cols.work = [], []
     give_back()  # the derivation's transients: the analysis starts from what the trace keeps

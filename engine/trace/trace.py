@@ -100,6 +100,16 @@ class HostEvents:
             self.api[i], self.event[i],
         )  # fmt: skip
 
+    def keep_only(self, keep: npt.NDArray[np.bool_]) -> None:
+        """Keep only the rows of a boolean mask, in place, one column at a time (the table is
+        never held twice; a column another object also holds stays with it)."""
+        for f in ("correlation", "stream", "api_start_ns", "api_end_ns", "api"):
+            setattr(self, f, getattr(self, f)[keep])
+        if self.event.flags.writeable:
+            self.event = self.event[keep]
+        else:  # the read-only default: still no memory
+            self.event = np.broadcast_to(np.int64(-1), (len(self.correlation),))
+
     def rows_of(self, correlation: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Return the host row carrying each correlation id (the first, if several), -1 where
         none does or the id is negative (not linked)."""
