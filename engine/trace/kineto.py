@@ -698,6 +698,8 @@ def _build(
             occupancy=_cat(d, "occupancy", np.float32),
             flops=_cat(d, "flops", np.float64),
             dram_bytes=_cat(d, "dram_bytes", np.float64),
+            issue_active=Segments.unknown("issue_active", len(name)),  # no counters in Kineto
+            stall_frac=Segments.unknown("stall_frac", len(name)),
             provenance=_cat(d, "provenance", np.uint8),
         )
     else:

@@ -174,9 +174,16 @@ class Segments:
         """Return ``n`` rows with every column at its 'unknown' value."""
         return cls(**{c: np.full(n, _MISSING[c], dtype=dt) for c, dt in COLUMNS.items()})
 
+    @staticmethod
+    def unknown(column: str, n: int) -> np.ndarray:
+        """``n`` rows of ``column``'s unknown value, read-only, holding no memory: for a column
+        a source never has (Kineto has no hardware counters: 8 bytes a row otherwise)."""
+        return np.broadcast_to(np.array(_MISSING[column], COLUMNS[column]), (n,))
+
     @classmethod
     def from_columns(cls, **cols: Any) -> Segments:
-        """Build from array-likes; absent columns are filled as unknown; result is validated."""
+        """Build from array-likes; absent columns are filled as unknown (writable); a column
+        given as ``unknown`` stays read-only; the result is validated."""
         unknown = set(cols) - set(COLUMNS)
         if unknown:
             raise SegmentsError(f"unknown columns: {sorted(unknown)}")
@@ -191,7 +198,16 @@ class Segments:
                     raise SegmentsError(f"column {c} must be 1-D, got shape {arr.shape}")
                 if len(arr) != n:
                     raise SegmentsError(f"column {c} has {len(arr)} rows, start_ns has {n}")
-                out[c] = np.ascontiguousarray(arr, dtype=dt)
+                placeholder = arr.strides == (0,) and not arr.flags.writeable
+                if (
+                    placeholder
+                    and arr.dtype == dt
+                    and len(arr)
+                    and np.array_equal(arr[:1], [_MISSING[c]], equal_nan=True)
+                ):
+                    out[c] = arr  # (Segments.unknown)
+                else:
+                    out[c] = np.ascontiguousarray(arr, dtype=dt)
             else:
                 out[c] = np.full(n, _MISSING[c], dtype=dt)
         seg = cls(**out)

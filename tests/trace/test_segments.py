@@ -62,3 +62,23 @@ def test_name_table_interns_and_remaps():
     s2 = Segments.from_columns(start_ns=[0], end_ns=[1], name=[0])
     merged, names = concat_named([(s1, NameTable(["x", "y"])), (s2, NameTable(["y"]))])
     assert [names[i] for i in merged.name] == ["x", "y", "y"]
+
+
+def test_a_column_given_as_unknown_holds_no_memory_and_stays_read_only():
+    n = 1000
+    seg = Segments.from_columns(
+        start_ns=np.arange(n, dtype=np.int64),
+        end_ns=np.arange(n, dtype=np.int64) + 5,
+        issue_active=Segments.unknown("issue_active", n),
+        stall_frac=np.full(n, np.nan, np.float32),
+    )
+    assert seg.issue_active.strides == (0,) and not seg.issue_active.flags.writeable
+    assert np.isnan(seg.issue_active).all() and len(seg.issue_active) == n
+    assert seg.stall_frac.flags.writeable and seg.stall_frac.strides == (4,)  # given: a copy
+    assert seg.dtype.flags.writeable  # absent: filled, writable (an importer writes it)
+    # a read-only broadcast of something else is a value, copied as any column is
+    ones = np.broadcast_to(np.float32(0.5), (n,))
+    assert Segments.from_columns(start_ns=seg.start_ns, end_ns=seg.end_ns,
+                                 occupancy=ones).occupancy.flags.writeable  # fmt: skip
+    taken = seg.take(np.arange(0, n, 2))
+    assert taken.issue_active.flags.writeable and np.isnan(taken.issue_active).all()
