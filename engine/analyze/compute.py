@@ -391,23 +391,29 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     streams: list[StreamStats] = []
     for dev, st in _device_streams(rows):
         sel = np.flatnonzero((rows.device == dev) & (rows.stream == st))
-        sel = sel[np.argsort(rows.start_ns[sel], kind="stable")]
-        s_start, s_end = rows.start_ns[sel], rows.end_ns[sel]
+        if len(rows) < 2**31:  # (4 bytes a row: a stream may hold nearly every row)
+            sel = sel.astype(np.int32)
+        s_start = rows.start_ns[sel]
+        order = np.argsort(s_start, kind="stable")
+        sel, s_start = sel[order], s_start[order]
+        del order
+        s_end = rows.end_ns[sel]
+        s_dur = s_end - s_start
         k_mask = rows.kind[sel] == Kind.KERNEL
+        s_labels = labels[sel]
         streams.append(
             StreamStats(
                 device=dev,
                 stream=st,
                 kernels=int(k_mask.sum()),
-                kernel_time_ns=int((s_end - s_start)[k_mask].sum()),
+                kernel_time_ns=int(s_dur[k_mask].sum()),
                 span_ns=int(s_end.max() - s_start.min()),
                 idle=_idle(s_start, s_end, launch_start[sel]),
-                regime_time_ns={
-                    r.name: int((s_end - s_start)[labels[sel] == r].sum()) for r in Label
-                },
-                kappa_partition=dec.take(sel[decoded[sel]]).kappa_partition(),
+                regime_time_ns={r.name: int(s_dur[s_labels == r].sum()) for r in Label},
+                kappa_partition=dec.kappa_partition(sel[decoded[sel]]),
             )
         )
+        del sel, s_start, s_end, s_dur, k_mask, s_labels
 
     linked = kern_mask & (launch_dur >= 0)
     launch = LaunchStats(
@@ -519,7 +525,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         profiler_ranges=prof,
         time_by_class_ns=time_by_class,
         time_by_regime_ns=time_by_regime,
-        kappa_partition=dec.take(decoded).kappa_partition() if decoded.any() else {},
+        kappa_partition=dec.kappa_partition(decoded) if decoded.any() else {},
         streams=streams,
         top_kernels=table[:top],
         invariants=invariants,

@@ -98,9 +98,13 @@ class Decoded:
         counts = np.bincount(self.labels, minlength=len(Regime))
         return {r.name: float(counts[r]) / n for r in Regime}
 
-    def kappa_partition(self) -> dict[str, float]:
-        """Return the shares of rows in M_id, M_deg and undetermined."""
-        return kappa.partition_shares(kappa.partition_counts(self.kappa, self.degenerate))
+    def kappa_partition(self, index: np.ndarray | None = None) -> dict[str, float]:
+        """Return the shares of rows (of ``index``, a mask or indices, when given) in M_id,
+        M_deg and undetermined; reading only κ and the gate (``take`` copies every field)."""
+        if index is None:
+            return kappa.partition_shares(kappa.partition_counts(self.kappa, self.degenerate))
+        counts = kappa.partition_counts(self.kappa[index], self.degenerate[index])
+        return kappa.partition_shares(counts)
 
 
 def row_labels(kind: np.ndarray, klass: np.ndarray, regimes: np.ndarray) -> np.ndarray:
