@@ -287,7 +287,9 @@ def decode_evidence(
     P, est = _embedded(seg, idx, m, expected)
     del idx
     E = emission.emissions_affine(P, m.W, m.c)
-    E *= m.params.evidence_weights()[np.asarray(tier, np.intp)][:, None]
+    weight, tier = m.params.evidence_weights(), np.asarray(tier)
+    for lo in range(0, len(E), _EMBED_BLOCK):  # (a whole-length weight column: 8 bytes a row)
+        E[lo : lo + _EMBED_BLOCK] *= weight[tier[lo : lo + _EMBED_BLOCK]][:, None]
     k = kappa.kappa_groups(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
     del P
     labels = viterbi.viterbi_groups(E, perm, offsets, m.logA, m.logpi)

@@ -67,9 +67,12 @@ def chunk_buffers_reused(chunk: int) -> Iterator[None]:
         if _importing == 1:
             libc.mallopt(_M_MMAP_THRESHOLD, chunk + (1 << 20))
             libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
-            # the reader's threads share two arenas: one each kept its own freed memory
-            # (10 M events: peak 873 → 793 MiB, the same speed)
-            libc.mallopt(_M_ARENA_MAX, 2)
+            # the reader's threads share the main arena. Each with its own kept its freed
+            # memory (10 M events: peak 873 → 793 MiB with two); with two, the second arena's
+            # freed top stayed resident after the read, 8-31 MiB from run to run (glibc trims
+            # only the main arena's top), under every later stage: one arena, 10 M events'
+            # stage peaks the same from run to run (bench_memory.py), the same speed
+            libc.mallopt(_M_ARENA_MAX, 1)
     try:
         yield
     finally:
