@@ -733,11 +733,10 @@ def _build(
         keep = merge_idle_calls(host, seg.correlation, at, compiled)
         if keep is not None:  # the blocks' threads of the host rows (the derivation's), alike
             off = 0
-            for part in h:
-                if "tid" in part:
-                    t = part["tid"]
-                    part["tid"] = t[keep[off : off + len(t)]]
-                    off += len(t)
+            for part in h:  # (every host block has its rows' threads: _add)
+                t = part["tid"]
+                part["tid"] = t[keep[off : off + len(t)]]
+                off += len(t)
         del keep
     seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work, compiled)
     cols.ops, cols.work = [], []
