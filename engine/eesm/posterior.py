@@ -31,6 +31,35 @@ def _likelihood(E: np.ndarray, r: int, out: np.ndarray) -> None:
         out[s] = math.exp(E[r, s] - m)  # math, not np: the interpreted kernel gives the same
 
 
+#: rows whose forward variables (α) are held at once (posterior_groups)
+_BLOCK = 4096
+
+
+@jit
+def _forward(
+    E: np.ndarray,
+    r: int,
+    A: np.ndarray,
+    lik: np.ndarray,
+    prev: np.ndarray,
+    out: np.ndarray,
+    tmp: np.ndarray,
+) -> None:
+    """One forward step: out = α of row ``r`` from ``prev`` (the row before it), renormalised
+    to sum 1 (``out`` may be ``prev``: the sums go to ``tmp`` first)."""
+    S = lik.shape[0]
+    _likelihood(E, r, lik)
+    z = 0.0
+    for s in range(S):
+        acc = 0.0
+        for i in range(S):
+            acc += prev[i] * A[i, s]
+        tmp[s] = acc * lik[s]
+        z += tmp[s]
+    for s in range(S):
+        out[s] = tmp[s] / z
+
+
 @jit
 def posterior_groups(
     E: np.ndarray,
@@ -58,7 +87,16 @@ def posterior_groups(
     pi = np.empty(S)
     for s in range(S):
         pi[s] = math.exp(logpi[s])
-    alpha = np.empty((n, S))  # indexed by position j in perm, not by row
+    longest = 0
+    for g in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[g + 1] - offsets[g])
+    # α at the first row of every block of _BLOCK rows (the forward pass keeps only these); the
+    # backward pass recomputes one block's α from its first, the same operations in the same
+    # order, so the same bits: α of every row at once was 32 bytes a decoded row (the decode's
+    # peak on a 10 M-event trace)
+    first = np.empty(((longest + _BLOCK - 1) // _BLOCK, S))
+    block = np.empty((_BLOCK, S))
+    cur = np.empty(S)
     beta = np.empty(S)
     nxt = np.empty(S)
     lik = np.empty(S)
@@ -69,45 +107,47 @@ def posterior_groups(
         _likelihood(E, perm[a], lik)
         z = 0.0
         for s in range(S):
-            alpha[a, s] = pi[s] * lik[s]
-            z += alpha[a, s]
+            cur[s] = pi[s] * lik[s]
+            z += cur[s]
         for s in range(S):
-            alpha[a, s] /= z
+            cur[s] /= z
+            first[0, s] = cur[s]
         for j in range(a + 1, b):
-            _likelihood(E, perm[j], lik)
-            z = 0.0
-            for s in range(S):
-                acc = 0.0
-                for i in range(S):
-                    acc += alpha[j - 1, i] * A[i, s]
-                alpha[j, s] = acc * lik[s]
-                z += alpha[j, s]
-            for s in range(S):
-                alpha[j, s] /= z
+            _forward(E, perm[j], A, lik, cur, cur, nxt)
+            if (j - a) % _BLOCK == 0:
+                for s in range(S):
+                    first[(j - a) // _BLOCK, s] = cur[s]
         for s in range(S):
             beta[s] = 1.0
-        for j in range(b - 1, a - 1, -1):
-            r = perm[j]
-            z = 0.0
-            top = 0
+        for k in range((b - a - 1) // _BLOCK, -1, -1):
+            lo = a + k * _BLOCK
+            hi = min(b, lo + _BLOCK)
             for s in range(S):
-                nxt[s] = alpha[j, s] * beta[s]
-                z += nxt[s]
-                if nxt[s] > nxt[top]:
-                    top = s
-            best[r] = top
-            conf[r] = nxt[labels[r]] / z
-            if j > a:  # β_{j-1}(i) = Σ_s A[i,s] · lik_j(s) · β_j(s), renormalised
-                _likelihood(E, r, lik)
+                block[0, s] = first[k, s]
+            for j in range(lo + 1, hi):
+                _forward(E, perm[j], A, lik, block[j - lo - 1], block[j - lo], nxt)
+            for j in range(hi - 1, lo - 1, -1):
+                r = perm[j]
                 z = 0.0
-                for i in range(S):
-                    acc = 0.0
-                    for s in range(S):
-                        acc += A[i, s] * lik[s] * beta[s]
-                    nxt[i] = acc
-                    z += acc
-                for i in range(S):
-                    beta[i] = nxt[i] / z
+                top = 0
+                for s in range(S):
+                    nxt[s] = block[j - lo, s] * beta[s]
+                    z += nxt[s]
+                    if nxt[s] > nxt[top]:
+                        top = s
+                best[r] = top
+                conf[r] = nxt[labels[r]] / z
+                if j > a:  # β_{j-1}(i) = Σ_s A[i,s] · lik_j(s) · β_j(s), renormalised
+                    _likelihood(E, r, lik)
+                    z = 0.0
+                    for i in range(S):
+                        acc = 0.0
+                        for s in range(S):
+                            acc += A[i, s] * lik[s] * beta[s]
+                        nxt[i] = acc
+                        z += acc
+                    for i in range(S):
+                        beta[i] = nxt[i] / z
     return conf, best
 
 

@@ -47,6 +47,93 @@ def test_posterior_kernel_matches_reference():
         assert (best[rows] == ref.argmax(1)).all()
 
 
+def _posterior_whole_alpha(E, perm, off, logA, logpi, lab):
+    """The forward-backward as it was before α was kept a block at a time (every row's α held):
+    the same operations in the same order, in Python."""
+    import math
+
+    n, S = E.shape
+    conf = np.empty(n, np.float32)
+    best = np.empty(n, np.uint8)
+    A = [[math.exp(logA[i, j]) for j in range(S)] for i in range(S)]
+    pi = [math.exp(x) for x in logpi]
+
+    def lik(r):
+        m = E[r, 0]
+        for s in range(1, S):
+            if E[r, s] > m:
+                m = E[r, s]
+        return [math.exp(E[r, s] - m) for s in range(S)]
+
+    for g in range(len(off) - 1):
+        a, b = int(off[g]), int(off[g + 1])
+        if b <= a:
+            continue
+        alpha = [None] * (b - a)
+        li = lik(perm[a])
+        row = [pi[s] * li[s] for s in range(S)]
+        z = 0.0
+        for x in row:
+            z += x
+        alpha[0] = [x / z for x in row]
+        for j in range(a + 1, b):
+            li = lik(perm[j])
+            row = []
+            z = 0.0
+            for s in range(S):
+                acc = 0.0
+                for i in range(S):
+                    acc += alpha[j - 1 - a][i] * A[i][s]
+                row.append(acc * li[s])
+                z += row[s]
+            alpha[j - a] = [x / z for x in row]
+        beta = [1.0] * S
+        for j in range(b - 1, a - 1, -1):
+            r = perm[j]
+            nxt = [alpha[j - a][s] * beta[s] for s in range(S)]
+            z = 0.0
+            top = 0
+            for s in range(S):
+                z += nxt[s]
+                if nxt[s] > nxt[top]:
+                    top = s
+            best[r] = top
+            conf[r] = nxt[lab[r]] / z
+            if j > a:
+                li = lik(r)
+                nb = []
+                z = 0.0
+                for i in range(S):
+                    acc = 0.0
+                    for s in range(S):
+                        acc += A[i][s] * li[s] * beta[s]
+                    nb.append(acc)
+                    z += acc
+                beta = [x / z for x in nb]
+    return conf, best
+
+
+def test_posterior_holding_alpha_a_block_at_a_time_gives_the_same_bits():
+    """Streams shorter than, equal to and longer than a block (and over several blocks)."""
+    rng = np.random.default_rng(3)
+    S = 4
+    logA = viterbi.sticky_log_transitions(S, 0.92)
+    logpi = np.full(S, -np.log(S))
+    blk = posterior._BLOCK
+    sizes = [1, 7, blk - 1, blk, blk + 1, 2 * blk + 3]
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    rng.shuffle(g)  # rows of the streams interleaved, as in a trace
+    n = len(g)
+    E = rng.normal(0, 3, (n, S))
+    perm = np.argsort(g, kind="stable")
+    off = np.searchsorted(g[perm], np.arange(len(sizes) + 1))
+    lab = viterbi.viterbi_groups(E, perm, off, logA, logpi)
+    conf, best = posterior.posterior_groups(E, perm, off, logA, logpi, lab)
+    want_conf, want_best = _posterior_whole_alpha(E, perm, off, logA, logpi, lab)
+    assert conf.tobytes() == want_conf.tobytes()
+    assert (best == want_best).all()
+
+
 # ------------------------------------------------------------------ derived tier on the simulator
 def _expected() -> np.ndarray:
     ex = planner_priors()["expected"]
