@@ -100,6 +100,14 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
     return found, model, notes
 
 
+def _where(mask: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(mask)`` in int32 while the rows allow: index arrays of nearly every row
+    (a stream's, a device's kernels, the checkable rows) sat at the 10 M-event analysis's peaks,
+    8 bytes a row in int64."""
+    idx = np.flatnonzero(mask)
+    return idx.astype(np.int32) if len(mask) < 2**31 else idx
+
+
 def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray) -> Idle:
     """HTA's idle split for one stream's GPU events (sorted by start)."""
     if len(start) < 2:
@@ -168,10 +176,8 @@ def _invariants(
             "no kernel has measured or shape-derived FLOPs or bytes (record "
             "shapes, e.g. torch.profiler(record_shapes=True), or hardware counters)"
         )
-    at = np.flatnonzero(checkable)  # the others have no prediction: nothing to group
+    at = _where(checkable)  # the others have no prediction: nothing to group
     del checkable
-    if len(rows) < 2**31:  # 4 bytes a row, not 8 (the invariants' peak: 10 M events, 0.8 M)
-        at = at.astype(np.int32)
     dur = rows.end_ns[at]
     dur -= rows.start_ns[at]  # in int64: epoch ns are not exact in float64, durations are
     observed = dur.astype(np.float64)
@@ -301,11 +307,9 @@ def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[Co
     out = []
     for dev in np.unique(rows.device[labels == Label.COMM]).tolist():
         on = rows.device == dev
-        c = np.flatnonzero(on & (labels == Label.COMM))
-        k = np.flatnonzero(on & (rows.kind == Kind.KERNEL) & (labels != Label.COMM))
+        c = _where(on & (labels == Label.COMM))
+        k = _where(on & (rows.kind == Kind.KERNEL) & (labels != Label.COMM))
         del on
-        if len(rows) < 2**31:  # 4 bytes a row, not 8 (k: nearly every kernel of the device)
-            c, k = c.astype(np.int32), k.astype(np.int32)
         ks, ke = interval_union(rows.start_ns, rows.end_ns, k)
         del k
         over = int((_covered(ks, ke, rows.end_ns[c]) - _covered(ks, ke, rows.start_ns[c])).sum())
@@ -400,9 +404,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     del launch_dur, linked  # (the streams below read only the launches' starts)
     streams: list[StreamStats] = []
     for dev, st in _device_streams(rows):
-        sel = np.flatnonzero((rows.device == dev) & (rows.stream == st))
-        if len(rows) < 2**31:  # (4 bytes a row: a stream may hold nearly every row)
-            sel = sel.astype(np.int32)
+        sel = _where((rows.device == dev) & (rows.stream == st))
         s_start = rows.start_ns[sel]
         order = np.argsort(s_start, kind="stable")
         sel, s_start = sel[order], s_start[order]

@@ -101,10 +101,10 @@ class Decoded:
     def kappa_partition(self, index: np.ndarray | None = None) -> dict[str, float]:
         """Return the shares of rows (of ``index``, a mask or indices, when given) in M_id,
         M_deg and undetermined; reading only κ and the gate (``take`` copies every field)."""
-        if index is None:
-            return kappa.partition_shares(kappa.partition_counts(self.kappa, self.degenerate))
-        counts = kappa.partition_counts(self.kappa[index], self.degenerate[index])
-        return kappa.partition_shares(counts)
+        k, deg = self.kappa, self.degenerate
+        if index is not None:
+            k, deg = k[index], deg[index]
+        return kappa.partition_shares(kappa.partition_counts(k, deg))
 
 
 def row_labels(kind: np.ndarray, klass: np.ndarray, regimes: np.ndarray) -> np.ndarray:
