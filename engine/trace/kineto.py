@@ -223,7 +223,10 @@ def _add(
             {
                 "tid": _narrow(ints[host, js.F_TID]),
                 "correlation": _narrow(corr[host]),
-                "stream": np.where(st == miss, -1, st).clip(*_I32).astype(np.int32),
+                # (most runtime calls name no stream: a -1 of every row holds no memory)
+                "stream": np.where(st == miss, -1, st).clip(*_I32).astype(np.int32)
+                if (st != miss).any()
+                else np.broadcast_to(np.int32(-1), st.shape),
                 "api_start_ns": ts[host],
                 "api_dur_ns": _narrow(dur[host]),
                 "api": _api_of(cols, api_names),
@@ -652,19 +655,19 @@ def _link_events(host: HostEvents, w: dict[str, np.ndarray]) -> None:
     r = rows_of(w["record_correlation"])
     ok = (r >= 0) & (w["wait_stream"] >= 0)
     ok[ok] &= host.api[r[ok]] == ApiKind.EVENT_RECORD
-    host.stream[r[ok]] = w["wait_stream"][ok]
+    host.streams_to_fill()[r[ok]] = w["wait_stream"][ok]
     host.events_to_fill()[r[ok]] = w["event"][ok]
     r = rows_of(w["correlation"])
     found = r >= 0
     api = np.full(len(r), 255, np.int64)
     api[found] = host.api[r[found]]
     wait = found & (api == ApiKind.STREAM_WAIT) & (w["stream"] >= 0)
-    host.stream[r[wait]] = w["stream"][wait]
+    host.streams_to_fill()[r[wait]] = w["stream"][wait]
     host.events_to_fill()[r[wait]] = w["event"][wait]
     # cudaEventSynchronize: the host waits for the recording stream (not every stream)
     esync = found & (api == ApiKind.SYNC) & (w["wait_stream"] >= 0)
     esync[esync] &= host.stream[r[esync]] < 0
-    host.stream[r[esync]] = w["wait_stream"][esync]
+    host.streams_to_fill()[r[esync]] = w["wait_stream"][esync]
 
 
 def _build(
@@ -706,14 +709,18 @@ def _build(
         seg = Segments.empty()
     h = cols.host
     api_start = _cat(h, "api_start_ns", np.int64)
+    if all(not p["stream"].flags.writeable for p in h):  # no call names its stream (_add)
+        stream = np.broadcast_to(np.int32(-1), (sum(len(p.pop("stream")) for p in h),))
+    else:
+        stream = _cat(h, "stream", np.int32)
     host = HostEvents(
         correlation=_cat(h, "correlation", np.int64),
-        stream=_cat(h, "stream", np.int32),
+        stream=stream,
         api_start_ns=api_start,
         api_end_ns=_ends(api_start, _cat(h, "api_dur_ns", np.int64)),
         api=_cat(h, "api", np.uint8),
     )
-    del api_start  # (the column's one holder is the table: merging idle calls replaces it)
+    del api_start, stream  # (the columns' one holder is the table: the merge replaces them)
     give_back()  # the blocks' arrays, joined into the columns
     timed = np.isin(seg.kind, np.array(_TIMED_KINDS, np.uint8))
     if cols.malformed_gpu and not timed.any():  # not "CPU-only": the GPU rows were dropped

@@ -409,9 +409,9 @@ def _link_syncs(con: sqlite3.Connection, host: HostEvents) -> None:
     api = np.full(n, 255, np.int64)
     api[r >= 0] = host.api[r[r >= 0]]
     one = ok & (kind == 3) & (api == ApiKind.SYNC)
-    host.stream[r[one]] = stream[one]
+    host.streams_to_fill()[r[one]] = stream[one]
     wait = ok & (kind == 2) & (api == ApiKind.STREAM_WAIT)
-    host.stream[r[wait]] = stream[wait]
+    host.streams_to_fill()[r[wait]] = stream[wait]
     known = wait & (event != _NO_ID)
     host.events_to_fill()[r[known]] = event[known]
 

@@ -50,12 +50,21 @@ def api_kind_from_name(name: str) -> int:
     return ApiKind.OTHER
 
 
+def _unfilled(col: np.ndarray) -> bool:
+    """A column that is one read-only -1 repeated (a broadcast: no memory of its own)."""
+    return bool(not col.flags.writeable and col.strides == (0,) and (not len(col) or col[0] == -1))
+
+
 @dataclass(eq=False)
 class HostEvents:
     """Host rows: launch API calls linked to device rows by ``correlation``, plus (where the
     source knows them) syncs, event record/wait, allocator calls and annotated host work."""
 
     correlation: npt.NDArray[np.int64]
+    #: the stream a row acts on, -1 where none or unknown. May be a read-only -1 of every row
+    #: that holds no memory (Kineto's runtime calls mostly name no stream: 4 bytes a host row,
+    #: 9 MiB of a 10 M-event trace before its idle calls are merged); a writer calls
+    #: ``streams_to_fill`` first
     stream: npt.NDArray[np.int32]
     api_start_ns: npt.NDArray[np.int64]
     api_end_ns: npt.NDArray[np.int64]
@@ -78,6 +87,12 @@ class HostEvents:
         if not self.event.flags.writeable:
             self.event = np.array(self.event)
         return self.event
+
+    def streams_to_fill(self) -> npt.NDArray[np.int32]:
+        """The stream column, writable (materialised here when it was a read-only -1)."""
+        if not self.stream.flags.writeable:
+            self.stream = np.array(self.stream)
+        return self.stream
 
     @classmethod
     def empty(cls) -> HostEvents:
@@ -103,12 +118,15 @@ class HostEvents:
     def keep_only(self, keep: npt.NDArray[np.bool_]) -> None:
         """Keep only the rows of a boolean mask, in place, one column at a time (the table is
         never held twice; a column another object also holds stays with it)."""
-        for f in ("correlation", "stream", "api_start_ns", "api_end_ns", "api"):
+        for f in ("correlation", "api_start_ns", "api_end_ns", "api"):
             setattr(self, f, getattr(self, f)[keep])
-        if self.event.flags.writeable:
-            self.event = self.event[keep]
-        else:  # the read-only default: still no memory
-            self.event = np.broadcast_to(np.int64(-1), (len(self.correlation),))
+        n = len(self.correlation)
+        for f, dt in (("stream", np.int32), ("event", np.int64)):
+            col = getattr(self, f)
+            if _unfilled(col):  # a read-only -1 of every row: still no memory
+                setattr(self, f, np.broadcast_to(dt(-1), (n,)))
+            else:
+                setattr(self, f, col[keep])
 
     def rows_of(self, correlation: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Return the host row carrying each correlation id (the first, if several), -1 where

@@ -211,3 +211,40 @@ def test_counting_as_hta_reads_every_call():
             str(REAL), None, 5, mode, on_trace=lambda t, m=mode: seen.__setitem__(m, len(t.host))
         )
     assert seen["hta"] == 24_692 and seen["exact"] < 14_000
+
+
+def test_the_host_stream_column_holds_memory_only_where_a_call_names_a_stream():
+    """Kineto's runtime calls mostly name no stream: the column is then one read-only -1 (no
+    memory; merging idle calls keeps it so); a trace whose calls name streams, or whose waits
+    are linked to their streams, gets a real column with those streams."""
+    plain = read_kineto(REAL, merge_idle=steady.exact_at).host
+    assert plain.stream.strides == (0,) and not plain.stream.flags.writeable
+    assert len(plain.stream) == len(plain) and (plain.stream == -1).all()
+    with pytest.raises(ValueError):
+        plain.stream[0] = 3  # a writer asks for it first
+    plain.streams_to_fill()[0] = 3
+    assert plain.stream.flags.writeable and plain.stream[0] == 3 and (plain.stream[1:] == -1).all()
+    linked = read_kineto(TRACES / "kineto" / "a100_event_sync_multistream.json.gz").host
+    assert linked.stream.flags.writeable
+    assert sorted(set(linked.stream.tolist())) == [-1, 20, 24, 28]  # the waits' streams
+    named = read_kineto(TRACES / "kineto" / "mi250_rocm62_minitoy.json.gz").host
+    assert named.stream.flags.writeable and (named.stream == 0).sum() == 16
+
+
+def test_keep_only_keeps_an_unnamed_stream_column_free():
+    host = HostEvents(
+        correlation=np.arange(4, dtype=np.int64),
+        stream=np.broadcast_to(np.int32(-1), (4,)),
+        api_start_ns=np.arange(4, dtype=np.int64),
+        api_end_ns=np.arange(4, dtype=np.int64) + 1,
+    )
+    host.keep_only(np.array([True, False, True, True]))
+    assert host.stream.strides == (0,) and host.stream.tolist() == [-1] * 3
+    host.streams_to_fill()[2] = 5
+    host.keep_only(np.array([False, True, True]))
+    assert host.stream.tolist() == [-1, 5] and host.stream.flags.writeable
+    # a read-only column that is not the unfilled -1 is indexed, not replaced
+    host.stream = np.array([7, 8], np.int32)
+    host.stream.flags.writeable = False
+    host.keep_only(np.array([False, True]))
+    assert host.stream.tolist() == [8]
