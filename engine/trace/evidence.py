@@ -39,10 +39,12 @@ _COUNTERS = int(Provenance.FLOPS | Provenance.ISSUE_ACTIVE | Provenance.STALL_FR
 
 def tiers(seg: Segments) -> npt.NDArray[np.uint8]:
     """Return the Tier of every row (uint8)."""
-    prov = seg.provenance.astype(np.int64)
+    prov = seg.provenance  # (uint8 flags, read as they are: no int64 copy of the column)
     kern = seg.kind == Kind.KERNEL
-    measured = ((prov & _COUNTERS) != 0) | (kern & ((prov & Provenance.DRAM_BYTES) != 0))
-    derived = (prov & Provenance.DERIVED) != 0
+    measured = ((prov & np.uint8(_COUNTERS)) != 0) | (
+        kern & ((prov & np.uint8(Provenance.DRAM_BYTES)) != 0)
+    )
+    derived = (prov & np.uint8(Provenance.DERIVED)) != 0
     known = seg.klass != Klass.OTHER
     out = np.full(len(seg), Tier.NONE, np.uint8)
     out[known] = Tier.PRIOR

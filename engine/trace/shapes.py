@@ -244,6 +244,24 @@ def may_derive(name: str) -> bool:
     return bool(_FAMILIES.match(name) or _NORM.match(name) or _ELEMENTWISE.match(name))
 
 
+class OpsInOrder(NamedTuple):
+    """The ops of known work, by thread, then (start, -end): what innermost_in sweeps."""
+
+    starts: np.ndarray  # int64
+    ends: np.ndarray  # int64
+    idx: np.ndarray  # int64: each one's index in the ops given to ops_in_order
+    tids: np.ndarray
+
+
+class QueriesInOrder(NamedTuple):
+    """The queries on threads that have a known op, by thread, then time (queries_in_order)."""
+
+    idx: np.ndarray  # int64: each one's index in the queries given
+    ts: np.ndarray  # int64
+    tids: np.ndarray
+    n: int  # how many queries were given
+
+
 def innermost_known(
     op_tid: Any,
     op_start: Any,
@@ -261,48 +279,66 @@ def innermost_known(
     stack of open ops finds them in O(n log n). Linking by time on the launching thread works
     for every Kineto version; older ones write the launch's own correlation as "External id".
 
-    Memory: the ops and queries are ordered by numpy (thread, then time) and read through
-    memoryviews of those arrays (Python ints made on reading, as fast as typed arrays, with no
-    copy) — Python lists of every op's times took ~150 MB on a 10 M-event trace, the import's
-    peak; typed copies of the sorted arrays held ~40 MB more. ``compiled``: the sweep runs as
-    the kernel ``_sweep`` (the compiled reader's path; 70 ms of a 2 M-event import in Python),
-    else in Python (the twin reader's first run, which compiles nothing)."""
-    nq = len(q_ts)
-    found = np.full(nq, -1, np.int64)
-    # only ops of known work can be the answer, and a subset of nested intervals still nests:
-    # the innermost *known* op around a launch is the innermost op of the known ones (a trace
-    # of 2 M events has ~730k ops, a few of them known — the sweep visits only those)
+    In three steps, each the caller may run alone so that it drops each step's inputs before
+    the next (engine.trace.derive: the import's peak): ops_in_order, queries_in_order,
+    innermost_in. ``compiled``: the sweep runs as the kernel ``_sweep`` (the compiled reader's
+    path; 70 ms of a 2 M-event import in Python), else in Python (the twin reader's first run,
+    which compiles nothing)."""
+    ops = ops_in_order(op_tid, op_start, op_end, op_work_idx)
+    return innermost_in(ops, queries_in_order(q_tid, q_ts, ops), compiled)
+
+
+def ops_in_order(op_tid: Any, op_start: Any, op_end: Any, op_work_idx: Any) -> OpsInOrder:
+    """The ops of known work (op_work_idx >= 0) sorted for the sweep: only they can be the
+    answer, and a subset of nested intervals still nests — the innermost *known* op around a
+    launch is the innermost op of the known ones (a trace of 2 M events has ~730k ops, a few of
+    them known). Sorted copies of those columns, no Python lists (lists of every op's times
+    took ~150 MB on a 10 M-event trace)."""
     known = np.flatnonzero(np.asarray(op_work_idx) >= 0)
-    if not known.size or not nq:
-        return found
-    # every op known: the columns as they are (a slice is a view), no copies
-    pick = slice(None) if known.size == len(op_work_idx) else known
+    pick = slice(None) if known.size == len(op_work_idx) else known  # a slice: no copies
     o_tid = np.asarray(op_tid)[pick]
     o_start = np.asarray(op_start, np.int64)[pick]
     o_end = np.asarray(op_end, np.int64)[pick]
     # by thread, then (start, -end); ties keep index order (a stable sort, as list.sort was)
     order = np.lexsort((-o_end, o_start, o_tid))
-    ops_idx = np.ascontiguousarray(known[order], np.int64)
+    idx = np.ascontiguousarray(known[order], np.int64)
+    del known
     starts, ends = o_start[order], o_end[order]
-    ops_tid = o_tid[order]
-    del known, o_start, o_end, order  # each array is dropped once read (the import's peak)
+    del o_start, o_end
+    return OpsInOrder(starts, ends, idx, o_tid[order])
+
+
+def queries_in_order(q_tid: Any, q_ts: Any, ops: OpsInOrder) -> QueriesInOrder:
+    """The queries sorted for the sweep: only those on threads with a known op can find one
+    (the others stay -1)."""
     q_tid_a = np.asarray(q_tid)
     q_ts_a = np.asarray(q_ts, np.int64)
-    # only the queries on threads with a known op can find one (the others stay -1)
-    on = np.isin(q_tid_a, o_tid)
-    del o_tid
-    q_order = np.flatnonzero(on) if not on.all() else np.arange(nq)
-    del on
-    q_order = q_order[np.lexsort((q_ts_a[q_order], q_tid_a[q_order]))]
-    qs_idx, qts = np.ascontiguousarray(q_order, np.int64), q_ts_a[q_order]
-    q_tid_sorted = q_tid_a[q_order]
-    del q_order, q_ts_a, q_tid_a
+    nq = len(q_ts_a)
+    on = np.isin(q_tid_a, ops.tids)
+    if on.all():  # (no subset: the columns sorted as they are, no gathered copies to sort)
+        del on
+        q_order = np.lexsort((q_ts_a, q_tid_a))
+    else:
+        q_order = np.flatnonzero(on)
+        del on
+        q_order = q_order[np.lexsort((q_ts_a[q_order], q_tid_a[q_order]))]
+    return QueriesInOrder(
+        np.ascontiguousarray(q_order, np.int64), q_ts_a[q_order], q_tid_a[q_order], nq
+    )
+
+
+def innermost_in(ops: OpsInOrder, queries: QueriesInOrder, compiled: bool = False) -> np.ndarray:
+    """innermost_known's answer from its sorted ops and queries (see there)."""
+    found = np.full(queries.n, -1, np.int64)
+    if not len(ops.idx) or not len(queries.idx):
+        return found
+    starts, ends, ops_idx, ops_tid = ops
+    qs_idx, qts, q_tid_sorted, _ = queries
     # each thread's slice of the sorted ops and queries
     tids = np.intersect1d(ops_tid, q_tid_sorted)
     o_lo, o_hi = np.searchsorted(ops_tid, tids, "left"), np.searchsorted(ops_tid, tids, "right")
     q_lo = np.searchsorted(q_tid_sorted, tids, "left")
     q_hi = np.searchsorted(q_tid_sorted, tids, "right")
-    del ops_tid, q_tid_sorted
     if compiled:
         o_lo, o_hi, q_lo, q_hi = (np.asarray(x, np.int64) for x in (o_lo, o_hi, q_lo, q_hi))
         _sweep(starts, ends, ops_idx, qts, qs_idx, o_lo, o_hi, q_lo, q_hi, found)

@@ -138,11 +138,13 @@ class HostEvents:
         if not (corr[1:] >= corr[:-1]).all():  # (the rows are often in correlation order)
             # through the stable order, not a sorted copy of the ids: 8 bytes a host row less
             order = np.argsort(corr, kind="stable")
-            pos = np.minimum(np.searchsorted(corr, correlation, sorter=order), last)
-            pos = order[pos]
+            pos = np.searchsorted(corr, correlation, sorter=order)
+            np.minimum(pos, last, out=pos)  # (in place: each is 8 bytes a looked-up row)
+            np.take(order, pos, out=pos)
             del order
         else:  # the first of equal ids is the first row, as the stable order's is
-            pos = np.minimum(np.searchsorted(corr, correlation), last)
+            pos = np.searchsorted(corr, correlation)
+            np.minimum(pos, last, out=pos)
         hit = (corr[pos] == correlation) & (correlation >= 0)
         pos[~hit] = -1
         return pos.astype(np.int64, copy=False)

@@ -460,7 +460,9 @@ def test_innermost_known_matches_brute_force_on_random_call_stacks():
         tid_a, start_a, end_a = np.array(tid), np.array(start), np.array(end)
         known = 0.4 if case % 4 else 1.0  # every fourth: every op known (the columns uncopied)
         work = np.where(rng.random(len(tid)) < known, 0, -1)
-        q_tid = rng.integers(1, 4, 50)  # thread 3 has no op
+        # odd cases: thread 3 has no op (its queries are left out of the sort); even: every
+        # query is on a thread with ops (sorted as given)
+        q_tid = rng.integers(1, 4 if case % 2 else 3, 50)
         q_ts = rng.integers(0, 201, 50)
         got = innermost_known(tid_a, start_a, end_a, work, q_tid, q_ts)
         # the kernel (the compiled reader's sweep) answers as the Python loop does
