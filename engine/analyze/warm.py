@@ -24,6 +24,7 @@ def kernels(kind: str) -> tuple[Any, ...]:
             json_scan.same_shapes,
             shapes._sweep,
             idle_calls._runs,
+            idle_calls._stable_order,
         )
     from engine.eesm import embed, kappa, posterior, viterbi
     from engine.schedule import dag

@@ -122,8 +122,16 @@ def _assert_same(a: dict, b: dict) -> None:
             assert a[k] == b[k], k
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "numpy"])
-def test_the_replay_graph_is_the_same_whole_and_in_every_exact_window(compiled):
+@pytest.mark.parametrize(
+    ("compiled", "nearly"),
+    [(True, idle_calls.NEARLY), (True, 10**9), (False, idle_calls.NEARLY)],
+    ids=["kernel", "kernel-run-merge", "numpy"],
+)
+def test_the_replay_graph_is_the_same_whole_and_in_every_exact_window(
+    monkeypatch, compiled, nearly
+):
+    """(kernel-run-merge: the start order by stable_order, as for rows nearly in order)"""
+    monkeypatch.setattr(idle_calls, "NEARLY", nearly)
     rng = np.random.default_rng(1234)
     merged_some = 0
     for _case in range(150):
@@ -248,3 +256,28 @@ def test_keep_only_keeps_an_unnamed_stream_column_free():
     host.stream.flags.writeable = False
     host.keep_only(np.array([False, True]))
     assert host.stream.tolist() == [8]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 64, 1000, 5000])
+def test_stable_order_is_numpys_stable_argsort(n):
+    """On keys with ties, in order, reversed, in no order and nearly in order (a few rows
+    swapped; and blocks that overlap in time, as a file's threads write them)."""
+    rng = np.random.default_rng(n)
+    cases = [
+        rng.integers(0, 5, n),
+        np.sort(rng.integers(0, 50, n)),
+        np.sort(rng.integers(0, 50, n))[::-1],
+        rng.integers(0, 10**12, n),
+    ]
+    near = np.sort(rng.integers(0, 10**6, n))
+    if n > 2:
+        i, j = rng.integers(0, n, 2)
+        near[i], near[j] = near[j], near[i]
+    cases.append(near)
+    cases.append(np.concatenate([np.sort(rng.integers(k * 100, k * 100 + 300, n // 4 + 1))
+                                 for k in range(4)])[:n])  # fmt: skip
+    for key in cases:
+        key = np.ascontiguousarray(key, np.int64)
+        got = idle_calls.stable_order(key)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, np.argsort(key, kind="stable"))
