@@ -33,6 +33,7 @@ from engine.regimes import Label, Regime
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
 from engine.trace.import_memory import gc_paused, give_back
+from engine.trace.order import stable_order
 from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
 from engine.trace.trace import Trace
 
@@ -100,6 +101,12 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
     return found, model, notes
 
 
+#: rows of the kernel table between two hand-backs of the heap's free pages: each name's
+#: gathered arrays, freed, stayed resident between the names' rows (+29 MiB over the 10 M-event
+#: trace's 0.87 M kernels); a hand-back costs ~0.3 ms, so small tables have none
+_TRIM_ROWS = 1 << 17
+
+
 def _where(mask: np.ndarray) -> np.ndarray:
     """``np.flatnonzero(mask)`` in int32 while the rows allow: index arrays of nearly every row
     (a stream's, a device's kernels, the checkable rows) sat at the 10 M-event analysis's peaks,
@@ -118,11 +125,11 @@ def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray) -> Idle:
     host = (lt != np.iinfo(np.int64).min) & (lt > prev_end)
     kern = ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
     other = ~host & ~kern
-    return Idle(
+    return Idle(  # (integer sums over masks: no selected copies)
         total_ns=int(gap.sum()),
-        host_wait_ns=int(gap[host].sum()),
-        kernel_wait_ns=int(gap[kern].sum()),
-        other_ns=int(gap[other].sum()),
+        host_wait_ns=int(gap.sum(where=host)),
+        kernel_wait_ns=int(gap.sum(where=kern)),
+        other_ns=int(gap.sum(where=other)),
     )
 
 
@@ -159,7 +166,7 @@ def _invariants(
     """The optimize loop's three invariants on an imported trace: kernel time by the same rule
     (engine/optimizer/monitor.py ``kernel_time``); byte traffic and concurrency need a plan the
     trace does not carry, and say so."""
-    checkable = np.isfinite(expected) & (rows.duration_ns > 0)
+    checkable = np.isfinite(expected) & (rows.end_ns > rows.start_ns)  # (no duration column)
     tol = float(planner_priors()["tolerance"])
     if checkable.any():
         basis = (
@@ -178,10 +185,13 @@ def _invariants(
         )
     at = _where(checkable)  # the others have no prediction: nothing to group
     del checkable
-    dur = rows.end_ns[at]
-    dur -= rows.start_ns[at]  # in int64: epoch ns are not exact in float64, durations are
-    observed = dur.astype(np.float64)
-    del dur
+    observed = np.empty(len(at), np.float64)
+    step = 1 << 16  # a block at a time: no whole int64 column beside it
+    for a in range(0, len(at), step):
+        i = at[a : a + step]
+        dur = rows.end_ns[i]
+        dur -= rows.start_ns[i]  # in int64: epoch ns are not exact in float64, durations are
+        observed[a : a + step] = dur
     kt = kernel_time(
         rows.name[at],  # int32 name ids (bincount's codes)
         names,
@@ -245,7 +255,9 @@ def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.nd
     kern = (rows.kind == Kind.KERNEL) & (what != Label.COMM)
     src = rows if hw is not None else _without_hardware_evidence(rows)
     tier = tiers(src)
-    sub = decode_evidence(src, tier[kern], model, expected_efficiency(), rows=np.flatnonzero(kern))
+    # (the mask, not its index: the decode drops the index it makes once it has gathered the
+    # rows — one held here through the call was 8 bytes a row under the decode's peak)
+    sub = decode_evidence(src, tier[kern], model, expected_efficiency(), rows=kern)
 
     def widen(fill: float, dtype: type, part: np.ndarray | float) -> np.ndarray:
         out: np.ndarray = np.full(n, fill, dtype)
@@ -398,15 +410,20 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     launch = LaunchStats(
         kernels_linked=int(linked.sum()),
         shorter_than_launch=int((linked & (dur < launch_dur)).sum()),
-        median_launch_ns=float(np.median(launch_dur[linked])) if linked.any() else None,
-        median_kernel_ns=float(np.median(dur[kern_mask])) if kern_mask.any() else None,
+        # (each median's input is a fresh selection: partitioned in place, not copied again)
+        median_launch_ns=float(np.median(launch_dur[linked], overwrite_input=True))
+        if linked.any()
+        else None,
+        median_kernel_ns=float(np.median(dur[kern_mask], overwrite_input=True))
+        if kern_mask.any()
+        else None,
     )
     del launch_dur, linked  # (the streams below read only the launches' starts)
     streams: list[StreamStats] = []
     for dev, st in _device_streams(rows):
         sel = _where((rows.device == dev) & (rows.stream == st))
         s_start = rows.start_ns[sel]
-        order = np.argsort(s_start, kind="stable")
+        order = stable_order(s_start)  # (a stream's rows come nearly in order: int32)
         sel, s_start = sel[order], s_start[order]
         del order
         s_end = rows.end_ns[sel]
@@ -418,10 +435,10 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
                 device=dev,
                 stream=st,
                 kernels=int(k_mask.sum()),
-                kernel_time_ns=int(s_dur[k_mask].sum()),
+                kernel_time_ns=int(s_dur.sum(where=k_mask)),  # (sums: no selected copies)
                 span_ns=int(s_end.max() - s_start.min()),
                 idle=_idle(s_start, s_end, launch_start[sel]),
-                regime_time_ns={r.name: int(s_dur[s_labels == r].sum()) for r in Label},
+                regime_time_ns={r.name: int(s_dur.sum(where=s_labels == r)) for r in Label},
                 kappa_partition=dec.kappa_partition(sel[decoded[sel]]),
             )
         )
@@ -435,7 +452,12 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     expected[~decoded] = np.nan
     bounds = ideal
     table = []
+    since_trim = 0
     for nm, idx in _rows_by_name(rows.name):
+        since_trim += len(idx)
+        if since_trim > _TRIM_ROWS:  # each name's small arrays, freed, spread over the heap
+            give_back()
+            since_trim = 0
         tot = int(dur[idx].sum())
         counts = np.bincount(labels[idx], weights=np.maximum(dur[idx], 1), minlength=len(Label))
         maj = int(counts.argmax())

@@ -41,6 +41,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.trace.import_memory import give_back
+from engine.trace.order import stable_order
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import Trace
 
@@ -120,7 +121,7 @@ def interval_union(
     ends), int64 — numpy, whatever the count. Each must end at or after its start (Segments
     guarantee it): a merged interval's end is the running end at its last row, kept in place
     of the sorted ends (no further whole-length arrays: the analysis's peak)."""
-    o = np.argsort(start if rows is None else start[rows], kind="stable")
+    o = stable_order(start if rows is None else start[rows])  # (int32, for times nearly in order)
     if rows is not None:
         o = rows[o]
     if not len(o):
@@ -128,9 +129,16 @@ def interval_union(
     s, e = start[o].astype(np.int64, copy=False), end[o].astype(np.int64, copy=False)
     del o
     np.maximum.accumulate(e, out=e)
-    first = np.flatnonzero(np.concatenate([[True], s[1:] > e[:-1]]))
-    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
-    return s[first], e[last]
+    # by masks, not index arrays (kernels rarely overlap: nearly every row starts an interval,
+    # and the index arrays of the first and last rows were 8 bytes a row each)
+    cut = np.empty(len(s), np.bool_)  # the row starts a merged interval
+    cut[0] = True
+    np.greater(s[1:], e[:-1], out=cut[1:])
+    starts = s[cut]
+    del s
+    cut[:-1] = cut[1:]  # now: the row ends one (the next starts one, or it is the last)
+    cut[-1] = True
+    return starts, e[cut]
 
 
 def _length(u: tuple[np.ndarray, np.ndarray]) -> int:

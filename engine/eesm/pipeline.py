@@ -273,25 +273,33 @@ def decode_evidence(
     lets rows with FLOPs and bytes but no stall counter estimate their stall (_roofline_stall);
     None keeps the class prior for them.
 
-    ``rows``: decode only these rows of ``seg`` (an index; ``tier`` is theirs), gathering only
-    the columns the decode reads (DECODE_READS). Memory: each array is dropped once read — the
-    pressures once the emissions and κ have them, the rows' columns once ordered — so the
+    ``rows``: decode only these rows of ``seg`` (an index or a mask; ``tier`` is theirs),
+    gathering only the columns the decode reads (DECODE_READS). Memory: each array is dropped
+    once read — the rows' columns once ordered, the index once the rows are gathered — and the
+    emissions overwrite the pressures once κ has read them (one array for both), so the
     forward–backward pass (its α is 32 bytes a row) does not stack on them (149 → ~85 MiB above
-    the trace for a 10 M-event trace's 0.8 M kernels)."""
+    the trace for a 10 M-event trace's 0.8 M kernels, before the shared array)."""
     m = m or EesmModel.build()
     kp = m.params.kappa
     idx = np.arange(len(seg)) if rows is None else np.asarray(rows)
     if idx.dtype == np.bool_:
         idx = np.flatnonzero(idx)
     perm, offsets, _ = stream_order.stream_order(seg.stream[idx], seg.start_ns[idx])
-    P, est = _embedded(seg, idx, m, expected)
+    states = m.W.shape[0]
+    # the pressures in the first three columns of the array that then holds the emissions
+    P, est = _embedded(seg, idx, m, expected, max(3, states))
     del idx
-    E = emission.emissions_affine(P, m.W, m.c)
+    # κ reads columns 0-2 only (a wider C-ordered array is the same kernel type)
+    k = kappa.kappa_groups(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
+    if P.shape[1] == states:
+        emission.emissions_in_place(P, m.W, m.c)
+        E = P
+    else:  # (fewer than three states: the scores' array is narrower than the pressures')
+        E = emission.emissions_affine(P, m.W, m.c)
+    del P
     weight, tier = m.params.evidence_weights(), np.asarray(tier)
     for lo in range(0, len(E), _EMBED_BLOCK):  # (a whole-length weight column: 8 bytes a row)
         E[lo : lo + _EMBED_BLOCK] *= weight[tier[lo : lo + _EMBED_BLOCK]][:, None]
-    k = kappa.kappa_groups(P, perm, offsets, kp.window, kp.stride, kp.min_count, kp.ridge)
-    del P
     labels = viterbi.viterbi_groups(E, perm, offsets, m.logA, m.logpi)
     conf, _ = posterior.posterior_groups(E, perm, offsets, m.logA, m.logpi, labels)
     del perm
@@ -300,20 +308,22 @@ def decode_evidence(
 
 
 #: rows embedded at a time (decode_evidence): the embedding is row by row, so only one block's
-#: gathered columns are held at once
-_EMBED_BLOCK = 1 << 18
+#: gathered columns are held at once (~150 bytes a row with their rescaled copy and the
+#: pressures: 2**18 rows were the 10 M-event trace's decode peak, 2**16 cost no time)
+_EMBED_BLOCK = 1 << 16
 
 
 def _embedded(
-    seg: Segments, idx: np.ndarray, m: EesmModel, expected: np.ndarray | None
+    seg: Segments, idx: np.ndarray, m: EesmModel, expected: np.ndarray | None, width: int = 3
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(bounded pressures P (n, 3), estimated flags) of the rows ``idx`` of ``seg``, a block
+    """(bounded pressures P (n, ``width`` >= 3; the pressures in columns 0-2, the others left
+    to the caller), estimated flags) of the rows ``idx`` of ``seg``, a block
     of rows at a time: gathering the ten columns the decode reads for every row at once
     (DECODE_READS, 50 bytes a row) was the peak of a 10 M-event trace's analysis (402 MiB, the
     columns, their dtype-rescaled copy and P alive together). Every step is row by row
     (observe, _roofline_stall, bound), so the blocks give the same values."""
     n = len(idx)
-    P = np.empty((n, 3), np.float64)
+    P = np.empty((n, width), np.float64)
     est = np.empty(n, np.uint8)
     for lo in range(0, n, _EMBED_BLOCK):
         hi = min(n, lo + _EMBED_BLOCK)
@@ -321,7 +331,7 @@ def _embedded(
         p, est[lo:hi] = embed.observe(*_observe_args(part, m))
         if expected is not None:
             _roofline_stall(p, part, m, expected)
-        P[lo:hi] = embed.bound(p, m.params.pressure_floor)
+        P[lo:hi, :3] = embed.bound(p, m.params.pressure_floor)
     return P, est
 
 
@@ -339,9 +349,10 @@ def _prior_confidence(
     scale = m.params.prior_confidence_scale
     rows = np.flatnonzero(tier == Tier.PRIOR)
     if rows.size:
-        z = E[rows] * scale
-        z -= z.max(axis=1, keepdims=True)
-        p = np.exp(z)
+        p = E[rows]  # (one copy, worked in place: each step a copy was 32 bytes a row)
+        p *= scale
+        p -= p.max(axis=1, keepdims=True)
+        np.exp(p, out=p)
         conf[rows] = p[np.arange(rows.size), labels[rows]] / p.sum(axis=1)
     conf[tier == Tier.NONE] = np.nan
 

@@ -176,9 +176,13 @@ def _group(
     sel = np.flatnonzero(mask)
     if not len(sel):
         return []
+    if len(mask) < 2**31:  # (int32: held with the codes' order below, at the analysis' peak)
+        sel = sel.astype(np.int32)
     # by the codes themselves (they index ``names``): np.unique's sorted copy and inverse took
     # 8 bytes a row each (26 MiB on a 10 M-event trace's kernels)
     c = codes[sel]
+    if len(names) <= 1 << 16:  # (16-bit codes: numpy's stable sort is a radix sort, no buffer)
+        c = c.astype(np.uint16)
     per = np.bincount(c, minlength=len(names))
     uniq = np.flatnonzero(per)
     count = per[uniq]
@@ -207,6 +211,9 @@ def _group(
     return sorted(out, key=lambda v: (-abs(v.residual) * v.count, v.name))
 
 
+_BLOCK = 1 << 16  # rows compared at a time (kernel_time)
+
+
 def kernel_time(
     codes: np.ndarray,
     names: list[str],
@@ -223,9 +230,13 @@ def kernel_time(
     `gitm-tui analyze` (``engine.planner.graph.roofline_times``)."""
     tol = float(planner_priors()["tolerance"])
     has = np.isfinite(expected)
+    slow, fast = np.empty_like(has), np.empty_like(has)
     with np.errstate(invalid="ignore"):
-        slow = has & (observed > expected * tol)
-        fast = has & np.isfinite(ideal) & (observed < ideal * 0.9)
+        for a in range(0, len(has), _BLOCK):  # (no whole-length float temporaries)
+            b = a + _BLOCK
+            o, i = observed[a:b], ideal[a:b]
+            slow[a:b] = has[a:b] & (o > expected[a:b] * tol)
+            fast[a:b] = has[a:b] & np.isfinite(i) & (o < i * 0.9)
     v = _group(
         codes,
         names,

@@ -32,12 +32,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.jit import jit
+from engine.trace.order import stable_order
 from engine.trace.trace import ApiKind, HostEvents
 
 _BLOCK = 1 << 18  # host rows per search of the device correlations
-#: rows count as nearly in start order (sorted by stable_order) with fewer than one descent in
-#: this many
-NEARLY = 64
 
 
 def idle_rows(host: HostEvents, dev_correlation: np.ndarray) -> np.ndarray:
@@ -89,121 +87,13 @@ def merge_idle_calls(
         order = np.argsort(start, kind="stable")
         _runs_numpy(order, start, host.api_end_ns, idle, bounds, keep)
     else:
-        # nearly in start order, as traces write host rows (a few hundred ascending runs in
-        # 444k rows): the order in int32 by the run-merging kernel; else numpy's (~2x faster
-        # on rows in no order, as it sorts short runs first)
-        if n >= 2**31:
-            order = np.argsort(start, kind="stable")
-        elif NEARLY * np.count_nonzero(start[1:] < start[:-1]) < n:
-            order = stable_order(start)
-        else:  # (int32 too: the kernel below compiled for one type)
-            order = np.argsort(start, kind="stable").astype(np.int32)
+        order = stable_order(start)  # (int32 under 2**31 rows, as _runs is compiled for)
         _runs(order, start, host.api_end_ns, idle, bounds, keep)
     del order, idle
     if keep.all():
         return None
     host.keep_only(keep)
     return keep
-
-
-def stable_order(key: np.ndarray) -> np.ndarray:
-    """np.argsort(key, kind="stable") as int32 (fewer than 2**31 rows), by ``_stable_order``:
-    for keys nearly in order (rows in no order: numpy's is ~2x faster)."""
-    order = np.empty(len(key), np.int32)
-    _stable_order(np.ascontiguousarray(key), order, np.empty(len(key) // 2 + 1, np.int32))
-    return order
-
-
-@jit
-def _stable_order(key: np.ndarray, order: np.ndarray, buf: np.ndarray) -> None:
-    """``order`` := the stable order of ``key`` (np.argsort's, kind="stable"), merging its
-    ascending runs pairwise; ``buf`` holds the shorter side of each merge (len(key) // 2 + 1).
-
-    The start order of a trace's host rows, in 6 bytes a row against numpy's 8-byte indices
-    and their 4-byte timsort buffer: 13 MiB less at the peak of a 10 M-event trace's import.
-    Host rows come nearly sorted (a few hundred runs in 444k rows), so few passes are needed."""
-    n = key.shape[0]
-    for i in range(n):
-        order[i] = i
-    runs = 1
-    for i in range(1, n):
-        if key[i] < key[i - 1]:
-            runs += 1
-    bnd = np.empty(runs + 1, np.int64)  # each run's first row, then n
-    bnd[0] = 0
-    j = 1
-    for i in range(1, n):
-        if key[i] < key[i - 1]:
-            bnd[j] = i
-            j += 1
-    bnd[runs] = n
-    while runs > 1:
-        w = 0
-        r = 0
-        while r + 1 < runs:
-            lo, mid, hi = bnd[r], bnd[r + 1], bnd[r + 2]
-            bnd[w] = lo
-            w += 1
-            r += 2
-            # rows already in place stay (timsort's trim): the left run's rows up to the
-            # right run's first key, the right run's rows from the left run's last key on
-            x = key[order[mid]]
-            a, b = lo, mid
-            while a < b:
-                c = (a + b) // 2
-                if key[order[c]] <= x:
-                    a = c + 1
-                else:
-                    b = c
-            lo = a
-            x = key[order[mid - 1]]
-            a, b = mid, hi
-            while a < b:
-                c = (a + b) // 2
-                if key[order[c]] < x:
-                    a = c + 1
-                else:
-                    b = c
-            hi = a
-            if lo == mid or mid == hi:
-                continue
-            if mid - lo <= hi - mid:  # the left run into buf; merge forward
-                for t in range(mid - lo):
-                    buf[t] = order[lo + t]
-                a, na, b, k = 0, mid - lo, mid, lo
-                while a < na and b < hi:
-                    if key[order[b]] < key[buf[a]]:  # ties: the left (earlier) row first
-                        order[k] = order[b]
-                        b += 1
-                    else:
-                        order[k] = buf[a]
-                        a += 1
-                    k += 1
-                while a < na:
-                    order[k] = buf[a]
-                    a += 1
-                    k += 1
-            else:  # the right run into buf; merge backward
-                for t in range(hi - mid):
-                    buf[t] = order[mid + t]
-                a, b, k = mid - 1, hi - mid - 1, hi - 1
-                while a >= lo and b >= 0:
-                    if key[buf[b]] < key[order[a]]:  # ties: the right (later) row last
-                        order[k] = order[a]
-                        a -= 1
-                    else:
-                        order[k] = buf[b]
-                        b -= 1
-                    k -= 1
-                while b >= 0:
-                    order[k] = buf[b]
-                    b -= 1
-                    k -= 1
-        if r < runs:  # an odd run out: merged in the next pass
-            bnd[w] = bnd[r]
-            w += 1
-        bnd[w] = n
-        runs = w
 
 
 @jit

@@ -86,11 +86,15 @@ def _group_plain(codes, names, rows, mask, observed, predicted):
     return sorted(out, key=lambda v: (-abs(v[3] - v[4]) * v[2], v[0]))
 
 
-def test_grouped_violations_match_the_plain_grouping():
+@pytest.mark.parametrize("many_names", [False, True], ids=["16-bit codes", "wider codes"])
+def test_grouped_violations_match_the_plain_grouping(many_names):
     rng = np.random.default_rng(5)
     for _ in range(100):
         n = int(rng.integers(1, 60))
-        names = [f"k{i}" for i in range(int(rng.integers(1, 9)))]
+        # (over 65,536 names: the codes are not sorted as 16-bit ones)
+        few = int(rng.integers(1, 9))
+        names = [f"k{i}" for i in range(few + (70_000 if many_names else 0))]
+        names = names[-few:] + names[:-few] if many_names else names  # codes 0..few-1 named
         codes = rng.integers(0, len(names), n).astype(np.intp)
         rows = np.sort(rng.choice(10 * n, n, replace=False))
         mask = rng.random(n) < 0.6
@@ -380,3 +384,33 @@ def test_launched_by_is_the_dict_of_host_correlations_it_replaced():
                 want_d.append(d)
                 want_h.append(p)
         assert _launched_by(h_corr, d_corr, d_start) == (want_d, want_h), trial
+
+
+def test_kernel_time_in_blocks_is_kernel_time(monkeypatch):
+    from engine.optimizer import monitor
+
+    rng = np.random.default_rng(11)
+    n = 1000
+    names = [f"k{i}" for i in range(7)]
+    codes = rng.integers(0, 7, n)
+    rows = np.arange(n)
+    obs = rng.random(n) * 100
+    exp = np.where(rng.random(n) < 0.2, np.nan, rng.random(n) * 60)
+    ideal = np.where(rng.random(n) < 0.2, np.nan, rng.random(n) * 120)
+    whole = monitor.kernel_time(codes, names, rows, obs, exp, ideal, "b")
+    monkeypatch.setattr(monitor, "_BLOCK", 7)
+    blocks = monitor.kernel_time(codes, names, rows, obs, exp, ideal, "b")
+    assert whole.checked == blocks.checked > 0 and whole.violations
+    assert [v.__dict__ for v in whole.violations] == [v.__dict__ for v in blocks.violations]
+
+
+def test_the_kernel_table_and_invariants_are_the_same_with_the_heap_trimmed_often(monkeypatch):
+    """The table's loop hands the heap back every _TRIM_ROWS rows: nothing it reads changes."""
+    from engine.analyze import compute
+    from engine.trace.trace import Trace
+
+    b, names = simulate("af2", 3, seed=4)
+    tr = Trace(segments=b.segments, names=names, host=b.host)
+    want = compute.analyze_trace(tr, "h100-sxm").analysis.model_dump_json()
+    monkeypatch.setattr(compute, "_TRIM_ROWS", 3)
+    assert compute.analyze_trace(tr, "h100-sxm").analysis.model_dump_json() == want

@@ -73,6 +73,11 @@ def test_affine_emissions_equal_full_divergence_up_to_a_row_constant(model, seg,
     W, c = emission.affine_coefficients(mu, beta, 7.0)
     fast = emission.emissions_affine(P, W, c)
     np.testing.assert_allclose(fast, emission.emissions_affine_ref(P, W, c), rtol=1e-12, atol=1e-9)
+    # over the pressures (their array one column wider): the same bits
+    PE = np.zeros((len(P), W.shape[0]))
+    PE[:, :3] = P
+    emission.emissions_in_place(PE, W, c)
+    assert PE.tobytes() == fast.tobytes()
     full = emission.emissions_ref(P, mu, beta, 7.0)
     diff = full - fast
     np.testing.assert_allclose(diff, diff[:, :1].repeat(diff.shape[1], axis=1), atol=1e-8)

@@ -14,7 +14,7 @@ from engine.analyze.compute import analyze_trace
 from engine.analyze.run import read_and_analyse
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, merge_idle_host_rows
-from engine.trace import idle_calls
+from engine.trace import idle_calls, order
 from engine.trace.kineto import read_kineto
 from engine.trace.segments import Kind, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
@@ -123,15 +123,18 @@ def _assert_same(a: dict, b: dict) -> None:
 
 
 @pytest.mark.parametrize(
-    ("compiled", "nearly"),
-    [(True, idle_calls.NEARLY), (True, 10**9), (False, idle_calls.NEARLY)],
+    ("compiled", "merged_order"),
+    [(True, False), (True, True), (False, False)],
     ids=["kernel", "kernel-run-merge", "numpy"],
 )
 def test_the_replay_graph_is_the_same_whole_and_in_every_exact_window(
-    monkeypatch, compiled, nearly
+    monkeypatch, compiled, merged_order
 ):
-    """(kernel-run-merge: the start order by stable_order, as for rows nearly in order)"""
-    monkeypatch.setattr(idle_calls, "NEARLY", nearly)
+    """(kernel-run-merge: the start order by order._stable_order, as for long rows nearly in
+    order; else numpy's)"""
+    if merged_order:
+        monkeypatch.setattr(order, "NEARLY", 0)  # (every key: merged, however many runs)
+        monkeypatch.setattr(order, "SHORT", 0)
     rng = np.random.default_rng(1234)
     merged_some = 0
     for _case in range(150):
@@ -256,28 +259,3 @@ def test_keep_only_keeps_an_unnamed_stream_column_free():
     host.stream.flags.writeable = False
     host.keep_only(np.array([False, True]))
     assert host.stream.tolist() == [8]
-
-
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 64, 1000, 5000])
-def test_stable_order_is_numpys_stable_argsort(n):
-    """On keys with ties, in order, reversed, in no order and nearly in order (a few rows
-    swapped; and blocks that overlap in time, as a file's threads write them)."""
-    rng = np.random.default_rng(n)
-    cases = [
-        rng.integers(0, 5, n),
-        np.sort(rng.integers(0, 50, n)),
-        np.sort(rng.integers(0, 50, n))[::-1],
-        rng.integers(0, 10**12, n),
-    ]
-    near = np.sort(rng.integers(0, 10**6, n))
-    if n > 2:
-        i, j = rng.integers(0, n, 2)
-        near[i], near[j] = near[j], near[i]
-    cases.append(near)
-    cases.append(np.concatenate([np.sort(rng.integers(k * 100, k * 100 + 300, n // 4 + 1))
-                                 for k in range(4)])[:n])  # fmt: skip
-    for key in cases:
-        key = np.ascontiguousarray(key, np.int64)
-        got = idle_calls.stable_order(key)
-        assert got.dtype == np.int32
-        np.testing.assert_array_equal(got, np.argsort(key, kind="stable"))
