@@ -369,7 +369,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     hw, hw_model, notes = _hardware(trace, hardware)
     model = EesmModel.build(hw or by_id(REFERENCE_HARDWARE))  # type: ignore[arg-type]
     tier, dec = _label(rows, hw, model)
-    give_back()  # after each stage, its freed pages (see give_back)
+    give_back(len(rows))  # after each stage, its freed pages (see give_back)
     labels = dec.labels
     conf = dec.confidence if dec.confidence is not None else np.full(len(rows), np.nan)
     dur = rows.duration_ns
@@ -446,7 +446,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
 
     del launch_start  # 8 bytes a row, read: not held through the rest
 
-    give_back()
+    give_back(len(rows))
     ideal, expected = _roofline(rows, hw)
     ideal[~decoded] = np.nan  # copies: their link, not HBM
     expected[~decoded] = np.nan
@@ -500,11 +500,11 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
             )
         )
     table.sort(key=lambda r: r.total_ns, reverse=True)
-    give_back()
+    give_back(len(rows))
     # the bounds' last reader: 16 bytes a row not held through the stages after it
     invariants = _invariants(rows, names.names(), ideal, expected, hw)
     del ideal, expected, bounds
-    give_back()
+    give_back(len(rows))
 
     prof = None
     if len(ranges):
@@ -530,11 +530,11 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
 
     copies = copy_stats(rows, names, hw)
     communication = _communication(rows, labels, gpu_time)
-    give_back()
+    give_back(len(rows))
     interventions = (
         _levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes) if len(rows) else []
     )
-    give_back()
+    give_back(len(rows))
     analysis = Analysis(
         source=trace.source if is_url(trace.source) else str(Path(trace.source)),
         format=str(props.get("format", "")),

@@ -94,6 +94,7 @@ def estimate_levers(
     if base.makespan_ns <= 0:
         return []
     obs = Observation(dag, base, [], hw, 1)
+    rows = len(dag.api) + len(dag.d_stream)
 
     def one(lv: Lever) -> LeverEstimate | None:
         if isinstance(lv, CudaGraphs):
@@ -104,7 +105,7 @@ def estimate_levers(
             est = _allocator(lv, obs, trace)
         else:
             est = _predicted(lv, obs, lv.transform)
-        give_back()  # each lever's replays free their graphs: the pages back (see give_back)
+        give_back(rows)  # each lever's replays free their graphs: the pages back (give_back)
         return est
 
     n = lever_threads() if threads is None else max(1, threads)

@@ -84,12 +84,22 @@ def chunk_buffers_reused(chunk: int) -> Iterator[None]:
         libc.malloc_trim(0)
 
 
-def give_back() -> None:
+#: rows below which a stage's give_back(rows) does nothing: a hand-back walks every free chunk
+#: of the heap (~40 MiB of them after any import) and the pages it returns fault in again when
+#: used — the 16 after the levers of the 109k-event trace (a 25k-row replay graph) and the 8
+#: after its stages were 20 ms of its 0.45 s, for a few MiB
+SMALL_ROWS = 1 << 16
+
+
+def give_back(rows: int | None = None) -> None:
     """Hand the heap's free memory back to the kernel now (glibc; elsewhere nothing): after a
     large structure was joined from its pieces, or a stage of work dropped its arrays, their
     memory is free but resident — glibc returns free pages inside the heap only when asked.
     The analysis of a 10 M-event trace held ~100 MiB of such pages by its end. A call costs
-    under a millisecond, ~8 ms when it returns 100 MiB."""
+    under a millisecond, ~8 ms when it returns 100 MiB. ``rows``: the size of the work that
+    freed them; under SMALL_ROWS there is nothing worth the call."""
+    if rows is not None and rows < SMALL_ROWS:
+        return
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
