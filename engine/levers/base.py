@@ -7,7 +7,7 @@ import functools
 import itertools
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -18,7 +18,9 @@ from engine.planner.catalogue import GpuPeaks
 from engine.schedule.dag import NOP, ReplayDag
 from engine.trace.segments import Klass
 from engine.trace.trace import ApiKind
-from engine.workloads.sim import SimState
+
+if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
+    from engine.workloads.sim import SimState
 
 FP32_GEMM = re.compile(r"sgemm|simt", re.IGNORECASE)
 

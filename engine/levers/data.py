@@ -3,7 +3,7 @@ segments, loader prefetch."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,7 +14,9 @@ from engine.manifest import CopyOp, HostOp, KernelOp, RecordOp, SyncOp, WaitOp
 from engine.regimes import Regime
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind
-from engine.workloads.sim import SimState
+
+if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
+    from engine.workloads.sim import SimState
 
 
 class CopyOverlap(Lever):

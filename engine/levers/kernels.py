@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -36,7 +36,9 @@ from engine.manifest import KernelOp
 from engine.regimes import Regime
 from engine.schedule.dag import ReplayDag
 from engine.trace.segments import Kind, Klass
-from engine.workloads.sim import SimState
+
+if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
+    from engine.workloads.sim import SimState
 
 
 class ElementwiseFusion(Lever):

@@ -4,7 +4,7 @@ configuration, mid-step sync removal, fused/foreach optimizer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,7 +35,9 @@ from engine.regimes import Regime
 from engine.schedule.dag import NOP, ReplayDag
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind
-from engine.workloads.sim import SimState
+
+if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
+    from engine.workloads.sim import SimState
 
 
 # ------------------------------------------------------------------ the levers

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from engine.levers.base import Lever, kernel_floor, state_hw
 from engine.levers.model import Applicability, Edit, Observation
 from engine.regimes import Regime
 from engine.telemetry.sample import ClockEventReason
-from engine.workloads.sim import SimState
+
+if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
+    from engine.workloads.sim import SimState
 
 
 class PowerPolicy(Lever):
