@@ -379,3 +379,48 @@ def test_analyze_and_the_cli_pass_the_counting_mode_on(capsys):
     got = json.loads(capsys.readouterr().out)[0]
     assert got["gpu_time_ns"] == exact_ns and got["counting"] == DEFAULT_COUNTING
     assert main(["analyze", str(ROCM), "--counting", "some"]) == 2
+
+
+# -- Nsight: runs of calls that launch nothing, merged as Kineto's are -------------------------
+
+
+def test_an_nsight_exports_idle_calls_are_merged_and_the_analysis_is_the_same(tmp_path):
+    """SYNTHETIC export (built here): 40 steps of a launch then three back-to-back calls that
+    launch nothing (cudaGetDevice, cudaStreamIsCapturing). analyze reads it with each run of
+    them as one host row (engine.trace.idle_calls, as for Kineto files); every figure of the
+    analysis is what the unmerged trace gives."""
+    from engine.analyze import steady
+    from engine.analyze.compute import analyze_trace
+    from engine.analyze.run import read_trace
+
+    rows, kernels = [], []
+    for i in range(40):
+        t = 10_000 + i * 1_000
+        c = 4 * i + 1
+        rows.append(f"({t}, {t + 30}, {c}, 3)")  # cudaLaunchKernel
+        kernels.append(f"({t + 40}, {t + 400 + 13 * (i % 5)}, 0, 7, {c}, 5)")
+        for j, name in enumerate((6, 7, 6)):  # idle calls, each starting as the last ends
+            rows.append(f"({t + 30 + 20 * j}, {t + 50 + 20 * j}, {c + 1 + j}, {name})")
+    path = _db(
+        tmp_path / "idle.sqlite",
+        """
+        create table StringIds (id int, value text);
+        insert into StringIds values (3, 'cudaLaunchKernel_v7000'), (5, 'k'),
+            (6, 'cudaGetDevice'), (7, 'cudaStreamIsCapturing_v10000');
+        create table CUPTI_ACTIVITY_KIND_RUNTIME (start int, end int, correlationId int,
+            nameId int);
+        """
+        + f"insert into CUPTI_ACTIVITY_KIND_RUNTIME values {', '.join(rows)};"
+        + """
+        create table CUPTI_ACTIVITY_KIND_KERNEL (start int, end int, deviceId int, streamId int,
+            correlationId int, demangledName int);
+        """
+        + f"insert into CUPTI_ACTIVITY_KIND_KERNEL values {', '.join(kernels)};",
+    )
+    full = read_trace(path)
+    merged = read_trace(path, merge_idle=steady.exact_at)
+    assert len(full.host) == 160 and len(merged.host) == 80  # each run of three: one row
+    assert (merged.host.api == ApiKind.LAUNCH).sum() == 40
+    a = analyze_trace(full).analysis.model_dump()
+    b = analyze_trace(merged).analysis.model_dump()
+    assert a == b and a["interventions"]
