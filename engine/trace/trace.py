@@ -139,8 +139,8 @@ class HostEvents:
             # through the stable order, not a sorted copy of the ids: 8 bytes a host row less
             order = np.argsort(corr, kind="stable")
             pos = np.searchsorted(corr, correlation, sorter=order)
-            np.minimum(pos, last, out=pos)  # (in place: each is 8 bytes a looked-up row)
-            np.take(order, pos, out=pos)
+            np.minimum(pos, last, out=pos)  # (in place: 8 bytes a looked-up row)
+            pos = order[pos]  # (np.take into pos buffers its output all the same)
             del order
         else:  # the first of equal ids is the first row, as the stable order's is
             pos = np.searchsorted(corr, correlation)
