@@ -440,6 +440,34 @@ class LeverPriors(_Strict):
     thresholds: dict[str, Threshold]
 
 
+class MeasurementParams(_Strict):
+    """manifests/measurement.json: the measurement protocol's decision rules (each with its
+    reason in the manifest)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    level: float = Field(gt=0.5, lt=1.0)
+    min_gain: float = Field(ge=0.0, lt=0.5)
+    aa_pairs: int = Field(ge=2)
+    min_pairs: int = Field(ge=2)
+    max_pairs: int = Field(ge=2)
+    resolution: float = Field(gt=0.0, le=1.0)
+    warmup_max_share: float = Field(gt=0.0, le=0.9)
+    warmup_batch: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MeasurementParams:
+        if not self.min_pairs <= self.max_pairs:
+            raise ValueError("min_pairs must not exceed max_pairs")
+        return self
+
+
+@lru_cache(maxsize=1)
+def load_measurement() -> MeasurementParams:
+    """Return manifests/measurement.json, validated."""
+    return MeasurementParams.model_validate(_read("measurement.json"))
+
+
 @lru_cache(maxsize=1)
 def load_lever_priors() -> LeverPriors:
     """Return manifests/lever_priors.json, validated (every value inside its stated range)."""

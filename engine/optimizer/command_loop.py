@@ -4,7 +4,9 @@ as the simulated workloads, for a black-box process whose levers are declared ch
 What differs, and is said so in the report: there is no device trace, so no regimes, no
 invariants and no causal attribution; each candidate (one lever set to one of its values) has
 no replayed prediction, so candidates are tried in declaration order (coordinate search: each
-lever's values in turn, keeping the best that beats the noise floor).
+lever's values in turn, keeping the best whose interval clears the threshold). Measured as
+every loop is (engine.measure): one untimed run first, then runs of the current and
+the candidate configuration interleaved in pairs.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.measure import Block
 from engine.optimizer.attribution import RankedHypotheses
-from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
+from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor, _json_num
 from engine.optimizer.monitor import InvariantResult
 from engine.store.journal import State
 from engine.workloads.command import (
     CommandError,
     CommandMeasurement,
+    CommandRun,
     CommandState,
     CommandWorkload,
 )
@@ -61,13 +65,34 @@ class CommandOptimizer(LoopRun):
         self.analysis = None
         self._cands: dict[str, CommandCandidate] = {}
         self.unit = f"(metric, goal {workload.spec.goal})"
+        self.goal = workload.spec.goal
         super().__init__(run_dir, repeats, workload.base)
 
     # ------------------------------------------------------------------ measuring
-    def _gain(self, base: float, new: float) -> float:
-        if self.wl.spec.goal == "min":
-            return 1 - new / base
-        return new / base - 1
+    def block(self, config: CommandState) -> Block:
+        """One run of the program under ``config``."""
+        r = self.wl.run_once(config)
+        v = r.value if r.value is not None and r.ok else float("nan")
+        return Block(v, r.ok, r.reason, CommandMeasurement([r]))
+
+    def base_state(self) -> CommandState:
+        return self.wl.base
+
+    def warm_up(self) -> str:
+        """One untimed run of the baseline: the first run pays for cold file caches, imports
+        and compile caches that no later run pays for."""
+        r = self.wl.run_once(self.state)
+        self.measurements += 1
+        if not r.ok:
+            self._baseline_failed(r)
+        return "one untimed run of the baseline (cold caches); its metric is not counted"
+
+    def _baseline_failed(self, r: CommandRun) -> None:
+        tail = (r.output_tail.strip().splitlines() or [""])[-1][:160]
+        raise CommandError(
+            f"the program's baseline run failed: {r.reason}"
+            + (f" (last output line: {tail})" if tail else "")
+        )
 
     def measure(self, state: CommandState) -> list[CommandMeasurement]:
         out = [self.wl.measure(state, 1) for _ in range(self.repeats)]
@@ -75,15 +100,13 @@ class CommandOptimizer(LoopRun):
         return out
 
     def profile(self) -> NoiseFloor:
-        ms = self.measure(self.state)
-        bad = [r for m in ms for r in m.runs if not r.ok]
-        if bad:
-            tail = (bad[0].output_tail.strip().splitlines() or [""])[-1][:160]
-            raise CommandError(
-                f"the program's baseline run failed: {bad[0].reason}"
-                + (f" (last output line: {tail})" if tail else "")
+        run = self._aa()
+        if run.failed is not None:
+            blk = run.failed
+            self._baseline_failed(
+                blk.raw.runs[0] if blk.raw else CommandRun(None, 0, False, blk.reason)
             )
-        return self._set_noise_floor(ms)
+        return self._set_noise_floor(run)
 
     def analyse(self, m: Any = None) -> CommandAnalysis:
         inv = [
@@ -156,8 +179,8 @@ class CommandOptimizer(LoopRun):
     def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
         import time
 
-        iv, c = self.interventions[iid], self._cands[iid]
-        before, after = self.state, self.state.with_choice(c.lever, c.value)
+        iv, cand = self.interventions[iid], self._cands[iid]
+        before, after = self.state, self.state.with_choice(cand.lever, cand.value)
         bfile, afile = f"states/{iid}_before.json", f"states/{iid}_after.json"
         self._save_state(bfile, before)
         self._save_state(afile, after)
@@ -167,14 +190,29 @@ class CommandOptimizer(LoopRun):
         self.state = after
         if hold_s:
             time.sleep(hold_s)
-        ms = self.measure(after)
-        failed = [r for m in ms for r in m.runs if not r.ok]
-        new_ns = self.mean_ns(ms) if not failed else math.nan
-        gain = self._gain(self.mean_ns(self.current), new_ns) if not failed else None
-        iv.measured_gain, iv.measured_ns = gain, new_ns
-        self.journal.transition(iid, State.APPLIED, measured=new_ns, gain=gain)
+        run = self.paired(before, after)
+        c = run.comparison
+        self.comparisons[iid] = c
+        ms = [b.raw for b in run.b_blocks]
+        bad = run.failed
+        gain = c.gain if bad is None else None
+        iv.measured_gain, iv.measured_ns = gain, c.b_mean
+        self.journal.transition(
+            iid, State.APPLIED, measured=_json_num(c.b_mean), gain=gain, pairs=c.to_json()
+        )
         iv.state = State.APPLIED
-        verdict, note = self._verdict(not failed, failed[0].reason if failed else "", gain)
+        why = ""
+        if bad is not None:
+            why = (
+                bad.reason
+                if run.failed_arm == "B"
+                else f"the current configuration's own run failed during the trial: {bad.reason}"
+            )
+        kind, _, rest = why.partition(": ")
+        if kind == "correctness check failed":
+            verdict, note = self._verdict(False, rest, c)
+        else:
+            verdict, note = self._verdict(bad is None, why, c, "the run failed")
         if verdict == State.ROLLED_BACK:
             self._save_state("state.json", before)
             self.state = before
@@ -185,9 +223,9 @@ class CommandOptimizer(LoopRun):
         if verdict == State.VERIFIED:
             # a kept value replaces this lever's earlier kept value: that one is undone
             for k in list(self.kept):
-                if self._cands[k].lever == c.lever:
+                if self._cands[k].lever == cand.lever:
                     self.kept.remove(k)
-                    why = f"superseded by {iid} ({c.key}, {gain:+.1%} better)"
+                    why = f"superseded by {iid} ({cand.key}, {c.gain:+.1%} better)"
                     self.journal.transition(k, State.ROLLED_BACK, reason=why)
                     self.interventions[k].state, self.interventions[k].note = State.ROLLED_BACK, why
             self.kept.append(iid)
@@ -205,31 +243,13 @@ class CommandOptimizer(LoopRun):
         self.current = self.measure(self.state)
         return iv
 
-    def gain(self) -> float:
-        return self._gain(self.baseline_ns, self.mean_ns(self.current))
-
     def finish(self, target: float) -> dict[str, Any]:
-        final = self.measure(self.state)
-        ok = all(m.ok for m in final)
-        note = ""
-        if not ok and self.current and all(m.ok for m in self.current):
-            # the budget ended (or the run was stopped) before the final re-measure: the last
-            # measurement of this same configuration stands in, and the report says so
-            why = next((r.reason for m in final for r in m.runs if not r.ok), "")
-            note = (
-                f"final re-measure not done ({why}); the last measurement of the final "
-                "configuration is used"
-            )
-            final, ok = self.current, True
-        final_v = self.mean_ns(final) if ok else math.nan
-        gain = self._gain(self.baseline_ns, final_v) if ok else 0.0
-        res = self._result(final_v, gain, target)
-        if note:
-            res["note"] = note
+        final, note = self.final_comparison()
+        res = self._result(final, target, note)
         res["metric"] = {"pattern": self.wl.spec.metric, "goal": self.wl.spec.goal}
         res["final_choice"] = dict(self.state.choice)
         if not res["target_met"]:
             res["diagnostic"] = self.measured_only_diagnostic(
-                target, gain, "no device trace: the declared levers are all the loop can try"
+                target, res["gain"], "no device trace: the declared levers are all the loop can try"
             )
         return res

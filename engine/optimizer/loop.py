@@ -17,6 +17,7 @@ runs them in worker threads, one phase after another, and handles approvals.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,17 @@ from engine.eesm.pipeline import EesmModel
 from engine.levers.library import LEVERS, Lever
 from engine.levers.library import by_id as lever_by_id
 from engine.levers.model import Observation, Safety
+from engine.measure import (
+    Block,
+    Comparison,
+    Goal,
+    NoisePlan,
+    PairedRun,
+    interleave,
+    params,
+    plan,
+    verdict,
+)
 from engine.optimizer.attribution import RankedHypotheses, attribute
 from engine.optimizer.monitor import InvariantResult, check_invariants, residuals
 from engine.planner.catalogue import GpuPeaks
@@ -41,11 +53,13 @@ from engine.workloads.sim import Measurement, SimState, SimWorkload
 
 @dataclass
 class NoiseFloor:
-    """Run-to-run noise of the unchanged workload (A/A)."""
+    """How much the unchanged workload moves (the interleaved A/A), and what follows for the
+    trials: ``floor`` is the half-width of a lever's interval with the planned pairs."""
 
     means_ns: list[float]
-    aa_delta: float  # |mean(first half) / mean(second half) - 1|
-    floor: float  # the smallest relative gain the gate accepts
+    aa_delta: float  # |A/A gain|: what the unchanged workload "gained" on itself
+    floor: float  # the interval half-width (as a gain) the planned pairs give
+    plan: NoisePlan | None = None
 
     @property
     def mean_ns(self) -> float:
@@ -107,9 +121,16 @@ class Intervention:
 
 
 class LoopRun:
-    """What both optimize loops (this simulated one and ``command_loop``'s real process) keep
-    about a run, and the steps they take alike: the A/A noise floor, approvals, the gate's
-    keep-or-roll-back verdict, the result's common fields and the state files."""
+    """What every optimize loop (this simulated one, ``command_loop``'s real process, the torch
+    loops) keeps about a run, and the steps they take alike — one measurement protocol
+    (engine.measure): an untimed warm-up, the interleaved A/A that sets how many
+    pairs each lever gets (or says at once that the target cannot be measured), each trial
+    measured in interleaved pairs against the state it changes, the gate's keep-or-roll-back
+    verdict from the pairs' interval, and the final re-measure of baseline against the kept
+    configuration, paired too.
+
+    A loop supplies ``block(config)``: one measured block of a configuration (a state), and
+    may override ``warm_up()``."""
 
     #: the journal key of the noise floor's means ("means_ns"; a command's metric may be
     #: something else than a time)
@@ -118,6 +139,8 @@ class LoopRun:
     traced = True
     #: how the log shows a measurement: value / scale, in unit
     unit, scale = "µs/sample", 1e3
+    #: "min" for a time; a program's metric may be one to maximise
+    goal: Goal = "min"
 
     def __init__(self, run_dir: Path, repeats: int, state: Any) -> None:
         self.run_dir = run_dir
@@ -134,29 +157,91 @@ class LoopRun:
         self.not_applicable: dict[str, str] = {}
         self.measurements = 0
         self.replay_errors: list[tuple[str, float, float]] = []  # lever, predicted, measured ns
+        #: set by the phases before ``profile``: the target (for the noise gate's plan), the
+        #: seconds left for trials, and a thread-safe narration hook
+        self.target = 0.0
+        self.time_left: Callable[[], float] = lambda: math.inf
+        self.say: Callable[[str], None] = lambda message: None
+        #: pairs per lever (the noise gate's plan; ``repeats`` is the floor)
+        self.pairs = max(params().min_pairs, self.repeats)
+        #: each trial's comparison against the state it changed, by intervention id
+        self.comparisons: dict[str, Comparison] = {}
         self._save_state("state.json", state)
         self._save_state("state_base.json", state)
+
+    # ------------------------------------------------------------------ the protocol
+    def block(self, config: Any) -> Block:
+        """One measured block of ``config`` (a state of this loop)."""
+        raise NotImplementedError
+
+    def warm_up(self) -> str:
+        """Untimed work before the A/A (first launches, caches); what was done, for the
+        journal ('' for nothing)."""
+        return ""
+
+    def paired(self, before: Any, after: Any, pairs: int | None = None) -> PairedRun:
+        """``after`` against ``before`` in interleaved pairs (A B, B A, …)."""
+        n = pairs or self.pairs
+        run = interleave(
+            lambda: self.block(before),
+            lambda: self.block(after),
+            n,
+            self.goal,
+            keep_going=lambda: self.time_left() > 0,
+        )
+        self.measurements += len(run.a_blocks) + len(run.b_blocks) + (run.failed is not None)
+        if run.failed is None and run.comparison.n < n and self.time_left() <= 0:
+            self.say(
+                f"the apply phase's share of the budget ended after {run.comparison.n} of {n} pairs"
+            )
+        return run
 
     @staticmethod
     def mean_ns(ms: list[Any]) -> float:
         return float(np.mean([m.mean_ns for m in ms]))
 
-    def _set_noise_floor(self, ms: list[Any]) -> NoiseFloor:
-        """The A/A noise floor of the unchanged workload's measurements ``ms``, which become
-        the baseline."""
-        means = [m.mean_ns for m in ms]
-        half = len(means) // 2
-        aa = abs(float(np.mean(means[:half])) / float(np.mean(means[half:])) - 1)
-        cv = float(np.std(means, ddof=1) / np.mean(means))
-        # a gain must beat both the A/A split and a 95% interval of a difference of two means
-        floor = max(aa, 1.96 * math.sqrt(2.0 / self.repeats) * cv, 0.002)
-        self.noise = NoiseFloor(means, aa, floor)
-        self.current = ms
+    def _aa(self) -> PairedRun:
+        """The warm-up, then the interleaved A/A of the unchanged workload."""
+        import time
+
+        did = self.warm_up()
+        if did:
+            self.journal.append({"type": "warm_up", "what": did})
+        t0 = time.monotonic()
+        run = self.paired(self.state, self.state, params().aa_pairs)
+        self._pair_s = (time.monotonic() - t0) / max(1, run.comparison.n)
+        return run
+
+    def _set_noise_floor(self, run: PairedRun) -> NoiseFloor:
+        """The noise gate from the A/A ``run``: how many pairs each lever gets and whether the
+        target can be measured at all; its blocks become the baseline."""
+        aa = run.comparison
+        means = [*aa.a, *aa.b]
+        p = plan(aa, self.target, getattr(self, "_pair_s", 0.0), self.time_left())
+        self.pairs = max(self.pairs, p.pairs) if p.measurable else p.pairs
+        aa_gain = aa.gain if math.isfinite(aa.gain) else math.nan
+        self.noise = NoiseFloor(means, abs(aa_gain), p.half, p)
+        self.current = [b.raw for b in run.a_blocks + run.b_blocks]
         self.baseline_ns = float(np.mean(means))
         self.journal.append(
-            {"type": "noise_floor", self.means_key: means, "aa_delta": aa, "floor": floor}
+            {
+                "type": "noise_floor",
+                self.means_key: means,
+                "aa_delta": _json_num(abs(aa_gain)),
+                "floor": _json_num(p.half),
+                "plan": p.to_json(),
+            }
         )
         return self.noise
+
+    def noise_text(self) -> str:
+        """One line: the A/A and the plan it led to."""
+        assert self.noise is not None and self.noise.plan is not None
+        p = self.noise.plan
+        return (
+            f"A/A {p.aa.text()}; each lever gets {p.pairs} interleaved pairs (resolution "
+            f"±{p.half:.1%})"
+        )
 
     def policy_allows(self, iv: Intervention, policy: str) -> bool:
         """Whether ``policy`` may approve ``iv`` without a person."""
@@ -172,19 +257,16 @@ class LoopRun:
         self.journal.transition(iid, State.REJECTED, by=by)
         iv.state, iv.note = State.REJECTED, f"rejected by {by}"
 
-    def _verdict(self, ok: bool, why: str, gain: float | None) -> tuple[State, str]:
-        """The gate: a failed correctness check or a gain within the noise floor rolls back."""
-        assert self.noise is not None
-        floor = self.noise.floor
+    def _verdict(
+        self, ok: bool, why: str, c: Comparison | None, failed: str = "correctness check failed"
+    ) -> tuple[State, str]:
+        """The gate: a failed check (or run) rolls back; otherwise the pairs' interval must
+        clear the threshold (engine.measure.verdict)."""
         if not ok:
-            return State.ROLLED_BACK, f"correctness check failed: {why}"
-        assert gain is not None
-        if gain <= floor:
-            return (
-                State.ROLLED_BACK,
-                f"not better beyond noise: {gain:+.1%} vs noise floor {floor:.1%}",
-            )
-        return State.VERIFIED, f"kept: {gain:+.1%} (noise floor {floor:.1%})"
+            return State.ROLLED_BACK, f"{failed}: {why}"
+        assert c is not None
+        v = verdict(c)
+        return (State.VERIFIED if v.keep else State.ROLLED_BACK), v.note
 
     def _verified(self, iid: str) -> Intervention:
         """The intervention an operator rolls back, which must be VERIFIED."""
@@ -195,35 +277,146 @@ class LoopRun:
             )
         return iv
 
-    def _result(self, final_ns: float, gain: float, target: float) -> dict[str, Any]:
-        """The fields every run's result has. With nothing kept the final configuration is the
-        baseline: whatever the re-measure shows is run-to-run noise, never a met target."""
+    # ------------------------------------------------------------------ gains
+    def _combined(self, which: int) -> float:
+        """The kept trials' gains combined as independent savings (point, lower or upper)."""
+        keep = 1.0
+        for k in self.kept:
+            c = self.comparisons.get(k)
+            if c is None or not c.valid:
+                continue
+            g = (c.gain, *c.interval)[which]
+            keep *= (1 - g) if self.goal == "min" else (1 + g)
+        return (1 - keep) if self.goal == "min" else (keep - 1)
+
+    def gain(self) -> float:
+        """The kept levers' measured gain so far (each trial's paired estimate, combined)."""
+        return self._combined(0)
+
+    def confirmed_gain(self) -> float:
+        """The same from each kept trial's interval's lower end: what is shown beyond doubt."""
+        return self._combined(1)
+
+    def current_value(self) -> float:
+        """The baseline moved by the kept gain (what the dashboard's bar shows)."""
+        g = self.gain()
+        return self.baseline_ns * ((1 - g) if self.goal == "min" else (1 + g))
+
+    # ------------------------------------------------------------------ the final word
+    def final_comparison(self) -> tuple[Comparison | None, str]:
+        """Baseline against the kept configuration, interleaved (None when nothing was kept:
+        the final configuration is the baseline). Loops override ``block`` only."""
+        if not self.kept:
+            return None, ""
+        run = self.paired(self.base_state(), self.state)
+        if run.failed is not None:
+            return run.comparison if run.comparison.n >= 2 else None, (
+                f"final re-measure cut short ({run.failed.reason})"
+            )
+        if run.comparison.n < 2:
+            return None, "final re-measure not done (the budget ended)"
+        return run.comparison, ""
+
+    def base_state(self) -> Any:
+        """The configuration the run started from."""
+        raise NotImplementedError
+
+    def _result(self, final: Comparison | None, target: float, note: str = "") -> dict[str, Any]:
+        """The fields every run's result has, and its one verdict (``headline``) that the
+        summary line, the JSON event, the dashboard and report.md all carry.
+
+        With nothing kept the final configuration is the baseline: no gain is claimed.
+        Otherwise the gain is the final paired re-measure's, with its interval: the target is
+        met only when the interval's lower end reaches it."""
         assert self.noise is not None
+        p = self.noise.plan
+        kept = [self.interventions[k].lever_id for k in self.kept]
+        if final is not None and final.valid:
+            gain, (lo, hi) = final.gain, final.interval
+            base_v, final_v = final.a_mean, final.b_mean
+        elif kept:  # the final re-measure did not complete: the trials' combined estimate
+            gain, lo, hi = self.gain(), self.confirmed_gain(), self._combined(2)
+            base_v, final_v = self.baseline_ns, self.current_value()
+        else:
+            gain, lo, hi = 0.0, 0.0, 0.0
+            base_v = final_v = self.baseline_ns
+        if p is not None and not p.measurable and not kept:
+            verdict_ = "not measurable"
+        elif not kept:
+            verdict_ = "nothing kept"
+        elif lo >= target:
+            verdict_ = "met"
+        elif hi < target:
+            verdict_ = "not met"
+        else:
+            verdict_ = "not confirmed"
         out = {
-            "baseline_ns_per_sample": self.baseline_ns,
-            "final_ns_per_sample": final_ns,
+            "baseline_ns_per_sample": base_v,
+            "final_ns_per_sample": final_v,
             "gain": gain,
+            "gain_low": lo,
+            "gain_high": hi,
+            "gain_pairs": final.n if final is not None else 0,
+            "level": params().level,
             "target": target,
-            "target_met": bool(self.kept) and gain >= target,
+            "target_met": verdict_ == "met",
+            "verdict": verdict_,
             "noise_floor": self.noise.floor,
             "aa_delta": self.noise.aa_delta,
-            "kept": [self.interventions[k].lever_id for k in self.kept],
+            "noise": p.to_json() if p is not None else {},
+            "pairs_per_lever": self.pairs,
+            "kept": kept,
             "measurements": self.measurements,
             "not_applicable": dict(self.not_applicable),
+            "method": (
+                "interleaved pairs (A B, B A, …) of the configuration before and after; "
+                "warm-up detected (MSER) and left out; gain = mean log-ratio with a Student-t "
+                f"{params().level:.0%} interval; kept only when its lower end clears "
+                f"{params().min_gain:.0%}"
+            ),
         }
-        if not self.kept:
-            out["note"] = (
-                f"nothing kept: the final configuration is the baseline, and its {gain:+.1%} "
-                "is run-to-run noise"
-            )
+        if final is not None and final.valid:
+            out["final"] = final.to_json()
+        if note:
+            out["note"] = note
+        elif not kept:
+            out["note"] = "nothing kept: the final configuration is the baseline"
+        out["headline"] = self.headline(out)
         return out
+
+    def headline(self, res: dict[str, Any]) -> str:
+        """The run's verdict in one line (the summary, the JSON event and the report share it)."""
+        t = f"target {res['target']:.0%}"
+        v = res["verdict"]
+        if v == "not measurable":
+            p = res.get("noise") or {}
+            return f"{t} not measurable here: {p.get('diagnosis', 'the machine is too noisy')}"
+        tried = [iv for iv in self.interventions.values() if iv.state == State.ROLLED_BACK]
+        if v == "nothing kept":
+            why = "; ".join(f"{iv.lever_id}: {_short(iv.note)}" for iv in tried[:4])
+            return f"{t} NOT met: nothing kept, the final configuration is the baseline" + (
+                f" ({why})" if why else " (no lever was tried)"
+            )
+        b, f = res["baseline_ns_per_sample"], res["final_ns_per_sample"]
+        gain = f"{res['gain']:+.1%} [{res['gain_low']:+.1%} … {res['gain_high']:+.1%}]" + (
+            f" ({res['level']:.0%}, {res['gain_pairs']} pairs)" if res.get("gain_pairs") else ""
+        )
+        if self.scale == 1.0:
+            what = f"on the metric ({b:.4g} → {f:.4g})"
+        else:
+            what = f"{b / self.scale:.4g} → {f / self.scale:.4g} {self.unit}"
+        word = {"met": "met", "not met": "NOT met", "not confirmed": "not confirmed"}[v]
+        tail = ""
+        if v == "not confirmed":
+            tail = f"; the interval reaches below {res['target']:.0%}"
+        return f"{t} {word}: {gain}, {what}, kept {', '.join(res['kept'])}{tail}"
 
     def measured_only_diagnostic(self, target: float, gain: float, note: str) -> dict[str, Any]:
         """Why the target was missed, for a loop with no trace to attribute (a command, a live
         or launched PyTorch program): what was tried, what waits for a person, what does not
         apply."""
         return {
-            "short_by": target - gain,
+            "short_by": _short_by(self, target, gain),
             "tried": {
                 iv.lever_id: f"{iv.state.value}: {iv.note}"
                 for iv in self.interventions.values()
@@ -242,6 +435,22 @@ class LoopRun:
 
     def _save_state(self, rel: str, state: Any) -> None:
         atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))
+
+
+def _short_by(opt: LoopRun, target: float, gain: float) -> float | None:
+    """How far the kept gain is from the target; None when nothing was kept (a shortfall
+    computed from noise would be arithmetic on noise)."""
+    return target - gain if opt.kept else None
+
+
+def _short(note: str) -> str:
+    """A lever's verdict in a few words ("slower", "cannot tell", "correctness check failed"),
+    without its figures: a run that kept nothing prints no gain."""
+    return note.partition(":")[0][:60]
+
+
+def _json_num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
 
 
 class Optimizer(LoopRun):
@@ -278,9 +487,16 @@ class Optimizer(LoopRun):
         self.measurements += len(out)
         return out
 
+    def block(self, config: SimState) -> Block:
+        m = self.wl.measure(config, seed=self._next_seed())
+        return Block(m.mean_ns, True, "", m)
+
+    def base_state(self) -> SimState:
+        return self.wl.base
+
     def profile(self) -> NoiseFloor:
-        """Measure the unchanged workload ``repeats`` times; derive the A/A noise floor."""
-        return self._set_noise_floor(self.measure(self.state, max(4, self.repeats)))
+        """The interleaved A/A of the unchanged workload: the noise gate and the baseline."""
+        return self._set_noise_floor(self._aa())
 
     # ------------------------------------------------------------------ attribute
     def analyse(self, m: Measurement | None = None) -> Analysis:
@@ -426,20 +642,28 @@ class Optimizer(LoopRun):
         self.state = after
         if hold_s:  # tests: a window in which the run can be killed mid-apply
             time.sleep(hold_s)
-        ms = self.measure(after)
-        new_ns, cur_ns = self.mean_ns(ms), self.mean_ns(self.current)
-        gain = 1 - new_ns / cur_ns
+        run = self.paired(before, after)
+        c = run.comparison
+        ms = [b.raw for b in run.b_blocks]
+        new_ns, cur_ns = c.b_mean, c.a_mean
+        gain = c.gain
+        self.comparisons[iid] = c
         iv.measured_gain, iv.measured_ns, iv.predicted_ns = gain, new_ns, pred_ns
         self.journal.transition(
-            iid, State.APPLIED, measured_ns=new_ns, baseline_ns=cur_ns, gain=gain
+            iid,
+            State.APPLIED,
+            measured_ns=_json_num(new_ns),
+            baseline_ns=_json_num(cur_ns),
+            gain=_json_num(gain),
+            pairs=c.to_json(),
         )
         iv.state = State.APPLIED
-        if pred_ns is not None and a is not None:
+        if pred_ns is not None and a is not None and math.isfinite(gain):
             base_pred = a.observation.per_sample_ns(a.observation.baseline)
             # replay error: predicted vs measured *change*, both relative to this state's time
             self.replay_errors.append((iv.lever_id, 1 - pred_ns / base_pred, gain))
         ok, why = self.wl.correctness(after)
-        verdict, note = self._verdict(ok, why, gain)
+        verdict, note = self._verdict(ok, why, c)
         if verdict == State.ROLLED_BACK:
             self._save_state("state.json", before)
             self.state = before
@@ -467,18 +691,14 @@ class Optimizer(LoopRun):
         self.analyse(self.current[0])
         return iv
 
-    def gain(self) -> float:
-        """Current measured gain vs the baseline."""
-        return 1 - self.mean_ns(self.current) / self.baseline_ns
-
     # ------------------------------------------------------------------ report
     def finish(self, target: float) -> dict[str, Any]:
-        """Re-measure the kept levers together; return the result summary."""
-        final_ns = self.mean_ns(self.measure(self.state))
-        gain = 1 - final_ns / self.baseline_ns
-        result = self._result(final_ns, gain, target)
+        """Re-measure the kept levers together against the baseline, interleaved; return the
+        result summary."""
+        final, note = self.final_comparison()
+        result = self._result(final, target, note)
         if not result["target_met"]:
-            result["diagnostic"] = self.diagnostic(target, gain)
+            result["diagnostic"] = self.diagnostic(target, result["gain"])
         return result
 
     def diagnostic(self, target: float, gain: float) -> dict[str, Any]:
@@ -491,7 +711,7 @@ class Optimizer(LoopRun):
             iv for iv in self.interventions.values() if iv.state in (State.PROPOSED, State.APPROVED)
         ]
         return {
-            "short_by": target - gain,
+            "short_by": _short_by(self, target, gain),
             "tried": {
                 iv.lever_id: f"{iv.state.value}: {iv.note}"
                 for iv in self.interventions.values()

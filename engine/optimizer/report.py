@@ -40,6 +40,69 @@ def _code(x: Any) -> str:
     return str(x).replace("`", "'")
 
 
+def _result_lines(res: dict[str, Any]) -> list[str]:
+    """The result's figures: baseline and final, the noise gate, the method, correctness."""
+    out = []
+    met = res.get("target_met")
+    kept = res.get("kept") or []
+    if "metric" in res:  # a command workload: the user's metric, not time per sample
+        what = (
+            f"metric {res['baseline_ns_per_sample']:.4g} (goal {res['metric']['goal']}, read with "
+            f"`{_code(res['metric']['pattern'])}`)"
+        )
+        final = f"{res['final_ns_per_sample']:.4g}"
+    else:
+        per = res.get("per", "sample")  # a launched script is timed per step
+        what = f"{res['baseline_ns_per_sample'] / 1e3:.1f} µs per {per}"
+        final = f"{res['final_ns_per_sample'] / 1e3:.1f} µs"
+    if kept:
+        lo, hi = res.get("gain_low"), res.get("gain_high")
+        iv = f" [{lo:+.1%} … {hi:+.1%}]" if lo is not None and hi is not None else ""
+        how = (
+            f"re-measured against the baseline in {res['gain_pairs']} interleaved pairs"
+            if res.get("gain_pairs")
+            else "the trials' estimates combined (no final re-measure)"
+        )
+        out.append(f"- Baseline {what}; final ({how}): {final} → **{res['gain']:+.1%}**{iv}.")
+    else:
+        out.append(
+            f"- Baseline {what}. Nothing was kept, so the final configuration is the baseline "
+            "and no gain is claimed."
+        )
+    if res.get("final_choice") and "metric" in res:
+        out.append(
+            "- Final choices: "
+            + ", ".join(f"{k}={v}" for k, v in res["final_choice"].items())
+            + "."
+        )
+    if res.get("note"):
+        out.append(f"- Note: {res['note']}")
+    if res.get("correctness"):
+        out.append(f"- Correctness: {res['correctness']}")
+    out.append(
+        f"- Target {res['target']:.0%}: **{res.get('verdict', 'met' if met else 'not met')}**. "
+        f"Kept: {', '.join(kept) or 'nothing'}."
+    )
+    noise = res.get("noise") or {}
+    aa = noise.get("aa") or {}
+    if aa.get("gain") is not None:
+        out.append(
+            f"- Noise (A/A, the unchanged workload against itself in {aa.get('pairs', 0)} "
+            f"interleaved pairs): {aa['gain']:+.1%} [{(aa.get('low') or 0):+.1%} … "
+            f"{(aa.get('high') or 0):+.1%}]; each lever got {res.get('pairs_per_lever', 0)} pairs, "
+            f"an interval of about ±{res['noise_floor']:.1%}."
+            + ("" if noise.get("measurable", True) else f" {noise.get('diagnosis', '')}.")
+        )
+    else:
+        out.append(
+            f"- Noise: A/A {res.get('aa_delta', 0):.2%}; intervals of about "
+            f"±{res.get('noise_floor', 0):.2%}."
+        )
+    if res.get("method"):
+        out.append(f"- Method: {res['method']}. {res.get('measurements', 0)} measurements in all.")
+    return out
+
+
 def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
     """Render the report. ``claims``: one dict per intervention (see ``write_run``);
     ``provenance``: run facts, result, noise floor, invariants, hypotheses, diagnostic.
@@ -62,7 +125,7 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         + f", budget {p.get('budget_s', 0):g} s, target {p.get('target', 0):.0%} "
         + ("better on its metric, " if "metric" in res else "less time per sample, ")
         + f"approval policy `{p.get('approve', '?')}`, seed {p.get('seed', 0)}, "
-        + f"{p.get('repeats', 0)} measurements per arm."
+        + f"at least {p.get('repeats', 0)} interleaved pairs per comparison."
     )
     lines.append("")
     if p.get("stopped"):
@@ -100,34 +163,8 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
             "",
         ]
     if res:
-        met = res.get("target_met")
-        if "metric" in res:  # a command workload: the user's metric, not time per sample
-            base = (
-                f"- Baseline metric {res['baseline_ns_per_sample']:.4g} (goal {res['metric']['goal']}, "
-                f"read with `{_code(res['metric']['pattern'])}`); final (kept choices re-measured together): "
-                f"{res['final_ns_per_sample']:.4g} → **{res['gain']:+.1%}**. Final choices: "
-                f"{', '.join(f'{k}={v}' for k, v in res['final_choice'].items())}."
-            )
-        else:
-            per = res.get("per", "sample")  # a launched script is timed per step
-            base = (
-                f"- Baseline: {res['baseline_ns_per_sample'] / 1e3:.1f} µs per {per}; final (kept levers "
-                f"re-measured together): {res['final_ns_per_sample'] / 1e3:.1f} µs → **{res['gain']:+.1%}**."
-            )
-        if res.get("note"):
-            base += f" ({res['note']})"
-        if res.get("correctness"):
-            base += f"\n- Correctness: {res['correctness']}"
-        lines += [
-            "## Result",
-            "",
-            base,
-            f"- Target {res['target']:.0%}: **{'met' if met else 'not met'}**. Kept: "
-            f"{', '.join(res['kept']) or 'nothing'}.",
-            f"- Noise: A/A split {res['aa_delta']:.2%}; rollback gate requires a gain above "
-            f"{res['noise_floor']:.2%}. {res.get('measurements', 0)} measurements in all.",
-            "",
-        ]
+        lines += ["## Result", "", f"**{res['headline']}**" if res.get("headline") else ""]
+        lines += ["", *_result_lines(res), ""]
     if p.get("hypotheses"):
         lines += [
             "## Claims (attribution)",
@@ -199,7 +236,9 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         lines += [f"- {lv}: {why}" for lv, why in res["not_applicable"].items()]
         lines.append("")
     if d:
-        lines += ["## Why the target was not met", "", f"Short by {d['short_by']:.1%}.", ""]
+        lines += ["## Why the target was not met", ""]
+        if d.get("short_by") is not None:
+            lines += [f"Short by {d['short_by']:.1%} (the kept gain's point estimate).", ""]
         for k, title in (
             ("tried", "Levers tried"),
             ("awaiting_a_person", "Proposed, waiting for a person (not SAFE, or not approved)"),

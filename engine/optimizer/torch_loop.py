@@ -30,11 +30,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.levers.torch_levers import TORCH_LEVERS, TorchLever, Undo
+from engine.measure import Block, steady_start
 from engine.optimizer.attribution import RankedHypotheses
 from engine.optimizer.command_loop import CommandCandidate, CommandOptimizer
 from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
 from engine.optimizer.monitor import InvariantResult
 from engine.store.journal import State
+from engine.workloads.framework_log import framework_output
 from engine.workloads.torch_job import (
     Batches,
     BudgetEnded,
@@ -121,7 +123,8 @@ class TorchOptimizer(LoopRun):
         #: the program's numeric state the reference step started from
         self._ref_state: Snapshot | None = None
         self.warmup, self.steps = 2, 5
-        self._undo: dict[str, Undo] = {}
+        #: the levers live now, in the order applied, with their undo
+        self._live: list[tuple[str, Undo]] = []
         self._before: dict[str, Snapshot] = {}  # each kept lever's snapshot from before it
         self.check_note = ""  # why correctness cannot be judged ('' while it can)
         self._lever_of: dict[str, str] = {}
@@ -140,7 +143,7 @@ class TorchOptimizer(LoopRun):
             raise BudgetEnded("the budget ended before this measurement")
 
     def measure_once(self) -> TorchMeasurement:
-        """One measurement of the current configuration; the program's state is restored."""
+        """One measurement of the live configuration; the program's state is restored."""
         self._check_time()
         snap = Snapshot.take(self.job)
         try:
@@ -153,19 +156,69 @@ class TorchOptimizer(LoopRun):
         self.measurements += len(out)
         return out
 
-    def profile(self) -> NoiseFloor:
-        """Calibrate the steps per measurement (~0.2 s each, 3 to 200 steps), record the
-        reference step, measure the unchanged program and derive the noise floor."""
-        snap = Snapshot.take(self.job)
+    def block(self, config: tuple[str, ...]) -> Block:
+        """One block with exactly the levers ``config`` live (switched to it first)."""
         try:
-            first = run_steps(self.job, self.batches, 1, 2)
+            self._use(config)
+        except TorchJobError:
+            raise
+        except Exception as e:  # the lever's apply or undo raised
+            return Block(math.nan, False, f"switching levers failed: {e!r}"[:300])
+        m = self.measure_once()
+        return Block(m.mean_ns, m.ok, m.error, m)
+
+    def base_state(self) -> tuple[str, ...]:
+        return ()
+
+    def _use(self, config: tuple[str, ...] | TorchState) -> None:
+        """Make exactly the levers ``config`` live: the newest undone until the live ones are a
+        prefix of it, then the missing ones applied in order (each with its untimed settle
+        steps: a compile, an autotune). The program's numbers are untouched (each block
+        restores its own snapshot)."""
+        want = tuple(config.applied) if isinstance(config, TorchState) else tuple(config)
+        live = self._live
+        while live and (
+            len(live) > len(want) or tuple(lid for lid, _ in live) != want[: len(live)]
+        ):
+            _lid, undo = live.pop()
+            undo()
+        for lid in want[len(live) :]:
+            lv = self.levers[lid]
+            live.append((lid, lv.apply(self.job)))
+            if lv.settle_steps:  # compile / autotune once, untimed, from this same state
+                self._check_time()
+                settle = Snapshot.take(self.job)
+                try:
+                    run_steps(self.job, self.batches, lv.settle_steps, 0)
+                finally:
+                    settle.restore(self.job)
+
+    def warm_up(self) -> str:
+        """Run the unchanged program step by step until its step time is steady (MSER finds
+        the warm-up: first iterations, allocator, oneDNN/Inductor set-up, page faults), at most
+        200 steps or 20 s; size the blocks from the steady step time (~0.2 s each, 3 to 200
+        steps) and record the reference step the correctness check compares with."""
+        snap = Snapshot.take(self.job)
+        times: list[float] = []
+        t_end = time.monotonic() + max(2.0, min(20.0, 0.1 * self.time_left()))
+        try:
+            while True:
+                self._check_time()
+                m = run_steps(self.job, self.batches, 0, 1)
+                if not m.ok:
+                    raise TorchJobError(f"the program's baseline step failed: {m.error}")
+                times.append(m.step_ns[0])
+                n = len(times)
+                if n >= 200 or (n >= 3 and time.monotonic() > t_end):
+                    break
+                if n >= 10 and steady_start(times) <= n // 4:
+                    break
         finally:
             snap.restore(self.job)
-        if not first.ok:
-            raise TorchJobError(f"the program's baseline step failed: {first.error}")
-        per_step = sum(first.step_ns) / len(first.step_ns)
+        d = steady_start(times)
+        per_step = sum(times[d:]) / len(times[d:])
         self.steps = int(min(200, max(3, round(0.2e9 / max(per_step, 1.0)))))
-        self.warmup = max(2, self.steps // 5)
+        self.warmup = max(1, min(d, self.steps // 5))
         self.batches.reset()
         ref_batch = self.batches.next()  # drawing it may use the RNG (a shuffling sampler)
         snap.restore(self.job)  # so the reference step starts from exactly this snapshot
@@ -178,10 +231,19 @@ class TorchOptimizer(LoopRun):
                 "them) and no model was given: correctness cannot be judged"
             )
             self.journal.append({"type": "check_unavailable", "reason": self.check_note})
-        ms = self.measure()
-        bad = [m for m in ms if not m.ok]
-        if bad:
-            raise TorchJobError(f"the program's baseline step failed: {bad[0].error}")
+        first = sum(times[:d]) / d if d else per_step
+        return (
+            f"{len(times)} untimed steps: warm-up over the first {d} (mean "
+            f"{first / 1e6:.3g} ms) before a steady {per_step / 1e6:.3g} ms/step; blocks of "
+            f"{self.steps} steps after {self.warmup} untimed"
+        )
+
+    def profile(self) -> NoiseFloor:
+        """Warm up (detected), record the reference step, then the interleaved A/A of the
+        unchanged program: the noise gate and the baseline."""
+        run = self._aa()
+        if run.failed is not None:
+            raise TorchJobError(f"the program's baseline step failed: {run.failed.reason}")
         self.journal.append(
             {
                 "type": "torch_job",
@@ -193,7 +255,7 @@ class TorchOptimizer(LoopRun):
                 "flags": global_flags(),
             }
         )
-        return self._set_noise_floor(ms)
+        return self._set_noise_floor(run)
 
     def analyse(self, m: Any = None) -> TorchAnalysis:
         a = self._captured() if on_cuda(self.job) else None
@@ -326,95 +388,126 @@ class TorchOptimizer(LoopRun):
         return self.reference.compare(got, safety)
 
     def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
-        """Apply, measure, check, keep or roll back. Whatever stops it midway (the budget, a
-        stop, an error) rolls the lever back exactly before it propagates."""
+        """Apply, measure in interleaved pairs against the state before, check, keep or roll
+        back. Whatever stops it midway (the budget, a stop, an error) rolls the lever back
+        exactly before it propagates."""
         iv = self.interventions[iid]
         lv = self.levers[self._lever_of[iid]]
         before_state = self.state
+        before = tuple(before_state.applied)
+        self._use(before)
         snap = Snapshot.take(self.job)
         self._save_state(f"states/{iid}_before.json", before_state)
         self.journal.transition(iid, State.APPLYING, lever=lv.id)
         iv.state = State.APPLYING
         if hold_s:
             time.sleep(hold_s)
+        after = (*before, lv.id)
         try:
-            undo = lv.apply(self.job)
+            self._use(after)
+        except TorchJobError as e:  # the budget ended or the run was stopped while settling
+            self._use_safely(before)
+            self._rolled_back(iv, snap, before, f"cut short ({e}): rolled back"[:300])
+            raise
         except Exception as e:
-            return self._rolled_back(iv, snap, None, f"the lever could not be applied: {e!r}"[:300])
+            self._use_safely(before)
+            return self._rolled_back(
+                iv, snap, before, f"the lever could not be applied: {e!r}"[:300]
+            )
         try:
-            return self._measure_trial(iid, iv, lv, undo, snap, before_state)
+            with framework_output(self.run_dir, iid) as log:
+                out = self._measure_trial(iid, iv, lv, snap, before_state, after)
+            if out.state == State.ROLLED_BACK and log.lines:
+                out.note = f"{out.note}; its framework output: {log.rel} ({log.lines} lines)"
+            return out
         except BaseException as e:  # cut short: nothing of it may stay applied
             if iv.state in (State.APPLYING, State.APPLIED):
-                self._rolled_back(iv, snap, undo, f"cut short ({e}): rolled back"[:300])
+                self._use_safely(before)
+                self._rolled_back(iv, snap, before, f"cut short ({e}): rolled back"[:300])
             raise
+
+    def _use_safely(self, config: tuple[str, ...]) -> None:
+        """``_use`` on the way out of a failure: a lever whose undo raises is reported by the
+        bit-for-bit check that follows, not here."""
+        try:
+            self._use(config)
+        except Exception:
+            self._live.clear()
 
     def _measure_trial(
         self,
         iid: str,
         iv: Intervention,
         lv: TorchLever,
-        undo: Undo,
         snap: Snapshot,
         before_state: TorchState,
+        after: tuple[str, ...],
     ) -> Intervention:
-        after = TorchState(applied=[*before_state.applied, lv.id], flags=global_flags())
-        self._save_state(f"states/{iid}_after.json", after)
-        if lv.settle_steps:  # compile / autotune once, untimed, from this same state
-            self._check_time()
-            settle = Snapshot.take(self.job)
-            try:
-                run_steps(self.job, self.batches, lv.settle_steps, 0)
-            finally:
-                settle.restore(self.job)
-        ms = self.measure()
-        failed = [m for m in ms if not m.ok]
+        before = tuple(before_state.applied)
+        self._save_state(
+            f"states/{iid}_after.json", TorchState(applied=list(after), flags=global_flags())
+        )
+        run = self.paired(before, after)
+        c = run.comparison
+        self.comparisons[iid] = c
+        self._use(after)
+        after_state = TorchState(applied=list(after), flags=global_flags())
         unjudged = ""
-        if failed:
-            why = failed[0].error
-        elif not lv.checkable:
-            why, unjudged = (
-                "",
-                "correctness not judged: the lever changes only where batches come from",
+        why = ""
+        if run.failed is not None:
+            why = (
+                run.failed.reason
+                if run.failed_arm == "B"
+                else f"the configuration before it failed during the trial: {run.failed.reason}"
             )
+        elif not lv.checkable:
+            unjudged = "correctness not judged: the lever changes only where batches come from"
         elif not self.reference or not self.reference.checkable:
-            why, unjudged = "", f"correctness not judged: {self.check_note}"
+            unjudged = f"correctness not judged: {self.check_note}"
         else:
             why = self._check(lv.safety)
-        new_ns = self.mean_ns(ms) if not failed else math.nan
-        base_ns = self.mean_ns(self.current)
-        gain = 1 - new_ns / base_ns if not failed else None
-        iv.measured_gain, iv.measured_ns = gain, new_ns
-        if math.isfinite(iv.predicted_gain) and gain is not None:  # the replay's error, kept
-            iv.predicted_ns = base_ns * (1 - iv.predicted_gain)
-            self.replay_errors.append((lv.id, iv.predicted_ns, new_ns))
+        gain = c.gain if run.failed is None else None
+        iv.measured_gain, iv.measured_ns = gain, c.b_mean
+        if math.isfinite(iv.predicted_gain) and gain is not None and c.valid:
+            iv.predicted_ns = c.a_mean * (1 - iv.predicted_gain)  # the replay's error, kept
+            self.replay_errors.append((lv.id, iv.predicted_ns, c.b_mean))
         self.journal.transition(
-            iid, State.APPLIED, measured=new_ns, gain=gain, check=unjudged or "checked"
+            iid,
+            State.APPLIED,
+            measured=c.b_mean if math.isfinite(c.b_mean) else None,
+            gain=gain if gain is not None and math.isfinite(gain) else None,
+            pairs=c.to_json(),
+            check=unjudged or "checked",
         )
         iv.state = State.APPLIED
-        verdict, note = self._verdict(not why, why, gain)
+        verdict, note = self._verdict(
+            not why,
+            why,
+            c,
+            "the step failed" if run.failed is not None else "correctness check failed",
+        )
         if unjudged:
             note = f"{note}; {unjudged}"
         if verdict == State.ROLLED_BACK:
-            return self._rolled_back(iv, snap, undo, note)
+            self._use_safely(before)
+            return self._rolled_back(iv, snap, before, note)
         if lv.via:
             note = f"{note}; in effect through {lv.via}: a loop of your own gets it only there"
-        self._undo[iid] = undo
         self._before[iid] = snap
-        self.state = after
-        self.current = ms
-        self._save_state("state.json", after)
+        self.state = after_state
+        self.current = [b.raw for b in run.b_blocks]
+        self._save_state("state.json", after_state)
         self.journal.transition(iid, verdict, reason=note)
         iv.state, iv.note = verdict, note
         self.kept.append(iid)
         return iv
 
     def _rolled_back(
-        self, iv: Intervention, snap: Snapshot, undo: Undo | None, note: str
+        self, iv: Intervention, snap: Snapshot, before: tuple[str, ...], note: str
     ) -> Intervention:
-        """Undo the lever, restore the snapshot taken before it and check the program is bit
-        for bit what it was (journaled with the verdict)."""
-        if undo is not None:
-            undo()
+        """With the lever undone (the live levers are ``before``), restore the snapshot taken
+        before it and check the program is bit for bit what it was (journaled with the
+        verdict)."""
         snap.restore(self.job)
         diffs = snap.differences(self.job)
         self.journal.transition(
@@ -433,23 +526,22 @@ class TorchOptimizer(LoopRun):
         before that trial, checked bit for bit and journaled like the gate's rollbacks."""
         iv = self._verified(iid)
         lever = self._lever_of[iid]
+        applied = list(self.state.applied)
+        at = applied.index(lever)
         # levers kept after this one are undone first (newest first) and applied again after,
         # so the program can be compared with the snapshot taken before this one
-        later = self.kept[self.kept.index(iid) + 1 :] if iid in self.kept else []
-        for k in reversed(later):
-            self._undo.pop(k)()
-        self._undo.pop(iid)()
+        self._use(tuple(applied[:at]))
         snap = self._before.pop(iid)
         snap.restore(self.job)
         diffs = snap.differences(self.job)
         if iid in self.kept:
             self.kept.remove(iid)
-        for k in later:
-            self._before[k] = Snapshot.take(self.job)
-            self._undo[k] = self.levers[self._lever_of[k]].apply(self.job)
-        self.state = TorchState(
-            applied=[x for x in self.state.applied if x != lever], flags=global_flags()
-        )
+        rest = tuple(x for x in applied if x != lever)
+        for k in self.kept:
+            if self._lever_of[k] in applied[at:]:
+                self._before[k] = Snapshot.take(self.job)
+        self._use(rest)
+        self.state = TorchState(applied=list(rest), flags=global_flags())
         self._save_state("state.json", self.state)
         note = f"rolled back by {by}"
         self.journal.transition(
@@ -464,26 +556,17 @@ class TorchOptimizer(LoopRun):
         self.current = self.measure()
         return iv
 
-    def gain(self) -> float:
-        return 1 - self.mean_ns(self.current) / self.baseline_ns
-
     def finish(self, target: float) -> dict[str, Any]:
         try:
-            final = self.measure()
-        except TorchJobError as e:  # the budget ended: the last measurement stands in
-            final, note = self.current, f"final re-measure not done ({e}); the last one is used"
-        else:
-            note = ""
-        ok = all(m.ok for m in final)
-        final_v = self.mean_ns(final) if ok else math.nan
-        gain = 1 - final_v / self.baseline_ns if ok else 0.0
-        res = self._result(final_v, gain, target)
-        if note:
-            res["note"] = note
+            final, note = self.final_comparison()
+        except TorchJobError as e:  # the budget ended: the trials' estimate stands in
+            final, note = None, f"final re-measure not done ({e}); the trials' estimate is used"
+        self._use(tuple(self.state.applied))
+        res = self._result(final, target, note)
         res["final_choice"] = {"applied": list(self.state.applied)}
         self.batches.reset()  # the program's loader is its own again
         if not res["target_met"]:
-            res["diagnostic"] = self.measured_only_diagnostic(target, gain, NO_TRACE)
+            res["diagnostic"] = self.measured_only_diagnostic(target, res["gain"], NO_TRACE)
         return res
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from typing import Any
 
@@ -297,6 +298,10 @@ class Engine:
                 gain=result.get("gain"),
                 target_met=result.get("target_met"),
                 report=report,
+                verdict=result.get("verdict", ""),
+                gain_low=_finite_or_none(result.get("gain_low")),
+                gain_high=_finite_or_none(result.get("gain_high")),
+                headline=result.get("headline", ""),
             )
             self.phase("done", status)
             self.bus.publish(fin)
@@ -336,3 +341,8 @@ class Engine:
         """The command workload's programs end with the budget (paused time not counted)."""
         if self.cmd_workload is not None and self._t0:
             self.cmd_workload.deadline = self._t0 + self._paused_s + self.config.budget_s
+
+
+def _finite_or_none(x: Any) -> float | None:
+    """A float for the JSON lines (which never carry NaN or Infinity), else None."""
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None

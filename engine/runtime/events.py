@@ -217,6 +217,12 @@ class RunFinished(Event):
     gain: float | None = None  # measured time-per-sample gain vs baseline (optimize loop)
     target_met: bool | None = None
     report: str = ""  # path of report.md
+    #: the optimize loop's verdict (met | not met | not confirmed | nothing kept | not
+    #: measurable), the gain's interval and the one-line headline report.md and the summary carry
+    verdict: str = ""
+    gain_low: float | None = None
+    gain_high: float | None = None
+    headline: str = ""
 
 
 @dataclass(frozen=True)

@@ -86,16 +86,21 @@ class OptimizePhases:
                 "traced": bool(opt.traced),
             }
         )
+        loop = asyncio.get_running_loop()
+        opt.target = cfg.target
+        opt.time_left = lambda: eng.deadline("apply") - eng.elapsed()
+        opt.say = lambda message: loop.call_soon_threadsafe(eng.log, "info", message)
+        eng.log("info", "profile: warm-up, then the unchanged workload against itself (A/A)")
         noise = await asyncio.to_thread(opt.profile)
         await self.show(opt.current[0])
         self.status("profile")
         black_box = not opt.traced  # no device trace: measured only
         unit, scale = opt.unit, opt.scale
-        eng.log(
-            "info",
-            f"baseline {noise.mean_ns / scale:.4g} {unit}; A/A {noise.aa_delta:.2%}, "
-            f"noise floor {noise.floor:.2%}",
-        )
+        eng.log("info", f"baseline {noise.mean_ns / scale:.4g} {unit}; {opt.noise_text()}")
+        measurable = noise.plan is None or noise.plan.measurable
+        if not measurable:
+            assert noise.plan is not None
+            eng.log("warning", f"no lever will be tried: {noise.plan.diagnosis}")
         eng.phase(
             "attribute",
             "no device trace: nothing to decode or attribute"
@@ -123,25 +128,20 @@ class OptimizePhases:
         )
         for lever, why in opt.not_applicable.items() if black_box else ():
             eng.log("info", f"{lever}: not applicable: {why}")
-        if not eng.stopped:
+        if not eng.stopped and measurable:
             eng.phase("apply", f"approval policy {cfg.approve}")
             await self.apply()
-        eng.phase("report", "re-measuring the kept levers together")
+        eng.phase(
+            "report",
+            "re-measuring the kept levers against the baseline, interleaved"
+            if opt.kept
+            else "nothing kept: the final configuration is the baseline",
+        )
         result = await asyncio.to_thread(opt.finish, cfg.target)
         md, js = await asyncio.to_thread(write_run, opt, result, self.provenance())
         self.status("report")
         met = result["target_met"]
-        b, f = result["baseline_ns_per_sample"], result["final_ns_per_sample"]
-        if opt.scale == 1.0:  # a program's own metric
-            what = f"on the metric ({b:.4g} → {f:.4g}, goal {cfg.goal})"
-        elif opt.scale == 1e3:
-            what = f"time per sample ({b / 1e3:.1f} → {f / 1e3:.1f} µs)"
-        else:
-            what = f"time per sample ({b / opt.scale:.4g} → {f / opt.scale:.4g} {opt.unit})"
-        summary = (
-            f"target {cfg.target:.0%} {'met' if met else 'NOT met'}: {result['gain']:+.1%} {what}, "
-            f"kept {', '.join(result['kept']) or 'nothing'}"
-        )
+        summary = result["headline"]
         eng.bus.publish(
             ReportWritten(
                 t_wall=eng.elapsed(),
@@ -166,8 +166,11 @@ class OptimizePhases:
                 # unattended policies stop at the target; with a person deciding (manual) the
                 # phase stays open for more approvals or a roll back until its deadline or
                 # until the operator finishes it
-                met = opt.gain() >= cfg.target
+                met = opt.confirmed_gain() >= cfg.target
                 if met and cfg.approve != "manual" and not eng.pending_decisions():
+                    break
+                if eng.elapsed() >= deadline:  # no trial starts after the phase's share
+                    eng.log("info", "the apply phase's share of the budget is spent")
                     break
                 pending = [iv for iv in opt.interventions.values() if iv.state == State.PROPOSED]
                 ready = [iv for iv in opt.interventions.values() if iv.state == State.APPROVED]
@@ -318,7 +321,7 @@ class OptimizePhases:
             OptimizeStatus(
                 t_wall=eng.elapsed(),
                 baseline_ns=opt.baseline_ns,
-                current_ns=opt.mean_ns(opt.current),
+                current_ns=opt.current_value(),
                 gain=opt.gain(),
                 target=eng.config.target,
                 noise_floor=opt.noise.floor,

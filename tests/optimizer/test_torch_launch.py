@@ -13,6 +13,7 @@ import pytest
 from engine.workloads.torch_launch import TorchLaunchWorkload
 from tests.paths import ROOT
 
+SLEEPY = ROOT / "tests" / "fixtures" / "sleepy_train.py"
 SCRIPT = ROOT / "tests" / "fixtures" / "train_small.py"
 
 
@@ -50,11 +51,15 @@ def test_the_launch_check_fails_a_changed_update_and_says_when_it_cannot_judge()
 
 @pytest.mark.slow
 def test_gitm_tui_no_ui_optimizes_an_unmodified_training_script(tmp_path):
+    """The launcher end to end on a script with a known effect (tests/fixtures/sleepy_train.py:
+    one intra-op thread makes each step 6 ms → 4 ms): relaunched per block, its warm-up
+    detected, baseline and lever interleaved in pairs; threads=1 is kept with an interval
+    around the true gain, and the run's verdict says so."""
     env = {"GITM_SCRATCH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     p = subprocess.run(
-        [sys.executable, "-m", "gitm_tui", "--no-ui", "--workload", "torch", "--budget", "90s",
-         "--repeats", "2", "--approve", "auto", "--",
-         sys.executable, str(SCRIPT), "--steps", "80"],
+        [sys.executable, "-m", "gitm_tui", "--no-ui", "--workload", "torch", "--budget", "150s",
+         "--target", "20%", "--approve", "auto", "--",
+         sys.executable, str(SLEEPY), "--steps", "2000"],
         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
@@ -64,8 +69,13 @@ def test_gitm_tui_no_ui_optimizes_an_unmodified_training_script(tmp_path):
     run_dir = Path(fin["report"]).parent
     journal = [json.loads(x) for x in (run_dir / "journal.jsonl").read_text().splitlines()]
     assert any(e.get("type") == "noise_floor" for e in journal)
+    assert any(e.get("type") == "warm_up" for e in journal)
     measured = [e for e in journal if e.get("to") == "APPLIED"]
     assert measured and all(e["measured"] > 0 for e in measured)  # relaunched and timed
+    first = measured[0]
+    assert first["pairs"]["pairs"] >= 4 and 0.15 < first["gain"] < 0.45
+    assert fin["verdict"] == "met" and fin["gain_low"] >= 0.2, fin["headline"]
+    assert fin["headline"].endswith("kept threads=1")
     report = Path(fin["report"]).read_text()
     assert "threads" in report and "measured for real" in report
     assert "tf32" in report  # not applicable on the CPU, and the report says why

@@ -9,7 +9,7 @@ When ``torch`` is imported it:
 * registers a global optimizer-step post hook (``torch.optim.optimizer.
   register_optimizer_step_post_hook``) that writes one line per ``optimizer.step()`` to the file
   descriptor ``GITM_STEP_FD``: ``S <perf_counter_ns>``; after the first step also
-  ``C <Δsum> <Δsum of squares> <sum of squares>`` (what the first update did to the
+  ``C <Δsum> <Δsum of squares> <sum of squares> <Σ eps|p|> <Σ eps p²>`` (what the first update did to the
   parameters of the optimizer, for the launcher's correctness check), ``D cuda|cpu`` (where the
   parameters live) and ``T <threads> <interop threads>`` (what the process runs with). Only
   the first optimizer to step is timed (a GAN's second optimizer steps in the same step); only
@@ -118,6 +118,19 @@ def _settings_and_hook() -> None:
                 xs = [p.detach().float() for p in params]
             return sum(float(x.sum()) for x in xs), sum(float(x.pow(2).sum()) for x in xs)
 
+    def rounding(params: list) -> tuple[float, float]:
+        """Σ eps·|p| and Σ eps·p² over every parameter, eps of its own dtype: one unit in the
+        last place of each, summed — the scale by which rounding alone (a reassociated
+        gradient sum) can move the two sums above."""
+        with t.no_grad():
+            r1 = r2 = 0.0
+            for p in params:
+                eps = float(t.finfo(p.dtype).eps) if p.is_floating_point() else 0.0
+                x = p.detach().float().abs()
+                r1 += eps * float(x.sum())
+                r2 += eps * float(x.pow(2).sum())
+            return r1, r2
+
     def before_step(opt, args, kwargs):  # type: ignore[no-untyped-def]
         try:
             if _state["opt"] is None:  # the first optimizer to step is the one timed
@@ -140,8 +153,10 @@ def _settings_and_hook() -> None:
             if _state["steps"] == 1 and params:
                 b = _state.get("before") or (0.0, 0.0)
                 s, q = moments(params)
-                # what the first update did to the parameters' sum and sum of squares
-                _write(f"C {s - b[0]!r} {q - b[1]!r} {q!r}")
+                r1, r2 = rounding(params)
+                # what the first update did to the parameters' sum and sum of squares, and how
+                # much of that rounding alone can move
+                _write(f"C {s - b[0]!r} {q - b[1]!r} {q!r} {r1!r} {r2!r}")
                 _write(f"D {'cuda' if cuda else 'cpu'}")
                 _write(f"T {t.get_num_threads()} {t.get_num_interop_threads()}")
         except Exception as e:  # never into the user's step

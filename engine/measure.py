@@ -1,0 +1,398 @@
+"""The measurement protocol every optimize loop shares: warm-up found and left out, baseline and
+candidate measured interleaved in pairs, a gain with its interval, and a gate that keeps only
+what clears it.
+
+Why this shape. A busy machine's speed moves by tens of percent within a minute (another job
+starts, the CPU's clock drops, the page cache is evicted). Measuring the baseline once and each
+candidate later compares two different machines; the loop then keeps a slowdown measured in a
+quiet minute against a baseline measured in a loaded one. So:
+
+- **Warm-up** (first iterations, allocator, oneDNN/Inductor set-up, page faults) is detected in
+  each series of step times by MSER truncation (White 1997; MSER-5 for long series): the start
+  that minimises the standard error of what remains, searched over the first half
+  (``warmup_max_share``). It is dropped, not counted.
+- **Pairs**: blocks of A (the current configuration) and B (with the lever) alternate A B, B A,
+  A B … so a load that rises or falls during the trial weighs on both arms alike; each pair
+  gives one log-ratio. Block-to-block drift cancels within a pair; what is left is the pairs'
+  spread.
+- **Gain and interval**: the mean log-ratio with a Student-t interval over the pairs (the
+  paired t-test on log-ratios, stated in the report), mapped to a relative gain (1 − B/A for a
+  time, B/A − 1 for a metric to maximise). The interval is ``level`` two-sided.
+- **Verdict**: kept only when the interval's lower end clears ``min_gain``; a slowdown when its
+  upper end is below zero; otherwise "cannot tell" — never kept.
+- **Noise gate** (``plan``): before any lever, the same pairs of A against A measure how much
+  the machine moves. From their spread follows how many pairs a lever needs for the target to
+  be measurable (half-width ≤ ``resolution`` × target); when that does not fit in the budget,
+  the run says so at once with the figures instead of running trials that cannot pass.
+
+Parameters: manifests/measurement.json (each with its reason). Pure numpy/scipy, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from engine.manifest import MeasurementParams, load_measurement
+
+Goal = Literal["min", "max"]
+
+
+def params() -> MeasurementParams:
+    return load_measurement()
+
+
+# ---------------------------------------------------------------------- warm-up
+def steady_start(
+    xs: Sequence[float] | np.ndarray, batch: int | None = None, max_share: float | None = None
+) -> int:
+    """Index of the first sample of the steady state of ``xs`` (0 when there is no warm-up to
+    drop): MSER truncation — the start ``d`` that minimises Σ_{i≥d}(x_i − x̄_d)² / (n − d)²,
+    searched over the first ``max_share`` of the series. Series of 10 × ``batch`` samples or
+    more are batched by ``batch`` first (MSER-5), so step-to-step jitter does not pick the
+    start; the start returned is in samples."""
+    p = params()
+    batch = p.warmup_batch if batch is None else batch
+    share = p.warmup_max_share if max_share is None else max_share
+    x = np.asarray(xs, dtype=np.float64)
+    x = x[np.isfinite(x)] if not np.isfinite(x).all() else x
+    n = len(x)
+    if n < 4:
+        return 0
+    m = batch if n >= 10 * batch else 1
+    if m > 1:
+        k = n // m
+        y = x[: k * m].reshape(k, m).mean(axis=1)
+    else:
+        y = x
+    k = len(y)
+    # suffix sums give every truncation's SSE in one pass
+    rev = y[::-1]
+    s1 = np.cumsum(rev)[::-1]
+    s2 = np.cumsum(rev * rev)[::-1]
+    cnt = np.arange(k, 0, -1, dtype=np.float64)
+    sse = s2 - s1 * s1 / cnt
+    stat = sse / (cnt * cnt)
+    last = max(1, int(k * share))
+    d = int(np.argmin(stat[:last]))
+    return d * m
+
+
+def steady_mean(xs: Sequence[float] | np.ndarray) -> tuple[float, int]:
+    """(mean of the steady part of ``xs``, how many leading samples were dropped as warm-up);
+    NaN for an empty series."""
+    if not len(xs):
+        return math.nan, 0
+    d = steady_start(xs)
+    rest = np.asarray(xs[d:], dtype=np.float64)
+    return float(rest.mean()), d
+
+
+# ---------------------------------------------------------------------- pairs
+def _t(df: int, level: float) -> float:
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 0.5 + level / 2))
+
+
+def _to_gain(log_gain: float, goal: Goal) -> float:
+    """A mean log-ratio (positive = better) as a relative gain: 1 − B/A for a time (``min``),
+    B/A − 1 for a metric to maximise."""
+    if goal == "min":
+        return 1.0 - math.exp(-log_gain) if log_gain > -700 else -math.inf
+    return math.exp(log_gain) - 1.0 if log_gain < 700 else math.inf
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A over interleaved pairs (each pair one A block and one B block)."""
+
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    goal: Goal = "min"
+    level: float = 0.95
+
+    @property
+    def n(self) -> int:
+        return min(len(self.a), len(self.b))
+
+    @property
+    def log_gains(self) -> np.ndarray:
+        """Per pair: log(A/B) for a time, log(B/A) for a metric to maximise (positive =
+        better)."""
+        a = np.asarray(self.a[: self.n], dtype=np.float64)
+        b = np.asarray(self.b[: self.n], dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.log(a / b) if self.goal == "min" else np.log(b / a)
+        return r
+
+    @property
+    def valid(self) -> bool:
+        """Whether the pairs give a finite mean (every value positive and finite)."""
+        a = np.asarray(self.a[: self.n], dtype=np.float64)
+        b = np.asarray(self.b[: self.n], dtype=np.float64)
+        return (
+            self.n > 0
+            and bool(np.isfinite(a).all() and np.isfinite(b).all())
+            and bool((a > 0).all() and (b > 0).all())
+        )
+
+    @property
+    def mean_log(self) -> float:
+        return float(self.log_gains.mean()) if self.valid else math.nan
+
+    @property
+    def sd_log(self) -> float:
+        """The pairs' spread of log-ratios (sample standard deviation); NaN under 2 pairs."""
+        if not self.valid or self.n < 2:
+            return math.nan
+        return float(self.log_gains.std(ddof=1))
+
+    @property
+    def half_log(self) -> float:
+        """Half-width of the interval of the mean log-ratio; inf under 2 pairs."""
+        if not self.valid:
+            return math.nan
+        if self.n < 2:
+            return math.inf
+        return _t(self.n - 1, self.level) * self.sd_log / math.sqrt(self.n)
+
+    @property
+    def gain(self) -> float:
+        return _to_gain(self.mean_log, self.goal) if self.valid else math.nan
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """(lower, upper) of the gain at ``level``."""
+        if not self.valid:
+            return math.nan, math.nan
+        m, h = self.mean_log, self.half_log
+        return _to_gain(m - h, self.goal), _to_gain(m + h, self.goal)
+
+    @property
+    def a_mean(self) -> float:
+        return float(np.mean(self.a)) if self.a else math.nan
+
+    @property
+    def b_mean(self) -> float:
+        return float(np.mean(self.b)) if self.b else math.nan
+
+    def text(self) -> str:
+        """'+12.3 % [+8.1 … +16.2] (95 %, 6 pairs)'."""
+        if not self.valid:
+            return "no valid pairs"
+        lo, hi = self.interval
+        return (
+            f"{_pct(self.gain)} [{_pct(lo, sign=True)} … {_pct(hi, sign=True)}] "
+            f"({self.level:.0%}, {self.n} pair{'s' if self.n != 1 else ''})"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        lo, hi = self.interval
+        return {
+            "gain": _finite(self.gain),
+            "low": _finite(lo),
+            "high": _finite(hi),
+            "pairs": self.n,
+            "level": self.level,
+            "a": [_finite(x) for x in self.a],
+            "b": [_finite(x) for x in self.b],
+            "method": "paired t interval on log-ratios of interleaved blocks",
+        }
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def _pct(x: float, sign: bool = True) -> str:
+    if not math.isfinite(x):
+        return "−∞ %" if x < 0 else "+∞ %" if x > 0 else "n/a"
+    return f"{x:+.1%}" if sign else f"{x:.1%}"
+
+
+@dataclass
+class Block:
+    """One measured block: its value (time per sample, or the program's metric), or why it
+    failed; ``raw`` is the loop's own measurement object (a trace, step times)."""
+
+    value: float
+    ok: bool = True
+    reason: str = ""
+    raw: Any = None
+
+
+@dataclass
+class PairedRun:
+    """What ``interleave`` measured: the comparison, every block, and the first failure."""
+
+    comparison: Comparison
+    a_blocks: list[Block] = field(default_factory=list)
+    b_blocks: list[Block] = field(default_factory=list)
+    failed: Block | None = None
+    failed_arm: str = ""  # "A" | "B"
+
+
+def interleave(
+    run_a: Callable[[], Block],
+    run_b: Callable[[], Block],
+    pairs: int,
+    goal: Goal = "min",
+    keep_going: Callable[[], bool] | None = None,
+) -> PairedRun:
+    """Measure ``pairs`` pairs in the order A B, B A, A B, … (each pair one block of each arm;
+    the arm that ends one pair starts the next, so each switch serves two blocks). Stops at the
+    first failed block (``failed``) or when ``keep_going()`` turns false before a pair (the
+    budget): the comparison holds the pairs completed."""
+    out = PairedRun(Comparison((), (), goal, params().level))
+    a_vals: list[float] = []
+    b_vals: list[float] = []
+    for i in range(pairs):
+        if keep_going is not None and not keep_going():
+            break
+        order = (("A", run_a), ("B", run_b)) if i % 2 == 0 else (("B", run_b), ("A", run_a))
+        got: dict[str, Block] = {}
+        for arm, run in order:
+            blk = run()
+            if not blk.ok or not (math.isfinite(blk.value) and blk.value > 0):
+                if blk.ok:
+                    blk = Block(blk.value, False, f"measured {blk.value!r}, not a positive number")
+                out.failed, out.failed_arm = blk, arm
+                break
+            got[arm] = blk
+        if out.failed is not None:
+            break
+        out.a_blocks.append(got["A"])
+        out.b_blocks.append(got["B"])
+        a_vals.append(got["A"].value)
+        b_vals.append(got["B"].value)
+    out.comparison = Comparison(tuple(a_vals), tuple(b_vals), goal, params().level)
+    return out
+
+
+# ---------------------------------------------------------------------- verdicts
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's reading of one comparison."""
+
+    keep: bool
+    kind: Literal["faster", "slower", "cannot tell", "below threshold", "invalid"]
+    note: str
+
+
+def verdict(c: Comparison, min_gain: float | None = None) -> Verdict:
+    """Keep only when the interval's lower end clears ``min_gain``; a slowdown when its upper
+    end is below zero; otherwise say it cannot be told (not kept)."""
+    mg = params().min_gain if min_gain is None else min_gain
+    if not c.valid or c.n < 2:
+        return Verdict(
+            False,
+            "invalid",
+            f"cannot tell: {c.n} pair(s) measured before the time ran out, at least 2 needed",
+        )
+    lo, hi = c.interval
+    if lo > mg:
+        return Verdict(True, "faster", f"kept: {c.text()}, clear of the {mg:.0%} threshold")
+    if hi < 0:
+        return Verdict(False, "slower", f"slower: {c.text()}")
+    if lo > 0:
+        return Verdict(
+            False,
+            "below threshold",
+            f"faster but by less than the {mg:.0%} worth keeping: {c.text()}",
+        )
+    return Verdict(False, "cannot tell", f"cannot tell: {c.text()} includes no change")
+
+
+# ---------------------------------------------------------------------- the noise gate
+@dataclass(frozen=True)
+class NoisePlan:
+    """What the A/A says: how many pairs each lever gets, and whether the target can be
+    measured at all in the time left."""
+
+    aa: Comparison
+    pairs: int  # per lever
+    half: float  # the interval's half-width (as a gain) expected with ``pairs`` pairs
+    pair_s: float  # seconds one pair took in the A/A
+    measurable: bool
+    needed_pairs: int  # for the target (may exceed max_pairs)
+    diagnosis: str = ""  # why not measurable, with what would help
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "aa": self.aa.to_json(),
+            "pairs": self.pairs,
+            "half_width": _finite(self.half),
+            "pair_s": self.pair_s,
+            "measurable": self.measurable,
+            "needed_pairs": self.needed_pairs,
+            "diagnosis": self.diagnosis,
+        }
+
+
+def half_width(sd_log: float, n: int, level: float, goal: Goal = "min") -> float:
+    """The half-width, as a gain, of the interval ``n`` pairs with spread ``sd_log`` give
+    around no change."""
+    if n < 2 or not math.isfinite(sd_log):
+        return math.inf
+    h = _t(n - 1, level) * sd_log / math.sqrt(n)
+    return abs(_to_gain(h, goal))
+
+
+def plan(
+    aa: Comparison,
+    target: float,
+    pair_s: float,
+    time_left_s: float,
+    trials: int = 1,
+) -> NoisePlan:
+    """Pairs per lever from the A/A's spread: the fewest (at least ``min_pairs``) whose
+    interval half-width is at most ``resolution`` × ``target``. Not measurable when that needs
+    more than ``max_pairs``, or more time than ``time_left_s`` holds for one trial and the
+    final re-measure; the diagnosis then gives the figures and what would help."""
+    p = params()
+    goal = aa.goal
+    sd = aa.sd_log if aa.valid and aa.n >= 2 else math.nan
+    want = p.resolution * target
+    if not math.isfinite(sd):
+        return NoisePlan(
+            aa,
+            p.min_pairs,
+            math.inf,
+            pair_s,
+            False,
+            p.max_pairs,
+            ("the A/A measurement did not complete, so the machine's noise is unknown"),
+        )
+    # the spread of the A/A is itself estimated from few pairs: its upper confidence bound
+    # would be more cautious still; the trial's own interval is what the gate reads, so the
+    # plan takes the point estimate and the verdict stays honest either way
+    needed = p.min_pairs
+    while needed < 10_000 and half_width(sd, needed, p.level, goal) > want:
+        needed += 1
+    pairs = min(max(p.min_pairs, needed), p.max_pairs)
+    half = half_width(sd, pairs, p.level, goal)
+    per_trial = time_left_s / max(pair_s, 1e-9) / max(1, trials + 1)
+    fits = int(min(per_trial, 1e9)) if per_trial > 0 else 0
+    aa_text = (
+        f"the A/A moves {aa.text()} (pair-to-pair spread {sd:.1%} in log terms; one pair of "
+        f"blocks takes {pair_s:.3g} s)"
+    )
+    if needed > p.max_pairs or needed > fits:
+        why = (
+            f"needs {needed} pairs per lever"
+            + (f" (more than the {p.max_pairs} allowed)" if needed > p.max_pairs else "")
+            + (f"; the time left holds about {fits} per trial" if needed > fits else "")
+        )
+        diag = (
+            f"a {target:.0%} gain cannot be measured here: {aa_text}; resolving {target:.0%} to "
+            f"±{want:.1%} {why}. What would help: a quieter machine (stop other work on it), "
+            "longer blocks (more steps or a longer run per measurement), a larger --budget, "
+            "or a larger --target"
+        )
+        return NoisePlan(aa, pairs, half, pair_s, False, needed, diag)
+    return NoisePlan(aa, pairs, half, pair_s, True, needed)

@@ -1,0 +1,219 @@
+"""The measurement protocol (engine/measure.py) and the loops that share it: warm-up found and
+dropped, interleaved pairs that cancel a load changing mid-run, verdicts from the pairs'
+interval, and a noise gate that diagnoses an unmeasurable target up front.
+
+The end-to-end tests run a SYNTHETIC program with known effects (tests/fixtures/known_effect.py:
+a 30 % gain, a 40 % slowdown, no change; a machine that turns 2.5× slower mid-run) through the
+real command loop, and a sleep-timed training script through the torch launcher."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.measure import (
+    Block,
+    Comparison,
+    half_width,
+    interleave,
+    params,
+    plan,
+    steady_mean,
+    steady_start,
+    verdict,
+)
+from tests.paths import ROOT
+
+KNOWN = ROOT / "tests" / "fixtures" / "known_effect.py"
+SLEEPY = ROOT / "tests" / "fixtures" / "sleepy_train.py"
+
+
+# ---------------------------------------------------------------------- the statistics
+def test_warm_up_is_found_and_dropped():
+    rng = np.random.default_rng(0)
+    steady = list(10 + rng.normal(0, 0.2, 40))
+    xs = [40, 30, 22, 16, 12, *steady]  # first iterations, allocator, set-up
+    assert steady_start(xs) == 5
+    mean, dropped = steady_mean(xs)
+    assert dropped == 5 and abs(mean - 10) < 0.2
+    # long series are batched by 5 (MSER-5); the start is returned in samples
+    long = [50.0] * 10 + list(10 + rng.normal(0, 0.5, 200))
+    d = steady_start(long)
+    assert 10 <= d <= 30 and d % 5 == 0  # all of the warm-up, little of the steady part
+    # a series with no warm-up keeps (nearly) all of itself, and never less than half
+    flat = list(10 + rng.normal(0, 0.5, 60))
+    assert steady_start(flat) <= 30 and abs(steady_mean(flat)[0] - 10) < 0.3
+
+
+def test_pairs_cancel_a_load_that_changes_mid_run():
+    # a machine twice as slow for the second half: the baseline's blocks and the lever's
+    # blocks are both hit, pair by pair
+    a = (100.0, 100.0, 200.0, 200.0)
+    b = (70.0, 70.0, 140.0, 140.0)
+    c = Comparison(a, b)
+    assert c.gain == pytest.approx(0.30) and c.interval == pytest.approx((0.30, 0.30))
+    # measured one after the other (baseline first, lever later), the load reads as a slowdown
+    assert 1 - np.mean(b[2:]) / np.mean(a[:2]) < 0
+    # a metric to maximise: B/A - 1
+    assert Comparison((10.0, 10.0), (12.0, 12.0), "max").gain == pytest.approx(0.2)
+
+
+def test_interleaving_alternates_and_stops_at_a_failure():
+    order: list[str] = []
+
+    def arm(name, value, fail_at=None):
+        def run():
+            order.append(name)
+            if fail_at is not None and len(order) >= fail_at:
+                return Block(math.nan, False, "boom")
+            return Block(value)
+
+        return run
+
+    run = interleave(arm("A", 10.0), arm("B", 8.0), 3)
+    assert order == ["A", "B", "B", "A", "A", "B"]
+    assert run.comparison.n == 3 and run.failed is None
+    order.clear()
+    run = interleave(arm("A", 10.0), arm("B", 8.0, fail_at=3), 3)  # B fails in the 2nd pair
+    assert run.failed is not None and run.failed_arm == "B" and run.comparison.n == 1
+    # a zero or negative value is a failed block, not a gain of 100 %
+    run = interleave(arm("A", 10.0), lambda: Block(0.0), 2)
+    assert run.failed is not None and "not a positive number" in run.failed.reason
+
+
+def test_verdicts_keep_only_what_clears_the_threshold():
+    rng = np.random.default_rng(1)
+    noise = lambda: np.exp(rng.normal(0, 0.02, 6))  # noqa: E731
+    base = 100 * noise()
+    assert verdict(Comparison(tuple(base), tuple(0.7 * base * noise()))).kind == "faster"
+    assert verdict(Comparison(tuple(base), tuple(1.4 * base * noise()))).kind == "slower"
+    assert verdict(Comparison(tuple(base), tuple(base * noise()))).kind == "cannot tell"
+    exact = (100.0, 101.0, 99.0, 100.0)
+    small = Comparison(exact, tuple(x * 0.995 for x in exact))
+    assert verdict(small).kind == "below threshold" and not verdict(small).keep
+    assert verdict(Comparison((1.0,), (0.5,))).kind == "invalid"  # one pair is no interval
+
+
+def test_the_noise_gate_plans_pairs_or_diagnoses_and_never_exceeds_100_percent():
+    rng = np.random.default_rng(2)
+    quiet = Comparison(
+        tuple(100 * np.exp(rng.normal(0, 0.01, 4))), tuple(100 * np.exp(rng.normal(0, 0.01, 4)))
+    )
+    p = plan(quiet, target=0.10, pair_s=0.1, time_left_s=60)
+    assert p.measurable and p.pairs == params().min_pairs and p.half < 0.05
+    loud = Comparison(
+        tuple(100 * np.exp(rng.normal(0, 0.5, 4))), tuple(100 * np.exp(rng.normal(0, 0.5, 4)))
+    )
+    p = plan(loud, target=0.10, pair_s=2.0, time_left_s=60)
+    assert not p.measurable and p.needed_pairs > params().max_pairs
+    assert "cannot be measured" in p.diagnosis and "What would help" in p.diagnosis
+    assert p.half < 1.0  # a gain interval of a time is never wider than 100 %
+    assert half_width(2.0, 2, 0.95) < 1.0
+    # measurable in pairs, but not in the time left: said so too
+    mid = Comparison(
+        tuple(100 * np.exp(rng.normal(0, 0.05, 4))), tuple(100 * np.exp(rng.normal(0, 0.05, 4)))
+    )
+    p = plan(mid, target=0.10, pair_s=10.0, time_left_s=30)
+    assert not p.measurable and "the time left holds" in p.diagnosis
+
+
+# ---------------------------------------------------------------------- known effects, end to end
+def _run(tmp_path, levers, target, env_extra, budget="60s", tag="run"):
+    state = tmp_path / f"{tag}.count"
+    env = {
+        "GITM_SCRATCH": str(tmp_path / tag),
+        "PATH": "/usr/bin:/bin",
+        "KE_STATE": str(state),
+        **env_extra,
+    }
+    args = [sys.executable, "-m", "gitm_tui", "--no-ui", "--workload", "command",
+            "--metric", r"time_ms=([0-9.]+)", "--budget", budget, "--target", target,
+            "--approve", "auto"]  # fmt: skip
+    for name in levers:
+        args += ["--lever", f"{name}=env:KE_{name.upper()}=0,1"]
+    p = subprocess.run(
+        [*args, "--", sys.executable, str(KNOWN)],
+        capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    events = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    fin = events[-1]
+    assert fin["type"] == "run_finished", p.stderr[-3000:]
+    run_dir = Path(fin["report"]).parent
+    journal = [json.loads(x) for x in (run_dir / "journal.jsonl").read_text().splitlines()]
+    ivs = {e["lever"]: e for e in events if e["type"] == "intervention"}  # the last of each
+    runs = int(state.read_text())
+    return p, fin, journal, ivs, runs
+
+
+@pytest.mark.slow
+def test_known_effects_are_judged_right_while_the_load_changes_mid_run(tmp_path):
+    """A 30 % gain kept, a 40 % slowdown rolled back as slower, no change rolled back as
+    'cannot tell' — while the machine turns 2.5x slower in the middle of the first trial."""
+    p, fin, journal, ivs, _ = _run(
+        tmp_path,
+        ("fast", "slow", "same"),
+        "50%",  # out of reach, so every lever is tried
+        {"KE_LOAD": "2.5", "KE_LOAD_AFTER": "11", "KE_SEED": "7"},
+    )
+    states = {k.split("=")[0]: (v["state"], v["note"]) for k, v in ivs.items()}
+    assert states["fast"][0] == "VERIFIED", states
+    assert states["slow"][0] == "ROLLED_BACK" and states["slow"][1].startswith("slower"), states
+    assert states["same"][0] == "ROLLED_BACK" and states["same"][1].startswith("cannot tell")
+    # the trial of 'fast' straddled the load change; measured after the A/A instead of
+    # interleaved with it, it would have read as a slowdown
+    aa = next(e for e in journal if e.get("type") == "noise_floor")
+    fast = next(e for e in journal if e.get("to") == "APPLIED" and e["id"] == "I1")
+    naive = 1 - np.mean(fast["pairs"]["b"]) / np.mean(aa["means"])
+    assert naive < 0 and 0.25 < fast["gain"] < 0.35
+    # one verdict everywhere: the summary line, the JSON event and the report
+    assert fin["verdict"] == "not met" and fin["target_met"] is False
+    assert 0.2 <= fin["gain_low"] <= fin["gain"] <= fin["gain_high"] < 0.5
+    assert fin["headline"].startswith("target 50% NOT met: +")
+    assert fin["headline"].endswith("kept fast=1")
+    assert f"gitm-tui: {fin['headline']}; report" in p.stderr
+    assert fin["headline"] in Path(fin["report"]).read_text()
+
+
+@pytest.mark.slow
+def test_a_noisy_machine_is_diagnosed_before_any_trial(tmp_path):
+    p, fin, journal, _ivs, runs = _run(
+        tmp_path, ("fast", "same"), "10%", {"KE_NOISE": "0.5", "KE_SEED": "3"}
+    )
+    assert fin["verdict"] == "not measurable" and fin["target_met"] is False
+    assert not any(e.get("to") == "APPLYING" for e in journal)  # no trial was run
+    assert runs == 1 + 2 * params().aa_pairs  # the warm-up run and the A/A: nothing more
+    assert "cannot be measured here" in fin["headline"] and "What would help" in fin["headline"]
+    assert "no lever will be tried" in p.stderr
+
+
+@pytest.mark.slow
+def test_a_run_that_keeps_nothing_claims_no_gain(tmp_path):
+    _p, fin, *_ = _run(tmp_path, ("slow", "same"), "10%", {"KE_SEED": "5"})
+    assert fin["verdict"] == "nothing kept" and fin["gain"] == 0.0
+    head = fin["headline"]
+    assert head.startswith(
+        "target 10% NOT met: nothing kept, the final configuration is the baseline"
+    )
+    assert "slow=1: slower" in head and "same=1: cannot tell" in head
+    assert "%" not in head.replace("target 10%", "")  # no figure that reads as a gain
+    report = Path(fin["report"]).read_text()
+    assert "no gain is claimed" in report and "Short by" not in report
+
+
+@pytest.mark.slow
+def test_the_same_command_three_times_gives_the_same_verdicts(tmp_path):
+    """Fresh noise each run (no seed): the same levers kept, and intervals that overlap."""
+    outs = [_run(tmp_path, ("fast", "same"), "20%", {}, tag=f"r{i}")[1] for i in range(3)]
+    kept = {tuple(sorted(o["headline"].split("kept ")[-1].split(", "))) for o in outs}
+    assert kept == {("fast=1",)}, [o["headline"] for o in outs]
+    assert all(o["verdict"] == "met" and o["gain_low"] >= 0.1 for o in outs)
+    lo = max(o["gain_low"] for o in outs)
+    hi = min(o["gain_high"] for o in outs)
+    assert lo <= hi, [(o["gain_low"], o["gain_high"]) for o in outs]
