@@ -13,6 +13,8 @@ Embedded API (DESIGN §9)::
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,7 @@ def optimize(
     seed: int = 0,
     repeats: int = 4,
     levers: tuple[Any, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> OptimizeResult:
     """Run the optimize loop and return its result.
 
@@ -53,18 +56,49 @@ def optimize(
     and wait for a person: ``gitm-tui approve RUN ID`` from another terminal, or
     ``approve="all"`` here to let this call be that person); ``none`` only proposes. Runs as
     fast as the work allows and at most ``budget``. Journal and report are written like every
-    run's (``result.run_dir``)."""
+    run's (``result.run_dir``).
+
+    Progress: every phase, decision and log line of the run goes to the ``logging`` module
+    (logger ``"engine"``: warnings show by default, ``logging.basicConfig(level="INFO")``
+    shows the rest) and, when given, to ``progress(line)`` — called from the run's own thread,
+    one plain line at a time."""
     import asyncio
     import threading
 
     from engine.runtime import Engine, RunConfig, parse_budget
-    from engine.runtime.events import InterventionUpdate, RunFinished
+    from engine.runtime.events import (
+        InterventionUpdate,
+        LogEvent,
+        PhaseChanged,
+        ReportWritten,
+        RunFinished,
+    )
 
     if approve not in ("auto", "none", "all"):
         raise ValueError(
             "embedded runs have no person to ask: approve must be 'auto' (SAFE levers), "
             "'all' (this call approves every lever) or 'none' (propose only)"
         )
+    log = logging.getLogger("engine")
+
+    def _progress_line(ev: Any, ivs: dict[str, dict[str, Any]]) -> tuple[int, str] | None:
+        """What a person following the run reads of ``ev`` (None: nothing worth a line)."""
+        if isinstance(ev, LogEvent):
+            lvl = {"warning": logging.WARNING, "error": logging.ERROR}.get(ev.level, logging.INFO)
+            return lvl, ev.message
+        if isinstance(ev, PhaseChanged):
+            return logging.INFO, f"phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else "")
+        if isinstance(ev, InterventionUpdate):
+            if ivs.get(ev.id, {}).get("state") == ev.state:
+                return None  # the same state again (a new prediction): no new line
+            note = f" — {ev.note}" if ev.note else ""
+            return logging.INFO, f"{ev.id} {ev.lever} [{ev.safety}] {ev.state}{note}"
+        if isinstance(ev, ReportWritten):
+            return logging.WARNING if not ev.target_met else logging.INFO, (
+                f"{ev.summary}; report {ev.path}"
+            )
+        return None
+
     job = None if isinstance(engine, str) else engine
     cfg = RunConfig(
         workload=engine if isinstance(engine, str) else "torch",
@@ -84,6 +118,12 @@ def optimize(
         ivs: dict[str, dict[str, Any]] = {}
         fin: RunFinished | None = None
         async for ev in sub:
+            line = _progress_line(ev, ivs)
+            if line is not None:
+                level, text = line
+                log.log(level, text)
+                if progress is not None:
+                    progress(text)
             if isinstance(ev, InterventionUpdate):
                 ivs[ev.id] = ev.to_json()
             elif isinstance(ev, RunFinished):

@@ -243,16 +243,18 @@ def interleave(
     pairs: int,
     goal: Goal = "min",
     keep_going: Callable[[], bool] | None = None,
+    at_least: int = 0,
 ) -> PairedRun:
     """Measure ``pairs`` pairs in the order A B, B A, A B, … (each pair one block of each arm;
     the arm that ends one pair starts the next, so each switch serves two blocks). Stops at the
     first failed block (``failed``) or when ``keep_going()`` turns false before a pair (the
-    budget): the comparison holds the pairs completed."""
+    budget) — except for the first ``at_least`` pairs: the comparison holds the pairs
+    completed."""
     out = PairedRun(Comparison((), (), goal, params().level))
     a_vals: list[float] = []
     b_vals: list[float] = []
     for i in range(pairs):
-        if keep_going is not None and not keep_going():
+        if i >= at_least and keep_going is not None and not keep_going():
             break
         order = (("A", run_a), ("B", run_b)) if i % 2 == 0 else (("B", run_b), ("A", run_a))
         got: dict[str, Block] = {}

@@ -66,6 +66,7 @@ class CommandOptimizer(LoopRun):
         self._cands: dict[str, CommandCandidate] = {}
         self.unit = f"(metric, goal {workload.spec.goal})"
         self.goal = workload.spec.goal
+        workload.log_dir = run_dir  # each run's output: logs/run-NNNN.log in the run folder
         super().__init__(run_dir, repeats, workload.base)
 
     # ------------------------------------------------------------------ measuring
@@ -73,7 +74,8 @@ class CommandOptimizer(LoopRun):
         """One run of the program under ``config``."""
         r = self.wl.run_once(config)
         v = r.value if r.value is not None and r.ok else float("nan")
-        return Block(v, r.ok, r.reason, CommandMeasurement([r]))
+        why = f"{r.reason} (its output: {r.log})" if not r.ok and r.log else r.reason
+        return Block(v, r.ok, why, CommandMeasurement([r]))
 
     def base_state(self) -> CommandState:
         return self.wl.base

@@ -161,6 +161,7 @@ class LoopRun:
         #: seconds left for trials, and a thread-safe narration hook
         self.target = 0.0
         self.time_left: Callable[[], float] = lambda: math.inf
+        self.budget_left: Callable[[], float] = lambda: math.inf  # the whole run's
         self.say: Callable[[str], None] = lambda message: None
         #: pairs per lever (the noise gate's plan; ``repeats`` is the floor)
         self.pairs = max(params().min_pairs, self.repeats)
@@ -179,21 +180,29 @@ class LoopRun:
         journal ('' for nothing)."""
         return ""
 
-    def paired(self, before: Any, after: Any, pairs: int | None = None) -> PairedRun:
-        """``after`` against ``before`` in interleaved pairs (A B, B A, …)."""
+    def paired(
+        self,
+        before: Any,
+        after: Any,
+        pairs: int | None = None,
+        time_left: Callable[[], float] | None = None,
+        at_least: int = 0,
+    ) -> PairedRun:
+        """``after`` against ``before`` in interleaved pairs (A B, B A, …), no new pair
+        started once ``time_left()`` (default: the apply phase's) is spent."""
         n = pairs or self.pairs
+        left = time_left or self.time_left
         run = interleave(
             lambda: self.block(before),
             lambda: self.block(after),
             n,
             self.goal,
-            keep_going=lambda: self.time_left() > 0,
+            keep_going=lambda: left() > 0,
+            at_least=at_least,
         )
         self.measurements += len(run.a_blocks) + len(run.b_blocks) + (run.failed is not None)
-        if run.failed is None and run.comparison.n < n and self.time_left() <= 0:
-            self.say(
-                f"the apply phase's share of the budget ended after {run.comparison.n} of {n} pairs"
-            )
+        if run.comparison.n < n and left() <= 0:
+            self.say(f"the budget ended after {run.comparison.n} of {n} pairs")
         return run
 
     @staticmethod
@@ -208,7 +217,8 @@ class LoopRun:
         if did:
             self.journal.append({"type": "warm_up", "what": did})
         t0 = time.monotonic()
-        run = self.paired(self.state, self.state, params().aa_pairs)
+        # the baseline needs an interval however short the budget: 2 pairs at least
+        run = self.paired(self.state, self.state, params().aa_pairs, self.budget_left, 2)
         self._pair_s = (time.monotonic() - t0) / max(1, run.comparison.n)
         return run
 
@@ -220,7 +230,11 @@ class LoopRun:
         p = plan(aa, self.target, getattr(self, "_pair_s", 0.0), self.time_left())
         self.pairs = max(self.pairs, p.pairs) if p.measurable else p.pairs
         aa_gain = aa.gain if math.isfinite(aa.gain) else math.nan
-        self.noise = NoiseFloor(means, abs(aa_gain), p.half, p)
+        # an A/A cut short by the budget has no interval: its floor is unknown (NaN), never
+        # a number past 100 %
+        self.noise = NoiseFloor(
+            means, abs(aa_gain), p.half if math.isfinite(p.half) else math.nan, p
+        )
         self.current = [b.raw for b in run.a_blocks + run.b_blocks]
         self.baseline_ns = float(np.mean(means))
         self.journal.append(
@@ -308,7 +322,7 @@ class LoopRun:
         the final configuration is the baseline). Loops override ``block`` only."""
         if not self.kept:
             return None, ""
-        run = self.paired(self.base_state(), self.state)
+        run = self.paired(self.base_state(), self.state, time_left=self.budget_left)
         if run.failed is not None:
             return run.comparison if run.comparison.n >= 2 else None, (
                 f"final re-measure cut short ({run.failed.reason})"
@@ -389,8 +403,8 @@ class LoopRun:
         t = f"target {res['target']:.0%}"
         v = res["verdict"]
         if v == "not measurable":
-            p = res.get("noise") or {}
-            return f"{t} not measurable here: {p.get('diagnosis', 'the machine is too noisy')}"
+            diag = (res.get("noise") or {}).get("diagnosis") or "the machine is too noisy"
+            return f"{t} not measurable here: {diag.split(' here: ', 1)[-1]}"
         tried = [iv for iv in self.interventions.values() if iv.state == State.ROLLED_BACK]
         if v == "nothing kept":
             why = "; ".join(f"{iv.lever_id}: {_short(iv.note)}" for iv in tried[:4])

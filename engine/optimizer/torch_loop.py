@@ -160,17 +160,19 @@ class TorchOptimizer(LoopRun):
         """One block with exactly the levers ``config`` live (switched to it first)."""
         try:
             self._use(config)
+            m = self.measure_once()
+        except BudgetEnded as e:  # the pairs so far are judged; the caller says so
+            return Block(math.nan, False, str(e))
         except TorchJobError:
             raise
         except Exception as e:  # the lever's apply or undo raised
             return Block(math.nan, False, f"switching levers failed: {e!r}"[:300])
-        m = self.measure_once()
         return Block(m.mean_ns, m.ok, m.error, m)
 
     def base_state(self) -> tuple[str, ...]:
         return ()
 
-    def _use(self, config: tuple[str, ...] | TorchState) -> None:
+    def _use(self, config: tuple[str, ...] | TorchState, settle: bool = True) -> None:
         """Make exactly the levers ``config`` live: the newest undone until the live ones are a
         prefix of it, then the missing ones applied in order (each with its untimed settle
         steps: a compile, an autotune). The program's numbers are untouched (each block
@@ -185,13 +187,13 @@ class TorchOptimizer(LoopRun):
         for lid in want[len(live) :]:
             lv = self.levers[lid]
             live.append((lid, lv.apply(self.job)))
-            if lv.settle_steps:  # compile / autotune once, untimed, from this same state
+            if settle and lv.settle_steps:  # compile / autotune once, untimed, same state
                 self._check_time()
-                settle = Snapshot.take(self.job)
+                kept = Snapshot.take(self.job)
                 try:
                     run_steps(self.job, self.batches, lv.settle_steps, 0)
                 finally:
-                    settle.restore(self.job)
+                    kept.restore(self.job)
 
     def warm_up(self) -> str:
         """Run the unchanged program step by step until its step time is steady (MSER finds
@@ -403,6 +405,24 @@ class TorchOptimizer(LoopRun):
         if hold_s:
             time.sleep(hold_s)
         after = (*before, lv.id)
+        # torch's own logging of the trial (an Inductor failure's tracebacks) goes to
+        # logs/<iid>.log in the run folder; the note names it
+        with framework_output(self.run_dir, iid) as log:
+            out = self._apply_and_measure(iid, iv, lv, snap, before_state, after)
+        if out.state == State.ROLLED_BACK and log.lines:
+            out.note = f"{out.note}; framework output: {log.rel} ({log.lines} lines)"
+        return out
+
+    def _apply_and_measure(
+        self,
+        iid: str,
+        iv: Intervention,
+        lv: TorchLever,
+        snap: Snapshot,
+        before_state: TorchState,
+        after: tuple[str, ...],
+    ) -> Intervention:
+        before = tuple(before_state.applied)
         try:
             self._use(after)
         except TorchJobError as e:  # the budget ended or the run was stopped while settling
@@ -415,11 +435,7 @@ class TorchOptimizer(LoopRun):
                 iv, snap, before, f"the lever could not be applied: {e!r}"[:300]
             )
         try:
-            with framework_output(self.run_dir, iid) as log:
-                out = self._measure_trial(iid, iv, lv, snap, before_state, after)
-            if out.state == State.ROLLED_BACK and log.lines:
-                out.note = f"{out.note}; its framework output: {log.rel} ({log.lines} lines)"
-            return out
+            return self._measure_trial(iid, iv, lv, snap, before_state, after)
         except BaseException as e:  # cut short: nothing of it may stay applied
             if iv.state in (State.APPLYING, State.APPLIED):
                 self._use_safely(before)
@@ -454,6 +470,8 @@ class TorchOptimizer(LoopRun):
         after_state = TorchState(applied=list(after), flags=global_flags())
         unjudged = ""
         why = ""
+        if run.failed is not None and run.failed.reason.startswith("the budget ended"):
+            run.failed = None  # not the lever's failure: the pairs measured are judged
         if run.failed is not None:
             why = (
                 run.failed.reason
@@ -508,6 +526,7 @@ class TorchOptimizer(LoopRun):
         """With the lever undone (the live levers are ``before``), restore the snapshot taken
         before it and check the program is bit for bit what it was (journaled with the
         verdict)."""
+        note = " ".join(note.split())  # an exception's text may span lines: one line here
         snap.restore(self.job)
         diffs = snap.differences(self.job)
         self.journal.transition(
@@ -537,10 +556,11 @@ class TorchOptimizer(LoopRun):
         if iid in self.kept:
             self.kept.remove(iid)
         rest = tuple(x for x in applied if x != lever)
-        for k in self.kept:
-            if self._lever_of[k] in applied[at:]:
-                self._before[k] = Snapshot.take(self.job)
-        self._use(rest)
+        iid_of = {self._lever_of[k]: k for k in self.kept}
+        for i in range(at, len(rest)):  # the later ones again, each after its own snapshot
+            if rest[i] in iid_of:
+                self._before[iid_of[rest[i]]] = Snapshot.take(self.job)
+            self._use(rest[: i + 1])
         self.state = TorchState(applied=list(rest), flags=global_flags())
         self._save_state("state.json", self.state)
         note = f"rolled back by {by}"
@@ -561,7 +581,7 @@ class TorchOptimizer(LoopRun):
             final, note = self.final_comparison()
         except TorchJobError as e:  # the budget ended: the trials' estimate stands in
             final, note = None, f"final re-measure not done ({e}); the trials' estimate is used"
-        self._use(tuple(self.state.applied))
+        self._use(tuple(self.state.applied), settle=False)  # as the program keeps it
         res = self._result(final, target, note)
         res["final_choice"] = {"applied": list(self.state.applied)}
         self.batches.reset()  # the program's loader is its own again

@@ -6,6 +6,7 @@ stream are concatenated, κ and telemetry keep the latest. Nothing that matters 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar
 
@@ -22,7 +23,7 @@ def _jsonable(v: Any) -> Any:
         return {f.name: _jsonable(getattr(v, f.name)) for f in fields(v)}
     if isinstance(v, np.ndarray):
         return [_jsonable(x) for x in v.tolist()] if v.dtype.kind == "f" else v.tolist()
-    if isinstance(v, float) and v != v:
+    if isinstance(v, float) and not math.isfinite(v):  # JSON has no NaN or Infinity
         return None
     if isinstance(v, np.generic):
         return _jsonable(v.item())
@@ -336,6 +337,10 @@ class ReportWritten(Event):
     target_met: bool
     gain: float
     summary: str
+    #: met | not met | not confirmed | nothing kept | not measurable (the summary's verdict)
+    verdict: str = ""
+    gain_low: float | None = None
+    gain_high: float | None = None
 
 
 #: every event type by its JSON ``type`` — the headless schema's vocabulary

@@ -89,6 +89,7 @@ class OptimizePhases:
         loop = asyncio.get_running_loop()
         opt.target = cfg.target
         opt.time_left = lambda: eng.deadline("apply") - eng.elapsed()
+        opt.budget_left = lambda: cfg.budget_s - eng.elapsed()
         opt.say = lambda message: loop.call_soon_threadsafe(eng.log, "info", message)
         eng.log("info", "profile: warm-up, then the unchanged workload against itself (A/A)")
         noise = await asyncio.to_thread(opt.profile)
@@ -150,6 +151,9 @@ class OptimizePhases:
                 target_met=met,
                 gain=result["gain"],
                 summary=summary,
+                verdict=result.get("verdict", ""),
+                gain_low=_finite(result.get("gain_low")),
+                gain_high=_finite(result.get("gain_high")),
             )
         )
         return result, str(md)
@@ -498,6 +502,10 @@ async def recover_earlier_runs(eng: Engine) -> None:
             f"run {rec.run_dir.name} had died before it finished: {what} "
             "(journal and report updated)",
         )
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
 
 
 def _pct(x: float | None) -> str:

@@ -27,7 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 
 class CommandError(ValueError):
@@ -118,6 +119,7 @@ class CommandRun:
     ok: bool
     reason: str = ""
     output_tail: str = ""
+    log: str = ""  # its whole output (up to LOG_CAP), relative to the run folder; '' if none
 
 
 @dataclass
@@ -146,20 +148,32 @@ TAIL_CHARS = 400
 MAX_LINE = 1 << 16
 #: after SIGTERM, how long a stopped program's process group gets before SIGKILL
 TERM_GRACE_S = 2.0
+#: bytes of one run's output kept in the run folder (logs/run-NNNN.log); the rest is dropped
+LOG_CAP = 256 * 1024
 
 
 class _OutputScanner:
     """Scans a program's output line by line as it arrives: the last metric match, whether the
     check pattern was seen, and the last ``TAIL_CHARS`` characters — nothing else is kept."""
 
-    def __init__(self, metric: re.Pattern[str], check: re.Pattern[str] | None) -> None:
+    def __init__(
+        self, metric: re.Pattern[str], check: re.Pattern[str] | None, sink: Any = None
+    ) -> None:
         self._metric, self._check = metric, check
+        self._sink = sink  # a binary file the output is copied to (up to LOG_CAP), or None
+        self._logged = 0
         self._partial = b""
         self.last: str | None = None
         self.checked = False
         self.tail = ""
 
     def feed(self, chunk: bytes) -> None:
+        if self._sink is not None and self._logged < LOG_CAP:
+            try:
+                self._sink.write(chunk[: LOG_CAP - self._logged])
+                self._logged += min(len(chunk), LOG_CAP - self._logged)
+            except OSError:  # a full disk stops the copy, never the run
+                self._sink = None
         buf = self._partial + chunk
         *lines, self._partial = buf.split(b"\n")
         while len(self._partial) > MAX_LINE:
@@ -172,6 +186,10 @@ class _OutputScanner:
         if self._partial:
             self._line(self._partial.decode("utf-8", "replace"))
             self._partial = b""
+        if self._sink is not None:
+            with contextlib.suppress(OSError):
+                self._sink.close()
+            self._sink = None
 
     def _line(self, text: str) -> None:
         found = self._metric.findall(text)
@@ -199,6 +217,22 @@ class CommandWorkload:
         self._check = re.compile(spec.check) if spec.check else None
         self.deadline: float | None = None
         self._cancelled = threading.Event()
+        #: the run folder: each run's output is copied to logs/run-NNNN.log there (None: not)
+        self.log_dir: Path | None = None
+        self._runs = 0
+
+    def output_log(self) -> tuple[Any, str]:
+        """A binary file for the next run's output and its path relative to the run folder;
+        (None, '') when there is no run folder or the file cannot be made."""
+        if self.log_dir is None:
+            return None, ""
+        self._runs += 1
+        rel = f"logs/run-{self._runs:04d}.log"
+        try:
+            (self.log_dir / "logs").mkdir(parents=True, exist_ok=True)
+            return (self.log_dir / rel).open("wb"), rel
+        except OSError:
+            return None, ""
 
     @property
     def title(self) -> str:
@@ -299,7 +333,8 @@ class CommandWorkload:
         argv, env = self.argv_env(state)
         t0 = time.monotonic()
         p = self.start(argv, env)
-        scan = _OutputScanner(self._metric, self._check)
+        sink, log = self.output_log()
+        scan = _OutputScanner(self._metric, self._check, sink)
         reader = read_output(p, scan)
         ended = self.watch(p, t0)
         reader.join(timeout=TERM_GRACE_S)
@@ -307,20 +342,22 @@ class CommandWorkload:
         wall = time.monotonic() - t0
         tail = scan.tail
         if ended:
-            return CommandRun(None, wall, False, ended, tail)
+            return CommandRun(None, wall, False, ended, tail, log)
         if p.returncode != 0:
-            return CommandRun(None, wall, False, f"exit status {p.returncode}", tail)
+            return CommandRun(None, wall, False, f"exit status {p.returncode}", tail, log)
         if scan.last is None:
-            return CommandRun(None, wall, False, "the metric pattern was not in the output", tail)
+            return CommandRun(
+                None, wall, False, "the metric pattern was not in the output", tail, log
+            )
         try:
             v = float(scan.last)
         except ValueError:
-            return CommandRun(None, wall, False, f"metric {scan.last!r} is not a number", tail)
+            return CommandRun(None, wall, False, f"metric {scan.last!r} is not a number", tail, log)
         if self._check is not None and not scan.checked:
             return CommandRun(
-                v, wall, False, f"check pattern {self.spec.check!r} not in the output", tail
+                v, wall, False, f"check pattern {self.spec.check!r} not in the output", tail, log
             )
-        return CommandRun(v, wall, True, "", tail)
+        return CommandRun(v, wall, True, "", tail, log)
 
     def measure(self, state: CommandState, n: int) -> CommandMeasurement:
         runs = []

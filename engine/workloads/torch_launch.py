@@ -192,7 +192,8 @@ class TorchLaunchWorkload(CommandWorkload):
                         elif kind in ("C", "D", "E", "T"):
                             info[kind] = rest
 
-        scan = _OutputScanner(self._metric, None)
+        sink, log = self.output_log()
+        scan = _OutputScanner(self._metric, None, sink)
         step_reader = threading.Thread(target=read_steps, name="torch steps", daemon=True)
         step_reader.start()
         readers = [step_reader, read_output(p, scan)]
@@ -221,9 +222,9 @@ class TorchLaunchWorkload(CommandWorkload):
                 zip(("threads", "interop_threads"), info["T"].split(), strict=False)
             )
         if ended and ended != "sampled":
-            return CommandRun(None, wall, False, ended, tail)
+            return CommandRun(None, wall, False, ended, tail, log)
         if not ended and p.returncode != 0:
-            return CommandRun(None, wall, False, f"exit status {p.returncode}", tail)
+            return CommandRun(None, wall, False, f"exit status {p.returncode}", tail, log)
         timed = steps[self.warmup :]
         if len(timed) < 2:
             return CommandRun(
@@ -240,13 +241,16 @@ class TorchLaunchWorkload(CommandWorkload):
                     else " — does the script import torch and step an optimizer?"
                 ),
                 tail,
+                log,
             )
         durations = np.diff(np.asarray(timed, dtype=np.float64))
         per_step, _dropped = steady_mean(durations)
         wrong = self._check_params(info.get("C"), state)
         if wrong:
-            return CommandRun(per_step, wall, False, f"correctness check failed: {wrong}", tail)
-        return CommandRun(float(per_step), wall, True, "", tail)
+            return CommandRun(
+                per_step, wall, False, f"correctness check failed: {wrong}", tail, log
+            )
+        return CommandRun(float(per_step), wall, True, "", tail, log)
 
     def _check_params(self, checksum: str | None, state: CommandState) -> str:
         """'' when the first update's effect on the parameters (Δ of their sum and of their sum

@@ -260,6 +260,11 @@ class DashboardScreen(Screen[None]):
 
     @_show.register
     def _(self, ev: ReportWritten) -> None:
+        bar = self.query_one(OptimizeBar)
+        bar.gain = ev.gain
+        bar.gain_low = ev.gain_low if ev.gain_low is not None else ev.gain
+        bar.gain_high = ev.gain_high if ev.gain_high is not None else ev.gain
+        bar.verdict = ev.verdict
         self._log_line(f"{ev.summary}; report {ev.path}", "bold")
 
     @_show.register

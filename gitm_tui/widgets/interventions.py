@@ -194,6 +194,11 @@ class OptimizeBar(Static):
     gain = reactive(0.0)
     target = reactive(0.0)
     noise = reactive(0.0)
+    #: the run's verdict once its report is written (met, not met, not confirmed, nothing
+    #: kept, not measurable) and the final gain's interval: the same as the summary line
+    verdict = reactive("")
+    gain_low = reactive(0.0)
+    gain_high = reactive(0.0)
     policy = reactive("manual")
     unit = reactive("µs/sample")
     scale = reactive(1e3)
@@ -215,14 +220,24 @@ class OptimizeBar(Static):
         if self.phase in PHASES and self.deadline:
             t.append(f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}")
         t.append(f" · {self.policy}", style="italic")
-        if self.baseline_ns:
-            hit = self.gain >= self.target
+        if self.verdict in ("nothing kept", "not measurable"):
+            t.append(" · ")
+            t.append(
+                f"target {self.target:.0%} {self.verdict}",
+                style="bold " + tone("gitm-warn"),
+            )
+            t.append(f" · noise ±{self.noise:.1%}")
+        elif self.baseline_ns:
+            hit = self.verdict == "met" if self.verdict else self.gain >= self.target
             b, c = self.baseline_ns / self.scale, self.current_ns / self.scale
             fmt = ".1f" if self.unit.startswith("µs") else ".4g"  # µs: one decimal, as always
             t.append(f" · {b:{fmt}}→{c:{fmt}} {self.unit} · ")
+            gain = f"gain {self.gain:+.1%}"
+            if self.verdict:
+                gain += f" [{self.gain_low:+.1%}…{self.gain_high:+.1%}] {self.verdict}"
             t.append(
-                f"gain {self.gain:+.1%}",
+                gain,
                 style="bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn"),
             )
-            t.append(f"/{self.target:.0%} · noise {self.noise:.1%}")
+            t.append(f"/{self.target:.0%} · noise ±{self.noise:.1%}")
         return t

@@ -4,6 +4,7 @@ measured for real, kept or rolled back exactly (issue 15, must-show 1)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -219,3 +220,71 @@ def test_an_operator_rollback_puts_the_program_back_exactly_and_journals_it(tmp_
     assert last["restored_exactly"] is True and last["differences"] == []
     o._use(())  # and with it undone too, nothing of either remains
     assert start.differences(job) == []
+
+
+def test_the_update_check_allows_rounding_but_not_a_wrong_update():
+    """A SAFE lever's reassociated arithmetic moves an update by a few units in the last place
+    of the *parameter* — 1.4e-7 on a parameter of 1 with an update of 1e-3 once vetoed a
+    correct channels_last; a skipped or rescaled update still fails."""
+    from engine.workloads.torch_job import Reference
+
+    eps = torch.finfo(torch.float32).eps
+    w = torch.ones(100)
+    upd = torch.full((100,), 1e-3)
+    ref = Reference(None, {"update of w": upd, "rounding of w": w.abs() * eps})
+
+    def got(u):
+        return {"update of w": u, "rounding of w": w.abs() * eps}
+
+    assert ref.compare(got(upd + 1.4e-7), "SAFE") == ""
+    assert "differs" in ref.compare(got(torch.zeros(100)), "SAFE")  # the update skipped
+    assert "differs" in ref.compare(got(2 * upd), "SAFE")  # twice the learning rate
+    assert "differs" in ref.compare(got(upd + 1e-5), "SAFE")  # far past rounding
+
+
+def test_channels_last_on_a_real_conv_net_passes_its_safe_check():
+    from engine.workloads.torch_job import Reference, check_values
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Conv2d(16, 8, 3), nn.Flatten())
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    x = torch.randn(4, 3, 16, 16)
+
+    def step(batch):
+        opt.zero_grad()
+        loss = m(batch).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    job = TorchJob(step, lambda: x, m, opt)
+    snap = Snapshot.take(job)
+    ref = Reference.record(job, x)
+    snap.restore(job)
+    lv = next(lv for lv in TORCH_LEVERS if lv.id == "channels_last")
+    undo = lv.apply(job)
+    assert ref.compare(check_values(job, x), "SAFE") == ""
+    undo()
+
+
+def test_framework_logs_of_a_trial_go_to_the_run_folder(tmp_path, capsys):
+    import logging
+    import warnings
+
+    from engine.workloads.framework_log import framework_output
+
+    lg = logging.getLogger("torch._inductor.gitm_test")
+    own = logging.StreamHandler(sys.stderr)
+    lg.addHandler(own)
+    with framework_output(tmp_path, "I3") as log:
+        lg.error("Traceback: BackendCompilerFailed")
+        logging.getLogger("torch.fx.gitm_test").warning("a child with no handler of its own")
+        warnings.warn("a library warning", UserWarning, stacklevel=1)
+    text = (tmp_path / "logs" / "I3.log").read_text()
+    assert "BackendCompilerFailed" in text and "a child with no handler" in text
+    assert "a library warning" in text and log.lines >= 3 and log.rel == "logs/I3.log"
+    assert "BackendCompilerFailed" not in capsys.readouterr().err  # not on the terminal
+    assert lg.handlers == [own] and lg.propagate  # put back as it was
+    lg.error("after the trial")
+    assert "after the trial" in capsys.readouterr().err
+    lg.removeHandler(own)
