@@ -452,6 +452,7 @@ class MeasurementParams(_Strict):
     min_pairs: int = Field(ge=2)
     max_pairs: int = Field(ge=2)
     resolution: float = Field(gt=0.0, le=1.0)
+    max_plausible_gain: float = Field(gt=0.0, lt=1.0)
     warmup_max_share: float = Field(gt=0.0, le=0.9)
     warmup_batch: int = Field(ge=1)
 

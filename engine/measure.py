@@ -210,8 +210,12 @@ def _finite(x: float) -> float | None:
 
 
 def _pct(x: float, sign: bool = True) -> str:
+    """A relative gain as a percentage; a time more than doubled (a gain of −100 % or less)
+    reads as a factor ("3.4× slower"), which a person takes in where "−240 %" is opaque."""
     if not math.isfinite(x):
         return "−∞ %" if x < 0 else "+∞ %" if x > 0 else "n/a"
+    if x <= -1.0:
+        return f"{1 - x:.3g}× slower"
     return f"{x:+.1%}" if sign else f"{x:.1%}"
 
 
@@ -323,6 +327,10 @@ class NoisePlan:
     measurable: bool
     needed_pairs: int  # for the target (may exceed max_pairs)
     diagnosis: str = ""  # why not measurable, with what would help
+    #: whether a trial can pass at all with ``pairs`` (an effect a lever can have clears the
+    #: interval); False: no lever is tried
+    triable: bool = True
+    tried: str = ""  # what follows for the trials when the target is not measurable
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -333,6 +341,8 @@ class NoisePlan:
             "measurable": self.measurable,
             "needed_pairs": self.needed_pairs,
             "diagnosis": self.diagnosis,
+            "triable": self.triable,
+            "tried": self.tried,
         }
 
 
@@ -355,7 +365,9 @@ def plan(
     """Pairs per lever from the A/A's spread: the fewest (at least ``min_pairs``) whose
     interval half-width is at most ``resolution`` × ``target``. Not measurable when that needs
     more than ``max_pairs``, or more time than ``time_left_s`` holds for one trial and the
-    final re-measure; the diagnosis then gives the figures and what would help."""
+    final re-measure; the diagnosis then gives the figures and what would help, and levers are
+    tried with the pairs that fit only when an effect of up to ``max_plausible_gain`` could
+    clear their interval (``triable``)."""
     p = params()
     goal = aa.goal
     sd = aa.sd_log if aa.valid and aa.n >= 2 else math.nan
@@ -368,7 +380,9 @@ def plan(
             pair_s,
             False,
             p.max_pairs,
-            ("the A/A measurement did not complete, so the machine's noise is unknown"),
+            "the A/A measurement did not complete, so the machine's noise is unknown",
+            False,
+            "no lever is tried: the machine's noise is unknown",
         )
     # the spread of the A/A is itself estimated from few pairs: its upper confidence bound
     # would be more cautious still; the trial's own interval is what the gate reads, so the
@@ -385,16 +399,29 @@ def plan(
         f"blocks takes {pair_s:.3g} s)"
     )
     if needed > p.max_pairs or needed > fits:
+        count = f"{needed:,}" if needed < 10_000 else "over 10,000"
         why = (
-            f"needs {needed} pairs per lever"
+            f"needs {count} pairs per lever"
             + (f" (more than the {p.max_pairs} allowed)" if needed > p.max_pairs else "")
             + (f"; the time left holds about {fits} per trial" if needed > fits else "")
         )
+        # levers are still tried with the pairs that fit, when an effect a lever can have
+        # could clear the wider interval they give: only such a large effect is kept
+        pairs = min(pairs, fits)
+        half = half_width(sd, pairs, p.level, goal)
+        triable = pairs >= 2 and half < p.max_plausible_gain
         diag = (
             f"a {target:.0%} gain cannot be measured here: {aa_text}; resolving {target:.0%} to "
             f"±{want:.1%} {why}. What would help: a quieter machine (stop other work on it), "
             "longer blocks (more steps or a longer run per measurement), a larger --budget, "
             "or a larger --target"
         )
-        return NoisePlan(aa, pairs, half, pair_s, False, needed, diag)
+        tried = (
+            f"levers are tried with {pairs} pairs each: only an effect beyond about "
+            f"±{half:.0%} can show"
+            if triable
+            else "no lever is tried: with the pairs that fit, not even a lever that removed "
+            f"{p.max_plausible_gain:.0%} of the time could show"
+        )
+        return NoisePlan(aa, pairs, half, pair_s, False, needed, diag, triable, tried)
     return NoisePlan(aa, pairs, half, pair_s, True, needed)

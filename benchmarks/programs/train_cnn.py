@@ -1,6 +1,6 @@
 """An ordinary small PyTorch training script (synthetic data, generated here; it knows nothing
 of gitm-tui): a small CNN, a DataLoader and Adam — about 20 ms a step on one 2-core VM. The
-loaded-machine benchmark (benchmarks/loaded_machine.py) optimizes it unmodified."""
+loaded-machine benchmark (benchmarks/bench_loaded_machine.py) optimizes it unmodified."""
 
 import argparse
 

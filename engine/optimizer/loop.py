@@ -228,7 +228,7 @@ class LoopRun:
         aa = run.comparison
         means = [*aa.a, *aa.b]
         p = plan(aa, self.target, getattr(self, "_pair_s", 0.0), self.time_left())
-        self.pairs = max(self.pairs, p.pairs) if p.measurable else p.pairs
+        self.pairs = max(self.pairs, p.pairs) if p.measurable else max(2, p.pairs)
         aa_gain = aa.gain if math.isfinite(aa.gain) else math.nan
         # an A/A cut short by the budget has no interval: its floor is unknown (NaN), never
         # a number past 100 %
@@ -252,9 +252,11 @@ class LoopRun:
         """One line: the A/A and the plan it led to."""
         assert self.noise is not None and self.noise.plan is not None
         p = self.noise.plan
+        if not p.triable:
+            return f"A/A {p.aa.text()}; no lever can be measured in the time left"
         return (
-            f"A/A {p.aa.text()}; each lever gets {p.pairs} interleaved pairs (resolution "
-            f"±{p.half:.1%})"
+            f"A/A {p.aa.text()}; each lever gets {p.pairs} interleaved pair"
+            f"{'s' if p.pairs != 1 else ''} (resolution ±{p.half:.1%})"
         )
 
     def policy_allows(self, iv: Intervention, policy: str) -> bool:
@@ -351,8 +353,8 @@ class LoopRun:
         elif kept:  # the final re-measure did not complete: the trials' combined estimate
             gain, lo, hi = self.gain(), self.confirmed_gain(), self._combined(2)
             base_v, final_v = self.baseline_ns, self.current_value()
-        else:
-            gain, lo, hi = 0.0, 0.0, 0.0
+        else:  # the final configuration is the baseline: no gain, and no interval to give
+            gain, lo, hi = 0.0, math.nan, math.nan
             base_v = final_v = self.baseline_ns
         if p is not None and not p.measurable and not kept:
             verdict_ = "not measurable"
@@ -402,14 +404,16 @@ class LoopRun:
         """The run's verdict in one line (the summary, the JSON event and the report share it)."""
         t = f"target {res['target']:.0%}"
         v = res["verdict"]
+        tried = [iv for iv in self.interventions.values() if iv.state == State.ROLLED_BACK]
+        verdicts = "; ".join(f"{iv.lever_id}: {_short(iv.note)}" for iv in tried[:4])
         if v == "not measurable":
             diag = (res.get("noise") or {}).get("diagnosis") or "the machine is too noisy"
-            return f"{t} not measurable here: {diag.split(' here: ', 1)[-1]}"
-        tried = [iv for iv in self.interventions.values() if iv.state == State.ROLLED_BACK]
+            return f"{t} not measurable here: {diag.split(' here: ', 1)[-1]}" + (
+                f" (tried anyway, for a large effect: {verdicts})" if verdicts else ""
+            )
         if v == "nothing kept":
-            why = "; ".join(f"{iv.lever_id}: {_short(iv.note)}" for iv in tried[:4])
             return f"{t} NOT met: nothing kept, the final configuration is the baseline" + (
-                f" ({why})" if why else " (no lever was tried)"
+                f" ({verdicts})" if verdicts else " (no lever was tried)"
             )
         b, f = res["baseline_ns_per_sample"], res["final_ns_per_sample"]
         gain = f"{res['gain']:+.1%} [{res['gain_low']:+.1%} … {res['gain_high']:+.1%}]" + (

@@ -10,6 +10,8 @@ after a crash recovery agrees with the journal by construction.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +293,17 @@ def from_journal(path: Path) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def _no_nan(x: Any) -> Any:
+    """``x`` with every NaN or infinity as None: report.json is strict JSON."""
+    if isinstance(x, numbers.Real) and not isinstance(x, numbers.Integral):  # numpy's too
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _no_nan(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_no_nan(v) for v in x]
+    return x
+
+
 def write_run(opt: Any, result: dict[str, Any], provenance: dict[str, Any]) -> tuple[Path, Path]:
     """Write report.md and report.json of an optimize run; return their paths."""
     hyps = opt.baseline_hypotheses
@@ -331,7 +344,8 @@ def write_run(opt: Any, result: dict[str, Any], provenance: dict[str, Any]) -> t
             for lv, pg, mg in opt.replay_errors
         ],
     }
-    atomic_write_text(run_dir / "report.json", json.dumps(data, indent=1, default=float))
+    text = json.dumps(_no_nan(data), indent=1, default=float, allow_nan=False)
+    atomic_write_text(run_dir / "report.json", text)
     return run_dir / "report.md", run_dir / "report.json"
 
 

@@ -98,10 +98,9 @@ class OptimizePhases:
         black_box = not opt.traced  # no device trace: measured only
         unit, scale = opt.unit, opt.scale
         eng.log("info", f"baseline {noise.mean_ns / scale:.4g} {unit}; {opt.noise_text()}")
-        measurable = noise.plan is None or noise.plan.measurable
-        if not measurable:
-            assert noise.plan is not None
-            eng.log("warning", f"no lever will be tried: {noise.plan.diagnosis}")
+        measurable = noise.plan is None or noise.plan.triable
+        if noise.plan is not None and not noise.plan.measurable:
+            eng.log("warning", f"{noise.plan.diagnosis}; {noise.plan.tried}")
         eng.phase(
             "attribute",
             "no device trace: nothing to decode or attribute"

@@ -48,7 +48,7 @@ class CapturedLog:
 
 class _ToCapture(logging.Handler):
     def __init__(self, log: CapturedLog) -> None:
-        super().__init__(logging.DEBUG)
+        super().__init__(logging.INFO)  # torch's DEBUG records are its own tracing
         self.log = log
         self.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
 
@@ -70,7 +70,9 @@ def framework_output(run_dir: Path, name: str) -> Iterator[CapturedLog]:
     names = [
         n
         for n, lg in list(manager.loggerDict.items())
-        if isinstance(lg, logging.Logger) and n.split(".")[0] in FRAMEWORKS
+        if isinstance(lg, logging.Logger)
+        and n.split(".")[0] in FRAMEWORKS
+        and "__trace" not in n  # structured traces for tlparse, not messages for a person
     ]
     for n in sorted(set(names) | set(FRAMEWORKS)):
         lg = logging.getLogger(n)

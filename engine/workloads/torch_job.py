@@ -438,11 +438,19 @@ def run_steps(job: TorchJob, batches: Batches, warmup: int, steps: int) -> Torch
     except TorchJobError:
         raise
     except Exception as e:  # the user's step raised under this configuration
-        return TorchMeasurement(times, job.samples_per_step, f"the step raised {e!r}"[:300])
+        return TorchMeasurement(times, job.samples_per_step, f"the step raised {one_line(e)}")
     return TorchMeasurement(times, job.samples_per_step)
 
 
 # ---------------------------------------------------------------------- correctness
+def one_line(e: BaseException, limit: int = 240) -> str:
+    """An exception as one short line: its type and the start of its message, whitespace
+    collapsed (a compiler's error spans dozens of lines; the run folder's log has them all)."""
+    text = " ".join(str(e).split())
+    out = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
 def _flatten(x: Any, prefix: str = "out") -> dict[str, Any]:
     torch = _torch()
     if isinstance(x, torch.Tensor):

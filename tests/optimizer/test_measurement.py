@@ -183,18 +183,34 @@ def test_known_effects_are_judged_right_while_the_load_changes_mid_run(tmp_path)
 
 @pytest.mark.slow
 def test_a_noisy_machine_is_diagnosed_before_any_trial(tmp_path):
+    """Runs that vary by ±50 % and take half a second each, in a 12 s budget: the A/A says at
+    once that a 10 % target cannot be resolved, and that no lever could show in the time left."""
     p, fin, journal, _ivs, runs = _run(
-        tmp_path, ("fast", "same"), "10%", {"KE_NOISE": "0.5", "KE_SEED": "3"}
+        tmp_path,
+        ("fast", "same"),
+        "10%",
+        {"KE_NOISE": "0.5", "KE_SEED": "3", "KE_SLEEP": "0.5"},
+        budget="12s",
     )
     assert fin["verdict"] == "not measurable" and fin["target_met"] is False
     assert not any(e.get("to") == "APPLYING" for e in journal)  # no trial was run
     assert runs == 1 + 2 * params().aa_pairs  # the warm-up run and the A/A: nothing more
     head = fin["headline"]
-    assert (
-        head.startswith("target 10% not measurable here: the A/A moves")
-        and "What would help" in head
+    assert head.startswith("target 10% not measurable here: the A/A moves")
+    assert "What would help" in head and "no lever is tried" in p.stderr
+
+
+@pytest.mark.slow
+def test_an_unmeasurable_target_still_lets_a_huge_effect_show(tmp_path):
+    """The same ±50 % machine with time to spare: 10 % cannot be resolved (said so), but a
+    lever that removes 90 % of the time clears even the wide interval and is kept."""
+    p, fin, _journal, ivs, _ = _run(
+        tmp_path, ("huge", "same"), "10%", {"KE_NOISE": "0.5", "KE_SEED": "4"}
     )
-    assert "no lever will be tried" in p.stderr
+    assert "cannot be measured here" in p.stderr and "levers are tried with" in p.stderr
+    states = {k.split("=")[0]: v["state"] for k, v in ivs.items()}
+    assert states["huge"] == "VERIFIED", fin["headline"]
+    assert fin["verdict"] == "met" and fin["gain_low"] > 0.5
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
 """Gains you can trust on a busy machine (issue 34): the optimize loop on real PyTorch programs
 while a background process loads the CPU, on and off, as other work on a shared machine does.
 
-    python benchmarks/loaded_machine.py [--tree DIR] [--label NAME] [--runs 3] [--only train|models]
+    python benchmarks/bench_loaded_machine.py [--tree DIR] [--label NAME] [--runs 3] [--only train|models]
 
-Starts the load (one busy process: 20 s on, 10 s off, for the whole benchmark), then runs
+Starts the load (one busy process: 20 s on, 10 s off, for the whole benchmark; ``--load
+constant`` keeps it on, ``--load none`` measures a quiet machine), then runs
 
 - ``gitm-tui --no-ui --workload torch --budget 3m --target 10% --approve auto -- python
   benchmarks/programs/train_cnn.py`` ``--runs`` times (an unmodified script: small CNN,
@@ -32,14 +33,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TRAIN = HERE / "programs" / "train_cnn.py"
 
-LOAD = (
-    "import time\n"
-    "while True:\n"
-    "    t = time.monotonic()\n"
-    "    while time.monotonic() - t < 20:\n"
-    "        sum(i * i for i in range(10000))\n"
-    "    time.sleep(10)\n"
-)
+#: one busy process; "cycle": 20 s on, 10 s off (load that changes mid-run); "constant": on
+LOAD = {
+    "cycle": (
+        "import time\n"
+        "while True:\n"
+        "    t = time.monotonic()\n"
+        "    while time.monotonic() - t < 20:\n"
+        "        sum(i * i for i in range(10000))\n"
+        "    time.sleep(10)\n"
+    ),
+    "constant": "while True:\n    sum(i * i for i in range(10000))\n",
+}
 
 
 def run(tree: Path, args: list[str], scratch: Path) -> dict:
@@ -79,9 +84,9 @@ def main() -> int:
     ap.add_argument("--label", default="after")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", choices=("train", "models", "all"), default="all")
-    ap.add_argument("--no-load", action="store_true", help="measure on a quiet machine")
+    ap.add_argument("--load", choices=("cycle", "constant", "none"), default="cycle")
     a = ap.parse_args()
-    load = None if a.no_load else subprocess.Popen([sys.executable, "-c", LOAD])
+    load = None if a.load == "none" else subprocess.Popen([sys.executable, "-c", LOAD[a.load]])
     out = []
     try:
         with tempfile.TemporaryDirectory() as scratch:
