@@ -232,12 +232,12 @@ class OptimizeBar(Static):
             b, c = self.baseline_ns / self.scale, self.current_ns / self.scale
             fmt = ".1f" if self.unit.startswith("µs") else ".4g"  # µs: one decimal, as always
             t.append(f" · {b:{fmt}}→{c:{fmt}} {self.unit} · ")
-            gain = f"gain {self.gain:+.1%}"
-            if self.verdict:
-                gain += f" [{self.gain_low:+.1%}…{self.gain_high:+.1%}] {self.verdict}"
-            t.append(
-                gain,
-                style="bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn"),
-            )
-            t.append(f"/{self.target:.0%} · noise ±{self.noise:.1%}")
+            style = "bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn")
+            if self.verdict:  # the run's verdict, as the summary line has it
+                t.append(f"gain {self.gain:+.1%} [{self.gain_low:+.1%}…{self.gain_high:+.1%}]")
+                t.append(f" · target {self.target:.0%} {self.verdict}", style=style)
+            else:
+                t.append(f"gain {self.gain:+.1%}", style=style)
+                t.append(f"/{self.target:.0%}")
+            t.append(f" · noise ±{self.noise:.1%}")
         return t
