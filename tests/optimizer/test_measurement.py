@@ -252,3 +252,14 @@ def test_the_embedded_api_reports_progress_through_logging_and_a_callback(caplog
     assert any("A/A" in x and "interleaved pairs" in x for x in lines)
     assert any(x.startswith("target 15% ") and r.report in x for x in lines)
     assert [rec.getMessage() for rec in caplog.records if rec.name == "engine"] == lines
+
+
+@pytest.mark.slow
+def test_a_lever_that_breaks_the_program_gets_one_line_and_its_output_in_the_run_folder(tmp_path):
+    p, fin, _journal, ivs, _ = _run(tmp_path, ("crash",), "10%", {"KE_SEED": "1"})
+    iv = ivs["crash=1"]
+    assert iv["state"] == "ROLLED_BACK" and iv["note"].startswith("the run failed: exit status 1")
+    rel = iv["note"].split("(its output: ")[1].split(")")[0]
+    log = Path(fin["report"]).parent / rel
+    assert "the lever broke me" in log.read_text()
+    assert "the lever broke me" not in p.stderr  # the program's output stays off the terminal
