@@ -59,7 +59,7 @@ def steady_start(
     batch = p.warmup_batch if batch is None else batch
     share = p.warmup_max_share if max_share is None else max_share
     x = np.asarray(xs, dtype=np.float64)
-    x = x[np.isfinite(x)] if not np.isfinite(x).all() else x
+    x = x[np.isfinite(x)]
     n = len(x)
     if n < 4:
         return 0
@@ -187,36 +187,39 @@ class Comparison:
             return "no valid pairs"
         lo, hi = self.interval
         return (
-            f"{_pct(self.gain)} [{_pct(lo, sign=True)} … {_pct(hi, sign=True)}] "
+            f"{_pct(self.gain)} [{_pct(lo)} … {_pct(hi)}] "
             f"({self.level:.0%}, {self.n} pair{'s' if self.n != 1 else ''})"
         )
 
     def to_json(self) -> dict[str, Any]:
         lo, hi = self.interval
         return {
-            "gain": _finite(self.gain),
-            "low": _finite(lo),
-            "high": _finite(hi),
+            "gain": finite_or_none(self.gain),
+            "low": finite_or_none(lo),
+            "high": finite_or_none(hi),
             "pairs": self.n,
             "level": self.level,
-            "a": [_finite(x) for x in self.a],
-            "b": [_finite(x) for x in self.b],
+            "a": [finite_or_none(x) for x in self.a],
+            "b": [finite_or_none(x) for x in self.b],
             "method": "paired t interval on log-ratios of interleaved blocks",
         }
 
 
-def _finite(x: float) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
+def finite_or_none(x: object) -> float | None:
+    """A number for JSON (which has no NaN or Infinity): the float, or None."""
+    if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x):
+        return float(x)
+    return None
 
 
-def _pct(x: float, sign: bool = True) -> str:
+def _pct(x: float) -> str:
     """A relative gain as a percentage; a time more than doubled (a gain of −100 % or less)
     reads as a factor ("3.4× slower"), which a person takes in where "−240 %" is opaque."""
     if not math.isfinite(x):
         return "−∞ %" if x < 0 else "+∞ %" if x > 0 else "n/a"
     if x <= -1.0:
         return f"{1 - x:.3g}× slower"
-    return f"{x:+.1%}" if sign else f"{x:.1%}"
+    return f"{x:+.1%}"
 
 
 @dataclass
@@ -336,7 +339,7 @@ class NoisePlan:
         return {
             "aa": self.aa.to_json(),
             "pairs": self.pairs,
-            "half_width": _finite(self.half),
+            "half_width": finite_or_none(self.half),
             "pair_s": self.pair_s,
             "measurable": self.measurable,
             "needed_pairs": self.needed_pairs,

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.measure import Block
+from engine.measure import Block, finite_or_none
 from engine.optimizer.attribution import RankedHypotheses
-from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor, _json_num
+from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
 from engine.optimizer.monitor import InvariantResult
 from engine.store.journal import State
 from engine.workloads.command import (
@@ -200,7 +200,7 @@ class CommandOptimizer(LoopRun):
         gain = c.gain if bad is None else None
         iv.measured_gain, iv.measured_ns = gain, c.b_mean
         self.journal.transition(
-            iid, State.APPLIED, measured=_json_num(c.b_mean), gain=gain, pairs=c.to_json()
+            iid, State.APPLIED, measured=finite_or_none(c.b_mean), gain=gain, pairs=c.to_json()
         )
         iv.state = State.APPLIED
         why = ""

@@ -34,6 +34,7 @@ from engine.measure import (
     Goal,
     NoisePlan,
     PairedRun,
+    finite_or_none,
     interleave,
     params,
     plan,
@@ -205,10 +206,6 @@ class LoopRun:
             self.say(f"the budget ended after {run.comparison.n} of {n} pairs")
         return run
 
-    @staticmethod
-    def mean_ns(ms: list[Any]) -> float:
-        return float(np.mean([m.mean_ns for m in ms]))
-
     def _aa(self) -> PairedRun:
         """The warm-up, then the interleaved A/A of the unchanged workload."""
         import time
@@ -241,8 +238,8 @@ class LoopRun:
             {
                 "type": "noise_floor",
                 self.means_key: means,
-                "aa_delta": _json_num(abs(aa_gain)),
-                "floor": _json_num(p.half),
+                "aa_delta": finite_or_none(abs(aa_gain)),
+                "floor": finite_or_none(p.half),
                 "plan": p.to_json(),
             }
         )
@@ -467,10 +464,6 @@ def _short(note: str) -> str:
     return note.partition(":")[0][:60]
 
 
-def _json_num(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
 class Optimizer(LoopRun):
     """One optimize run over a simulated workload (the engine drives it)."""
 
@@ -670,9 +663,9 @@ class Optimizer(LoopRun):
         self.journal.transition(
             iid,
             State.APPLIED,
-            measured_ns=_json_num(new_ns),
-            baseline_ns=_json_num(cur_ns),
-            gain=_json_num(gain),
+            measured_ns=finite_or_none(new_ns),
+            baseline_ns=finite_or_none(cur_ns),
+            gain=finite_or_none(gain),
             pairs=c.to_json(),
         )
         iv.state = State.APPLIED

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.levers.torch_levers import TORCH_LEVERS, TorchLever, Undo
-from engine.measure import Block, steady_start
+from engine.measure import Block, finite_or_none, steady_start
 from engine.optimizer.attribution import RankedHypotheses
 from engine.optimizer.command_loop import CommandCandidate, CommandOptimizer
 from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
@@ -49,6 +49,7 @@ from engine.workloads.torch_job import (
     check_values,
     global_flags,
     on_cuda,
+    one_line,
     run_steps,
 )
 from engine.workloads.torch_launch import TorchLaunchWorkload
@@ -404,38 +405,28 @@ class TorchOptimizer(LoopRun):
         iv.state = State.APPLYING
         if hold_s:
             time.sleep(hold_s)
-        after = (*before, lv.id)
         # torch's own logging of the trial (an Inductor failure's tracebacks) goes to
         # logs/<iid>.log in the run folder; the note names it
         with framework_output(self.run_dir, iid) as log:
-            out = self._apply_and_measure(iid, iv, lv, snap, before_state, after)
+            out = self._apply_and_measure(iid, iv, lv, snap, before)
         if out.state == State.ROLLED_BACK and log.lines:
             out.note = f"{out.note}; framework output: {log.rel} ({log.lines} lines)"
         return out
 
     def _apply_and_measure(
-        self,
-        iid: str,
-        iv: Intervention,
-        lv: TorchLever,
-        snap: Snapshot,
-        before_state: TorchState,
-        after: tuple[str, ...],
+        self, iid: str, iv: Intervention, lv: TorchLever, snap: Snapshot, before: tuple[str, ...]
     ) -> Intervention:
-        before = tuple(before_state.applied)
         try:
-            self._use(after)
-        except TorchJobError as e:  # the budget ended or the run was stopped while settling
-            self._use_safely(before)
-            self._rolled_back(iv, snap, before, f"cut short ({e}): rolled back"[:300])
-            raise
-        except Exception as e:
-            self._use_safely(before)
-            return self._rolled_back(
-                iv, snap, before, f"the lever could not be applied: {e!r}"[:300]
-            )
-        try:
-            return self._measure_trial(iid, iv, lv, snap, before_state, after)
+            try:
+                self._use((*before, lv.id))
+            except TorchJobError:  # the budget ended or the run was stopped while settling
+                raise
+            except Exception as e:
+                self._use_safely(before)
+                return self._rolled_back(
+                    iv, snap, before, f"the lever could not be applied: {one_line(e)}"
+                )
+            return self._measure_trial(iid, iv, lv, snap, before)
         except BaseException as e:  # cut short: nothing of it may stay applied
             if iv.state in (State.APPLYING, State.APPLIED):
                 self._use_safely(before)
@@ -456,10 +447,9 @@ class TorchOptimizer(LoopRun):
         iv: Intervention,
         lv: TorchLever,
         snap: Snapshot,
-        before_state: TorchState,
-        after: tuple[str, ...],
+        before: tuple[str, ...],
     ) -> Intervention:
-        before = tuple(before_state.applied)
+        after = (*before, lv.id)
         self._save_state(
             f"states/{iid}_after.json", TorchState(applied=list(after), flags=global_flags())
         )
@@ -492,8 +482,8 @@ class TorchOptimizer(LoopRun):
         self.journal.transition(
             iid,
             State.APPLIED,
-            measured=c.b_mean if math.isfinite(c.b_mean) else None,
-            gain=gain if gain is not None and math.isfinite(gain) else None,
+            measured=finite_or_none(c.b_mean),
+            gain=finite_or_none(gain),
             pairs=c.to_json(),
             check=unjudged or "checked",
         )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
 from typing import Any
 
@@ -33,6 +32,7 @@ from engine.device.simulator import SimulatedGPU
 from engine.eesm.live import LiveDecoder, compile_early, warm_up_elsewhere
 from engine.eesm.pipeline import EesmModel
 from engine.manifest import load_hardware
+from engine.measure import finite_or_none
 from engine.runtime import sources
 from engine.runtime.bus import EventBus
 from engine.runtime.config import APPROVAL_POLICIES, PHASES, RunConfig, phase_deadline
@@ -299,8 +299,8 @@ class Engine:
                 target_met=result.get("target_met"),
                 report=report,
                 verdict=result.get("verdict", ""),
-                gain_low=_finite_or_none(result.get("gain_low")),
-                gain_high=_finite_or_none(result.get("gain_high")),
+                gain_low=finite_or_none(result.get("gain_low")),
+                gain_high=finite_or_none(result.get("gain_high")),
                 headline=result.get("headline", ""),
             )
             self.phase("done", status)
@@ -341,8 +341,3 @@ class Engine:
         """The command workload's programs end with the budget (paused time not counted)."""
         if self.cmd_workload is not None and self._t0:
             self.cmd_workload.deadline = self._t0 + self._paused_s + self.config.budget_s
-
-
-def _finite_or_none(x: Any) -> float | None:
-    """A float for the JSON lines (which never carry NaN or Infinity), else None."""
-    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None

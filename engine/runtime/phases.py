@@ -16,6 +16,7 @@ import platform
 import time
 from typing import TYPE_CHECKING, Any
 
+from engine.measure import finite_or_none
 from engine.runtime import sources
 from engine.runtime.events import (
     EvidenceView,
@@ -151,8 +152,8 @@ class OptimizePhases:
                 gain=result["gain"],
                 summary=summary,
                 verdict=result.get("verdict", ""),
-                gain_low=_finite(result.get("gain_low")),
-                gain_high=_finite(result.get("gain_high")),
+                gain_low=finite_or_none(result.get("gain_low")),
+                gain_high=finite_or_none(result.get("gain_high")),
             )
         )
         return result, str(md)
@@ -501,10 +502,6 @@ async def recover_earlier_runs(eng: Engine) -> None:
             f"run {rec.run_dir.name} had died before it finished: {what} "
             "(journal and report updated)",
         )
-
-
-def _finite(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
 
 
 def _pct(x: float | None) -> str:
