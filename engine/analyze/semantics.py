@@ -46,10 +46,11 @@ with rounded times), with these limits:
 * rounding happens when any start we hold is a fractional µs; a trace whose timestamps are whole
   µs but whose ``ts`` column HTA reads as float for another reason (``1.0``, a missing ``ts``)
   would have its fractional durations rounded by HTA and not by us;
-* the float arithmetic is HTA's (``start_ns / 1e3`` is bit-identical to parsing the decimal µs
-  string when the start is below 2**53 ns and has at most three decimals), but an event HTA
-  gives −1 µs is kept at 0 µs (our rows cannot end before they start): it is counted in the
-  statement;
+* the float arithmetic is HTA's (each start becomes the float64 nearest ``start_ns / 1000``,
+  bit-identical to parsing the decimal µs string when it has at most three decimals, also for
+  epoch-ns starts past 2**53 ns where ``start_ns / 1e3`` in numpy would round twice), but an
+  event HTA gives −1 µs is kept at 0 µs (our rows cannot end before they start): it is counted
+  in the statement;
 * a row HTA's merge would count several times is counted once, also counted in the statement;
 * CUPTI profiler-range rows (``cuda_profiler_range``, kernels with measured FLOPs) have no stream
   in Kineto, so HTA never counts them as GPU work; ``apply_counting`` does not drop them.
@@ -223,17 +224,39 @@ def _hta_round(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """HTA's ``round_down_time_stamps`` on ns columns: (start, end, rows it gives −1 µs).
 
-    HTA works on the float64 µs that ``json`` parsed; ``start_ns / 1e3`` is that same float
-    (an exact integer divided with correct rounding) while the start is below 2**53 ns, and
-    ``(end − start) / 1e3`` is the parsed ``dur``. Its sum is formed in float as HTA forms it,
-    so a sum that lands a hair below a whole µs floors as HTA's does.
+    HTA works on the float64 µs that ``json`` parsed, i.e. the decimal µs string rounded once
+    to the nearest float64: :func:`_us_float` of the start (exact also past 2**53 ns, where
+    epoch-ns starts lie), and ``(end − start) / 1e3`` for the parsed ``dur`` (a duration is far
+    below 2**53 ns, so the division is exact-then-rounded-once too). Their sum is formed in float
+    as HTA forms it, so a sum that lands a hair below a whole µs floors as HTA's does.
     """
-    ts = start_ns / 1e3
+    ts = _us_float(start_ns)
     end = ts + (end_ns - start_ns) / 1e3
     lo = np.ceil(ts).astype(np.int64)
     hi = np.floor(end).astype(np.int64)
     short = hi < lo  # HTA: dur = end - ts = -1; a Segments row cannot end before it starts
     return lo * _US, np.maximum(hi, lo) * _US, int(short.sum())
+
+
+_EXACT_INT = 2**53  # float64 holds every integer below this
+
+
+def _us_float(ns: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """``ns / 1000`` as the float64 nearest the exact quotient: what ``float()`` of the decimal
+    µs string (``"1712195495505582.988"``) gives, which is how HTA's ``json`` load reads ``ts``.
+
+    Below 2**53 ns numpy's ``ns / 1e3`` is that float (the integer converts exactly, the
+    division rounds once). Above it — a ns-resolution trace's epoch timestamps, ~1.7e18 ns — the
+    conversion to float64 already rounds (to a multiple of 256 ns) and the division rounds
+    again, which lands one float64 step (0.25 µs there) off in about a quarter of the rows and
+    moves HTA's ceil/floor by a whole µs. Those rows are divided as Python integers instead,
+    whose true division is correctly rounded.
+    """
+    out = ns / 1e3
+    big = np.abs(ns) >= _EXACT_INT
+    if big.any():
+        out[big] = [int(v) / _US for v in ns[big].tolist()]
+    return out
 
 
 def _by_kind(seg: Segments, mask: npt.NDArray[np.bool_]) -> str:
