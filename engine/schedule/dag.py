@@ -11,7 +11,16 @@ work, in host order) and its device rows (kernels, copies). Edges:
 * **event edges** — a ``cudaStreamWaitEvent`` makes later rows of its stream wait for the
   device row that preceded the matching ``cudaEventRecord`` on the recording stream;
 * **sync edges** — ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` and pageable copies
-  block the host until the device rows they cover have finished.
+  block the host until the device rows they cover have finished. In a graph built from a trace
+  a blocking call waits *as observed* (``h_wait``): for the device rows that finished while it
+  was blocked (a sync's stream is rarely recorded, and waiting for every stream made a sync
+  wait out a collective it never waited for), and a ``cudaMemcpyAsync`` that returned only
+  when its copy had finished (to pageable memory) waits for its copy;
+* **host threads** — each thread the trace records keeps its own clock (``h_thread``): a call
+  blocked on one thread does not hold up another thread's launches.
+
+Device rows no host row launched are enqueued in their observed place among the host rows
+(by observed start) and may not start before their observed start.
 
 :func:`schedule` replays the graph with each node's (possibly edited) duration and returns
 the makespan; :class:`ReplayDag` is what a lever's transform edits. Nothing here reads the
@@ -73,6 +82,24 @@ class ReplayDag:
     #: int64 observed start of each host row (ns; -1 for a row a transform inserted); None
     #: where the graph was not built from a trace
     h_start_obs: np.ndarray | None = None
+    #: int64 thread of each host row (0..); None: one thread
+    h_thread: np.ndarray | None = None
+    #: float64 observed duration of each host call, waits included (0 for a row a transform
+    #: inserted; a run of merged idle calls: from its first call's start to its last's end);
+    #: None: not from a trace
+    h_dur_obs: np.ndarray | None = None
+    #: the device rows each host row waits for as observed, CSR style (offsets (n_host + 1,),
+    #: rows); None: the model's own waits (a sync on every stream it names, or all)
+    h_wait_off: np.ndarray | None = None
+    h_wait: np.ndarray | None = None
+    #: waits the trace shows but does not record (``_inferred_waits``): per device row, a row
+    #: on another stream it waits for (-1 none), and a delay after it could otherwise start
+    #: (ns); None: none
+    d_after: np.ndarray | None = None
+    d_delay: np.ndarray | None = None
+    #: uint8 arithmetic type per device row (engine.trace.segments.DTYPES; 0 unknown); None:
+    #: not known
+    d_dtype: np.ndarray | None = None
     #: launch_lists' arrays, kept until h_dev changes: edit h_dev only through
     #: remove_launched / insert_host_rows, which clear it (a 2 M-event analysis built them 46
     #: times, 0.13 s, from the same lists)
@@ -126,6 +153,15 @@ class ReplayDag:
         self.h_event = np.insert(self.h_event, pos, ev)
         if self.h_start_obs is not None:
             self.h_start_obs = np.insert(self.h_start_obs, pos, np.int64(-1))
+        if self.h_thread is not None:  # on the thread of the row it is inserted before
+            n_h = len(self.h_thread)
+            at_th = self.h_thread[np.minimum(pos, max(0, n_h - 1))] if n_h else np.zeros(m)
+            self.h_thread = np.insert(self.h_thread, pos, at_th.astype(np.int64))
+        if self.h_dur_obs is not None:
+            self.h_dur_obs = np.insert(self.h_dur_obs, pos, 0.0)
+        if self.h_wait_off is not None:  # an inserted row waits for nothing
+            off = self.h_wait_off
+            self.h_wait_off = np.insert(off, pos, off[pos])
         new: list[list[int]] = []
         prev = 0
         for p in np.sort(pos, kind="stable").tolist():
@@ -212,19 +248,23 @@ def build_dag(
         h_dev[p].append(d)
     starts = h.api_start_ns.astype(np.float64)
     ends = h.api_end_ns.astype(np.float64)
-    prev_end = np.concatenate(([t0], ends[:-1]))
-    gap = np.maximum(0.0, starts - np.maximum.accumulate(prev_end))
+    thread = h.thread.astype(np.int64)
+    gap = starts - _prev_end_per_thread(ends, thread, t0)
+    np.maximum(gap, 0.0, out=gap)
     dur = ends - starts
     api = h.api.copy()
-    # blocking rows keep only their own call cost (a sync: none; a pageable copy: a launch's);
-    # the replay recomputes the wait from the device rows they cover
+    # blocking rows keep only their own call cost (a pageable copy: a launch's); the replay
+    # recomputes the wait from the device rows they cover (as observed: _observed_waits)
     lat = _launch_latency(seg, h, h_dev, hw)
     launches = dur[api == ApiKind.LAUNCH]
     call = float(np.median(launches)) if launches.size else 0.0
-    dur[api == ApiKind.SYNC] = 0.0
     sync_copy = api == ApiKind.MEMCPY_SYNC
     dur[sync_copy] = np.minimum(dur[sync_copy], call)
+    wait_off, wait, after = _observed_waits(seg, h, h_dev, call)
+    waits = np.diff(wait_off) > 0
+    dur[waits] = after[waits]  # the call's time after the last row it waited for
     names_s = [names[int(n)] for n in seg.name]
+    d_after, d_delay = _inferred_waits(seg, h, h_dev, lat, float(hw.graph_node_ns))
     return ReplayDag(
         api=api,
         gap_ns=gap,
@@ -253,7 +293,166 @@ def build_dag(
         t0_ns=t0,
         observed_ns=t1 - t0,
         h_start_obs=h.api_start_ns.astype(np.int64),
+        h_thread=thread,
+        h_dur_obs=ends - starts,
+        h_wait_off=wait_off,
+        h_wait=wait,
+        d_after=d_after,
+        d_delay=d_delay,
+        d_dtype=seg.dtype.copy(),
     )
+
+
+#: a device row ending this close after a blocking call returned counts as finished while it was
+#: blocked (timestamps in whole µs round each end by up to 1 µs)
+WAIT_SLACK_NS = 2_000
+
+
+#: a device row that started this much later than its launch and its stream allowed waited for
+#: something the trace does not record (``_inferred_waits``)
+UNEXPLAINED_NS = 20_000
+
+
+def _inferred_waits(
+    seg: Segments, h: HostEvents, h_dev: list[list[int]], lat: float, node_ns: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(after, delay) per device row: the waits a trace shows but does not record. Each row
+    keeps the delay it had after both its launch (+ the launch latency) and the end of the row
+    before it on its stream (``delay``: the device's gap between dependent kernels, launch
+    jitter). One delayed more than ``UNEXPLAINED_NS`` waited for something else: where a row of
+    another stream ended just before it started (``WAIT_SLACK_NS``: a cross-stream event whose
+    record or wait the trace does not name — older Kineto traces name neither), it waits for
+    that row instead (``after``); otherwise (another rank, the host) it keeps its delay. A row a
+    lever removes takes its delay with it. The unedited replay then starts every row when it
+    started."""
+    n = len(seg)
+    after = np.full(n, -1, np.int64)
+    delay = np.zeros(n)
+    if not n:
+        return after, delay
+    start, end = seg.start_ns.astype(np.float64), seg.end_ns.astype(np.float64)
+    ready = start.copy()  # rows no host row launched: at their observed start
+    lens = np.fromiter(map(len, h_dev), np.int64, len(h_dev))
+    off = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    flat = np.fromiter(itertools.chain.from_iterable(h_dev), np.int64, int(off[-1]))
+    host = np.repeat(np.arange(len(lens)), lens)
+    slot = np.arange(len(flat)) - off[host]  # position in its host row's list
+    graph = h.api[host] == ApiKind.GRAPH_LAUNCH
+    ready[flat] = h.api_start_ns[host] + lat + np.where(graph, slot * node_ns, 0.0)
+    # the row before on each stream (by observed start)
+    order = np.lexsort((start, seg.stream))
+    prev_end = np.full(n, -np.inf)
+    same = seg.stream[order][1:] == seg.stream[order][:-1]
+    prev_end[order[1:][same]] = end[order[:-1][same]]
+    explained = np.maximum(ready, prev_end)
+    # every row keeps the gap it had after its launch and its stream allowed (the device's
+    # own gap between dependent kernels, a few µs each: over thousands of kernels, percent of
+    # the span); a longer one may be a wait on another stream, found below
+    np.maximum(start - explained, 0.0, out=delay)
+    late = np.flatnonzero(start - explained > UNEXPLAINED_NS)
+    # when each row is enqueued in the replay: its launching call's place among the host rows
+    # (a row no call launched: its observed start's place, before the call starting with it);
+    # a wait on a row enqueued later could not be honoured, so that one keeps its delay
+    when = np.searchsorted(h.api_start_ns, seg.start_ns, "left").astype(np.float64) - 0.5
+    when[flat] = host
+    if not len(late):
+        return after, delay
+    by_end = np.argsort(end, kind="stable")
+    ends = end[by_end]
+    for d in late.tolist():
+        # the latest row of another stream ending at most WAIT_SLACK_NS after d started
+        k = int(np.searchsorted(ends, start[d] + WAIT_SLACK_NS, "right")) - 1
+        found = -1
+        while k >= 0 and ends[k] >= explained[d]:
+            q = int(by_end[k])
+            if seg.stream[q] != seg.stream[d]:
+                if ends[k] >= start[d] - WAIT_SLACK_NS and when[q] < when[d]:
+                    found = q
+                break
+            k -= 1
+        if found >= 0:
+            after[d] = found
+            delay[d] = 0.0
+    return after, delay
+
+
+def _prev_end_per_thread(ends: np.ndarray, thread: np.ndarray, t0: float) -> np.ndarray:
+    """Per host row (in start order): the latest end of the calls before it on its thread (t0
+    for a thread's first call): where its thread's clock stood when it was called."""
+    n = len(ends)
+    out = np.full(n, t0)
+    if n < 2:
+        return out
+    order = np.argsort(thread, kind="stable")  # by thread, start order kept within each
+    th, e = thread[order], ends[order]
+    # a running maximum within each thread: offset each thread above every earlier one
+    lo, width = float(e.min()), float(e.max() - e.min()) + 1.0
+    first = np.ones(n, bool)
+    first[1:] = th[1:] != th[:-1]
+    group = np.cumsum(first) - 1
+    shifted = (e - lo) + group * width
+    run = np.maximum.accumulate(shifted) - group * width + lo
+    prev = np.empty(n)
+    prev[0] = t0
+    prev[1:] = run[:-1]
+    prev[first] = t0
+    out[order] = prev
+    return out
+
+
+def _observed_waits(
+    seg: Segments, h: HostEvents, h_dev: list[list[int]], call: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, device rows, time after): what each blocking host call waited for, as the trace
+    shows it. A sync (``ApiKind.SYNC``) waited for the rows that finished while it was blocked:
+    per stream (only its own where the trace names it), the last row that ended between the
+    call's start and its return (``WAIT_SLACK_NS``); a ``cudaMemcpyAsync`` that lasted more than
+    twice a launch call and returned only once its copy had finished (a copy to pageable memory
+    blocks) waited for its copy. ``after``: the call's time from the last of those rows' end to
+    its return (what the replay adds after the wait)."""
+    n = len(h)
+    dend = seg.end_ns
+    hs, he = h.api_start_ns, h.api_end_ns
+    pair_h: list[np.ndarray] = []
+    pair_d: list[np.ndarray] = []
+    # blocking async copies: the one copy each launched
+    lens = np.fromiter(map(len, h_dev), np.int64, n)
+    cand = np.flatnonzero(
+        (h.api == ApiKind.MEMCPY_ASYNC) & (lens == 1) & ((he - hs) > 2 * call) & (call > 0)
+    )
+    if len(cand):
+        d = np.fromiter((h_dev[r][0] for r in cand.tolist()), np.int64, len(cand))
+        blocked = (dend[d] <= he[cand] + WAIT_SLACK_NS) & (dend[d] >= hs[cand])
+        pair_h.append(cand[blocked])
+        pair_d.append(d[blocked])
+    # syncs: per stream, the last row that ended while the call was blocked
+    syncs = np.flatnonzero(h.api == ApiKind.SYNC)
+    if len(syncs) and len(seg):
+        want = h.stream[syncs].astype(np.int64)
+        for st in np.unique(seg.stream).tolist():
+            idx = np.flatnonzero(seg.stream == st)
+            idx = idx[np.argsort(dend[idx], kind="stable")]
+            ends = dend[idx]
+            k = np.searchsorted(ends, he[syncs] + WAIT_SLACK_NS, "right") - 1
+            ok = (k >= 0) & ((want < 0) | (want == st))
+            ok[ok] = ends[k[ok]] >= hs[syncs[ok]]
+            pair_h.append(syncs[ok])
+            pair_d.append(idx[k[ok]])
+    ph = np.concatenate(pair_h) if pair_h else np.zeros(0, np.int64)
+    pd = np.concatenate(pair_d) if pair_d else np.zeros(0, np.int64)
+    order = np.argsort(ph, kind="stable")
+    ph, pd = ph[order], pd[order]
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ph, minlength=n), out=off[1:])
+    after = np.zeros(n)
+    if len(ph):
+        last = np.full(n, -np.inf)
+        np.maximum.at(last, ph, dend[pd].astype(np.float64))
+        w = np.flatnonzero(np.isfinite(last))
+        took = (he[w] - hs[w]).astype(np.float64)
+        after[w] = np.clip(he[w] - last[w], 0.0, took)
+    return off, pd.astype(np.int64), after
 
 
 def _launched_by(
@@ -293,9 +492,13 @@ def merge_idle_host_rows(dag: ReplayDag) -> ReplayDag:
         return dag
     off, _ = dag.launch_lists()
     idle = (dag.api == ApiKind.OTHER) & (off[1:] == off[:-1])
+    if dag.h_wait_off is not None:
+        idle &= dag.h_wait_off[1:] == dag.h_wait_off[:-1]  # (idle calls wait for nothing)
     inner = idle.copy()  # a row that continues a run begun by the row before it
     inner[0] = False
     inner[1:] &= idle[:-1]
+    if dag.h_thread is not None:  # a run of one thread's calls (each thread has its clock)
+        inner[1:] &= dag.h_thread[1:] == dag.h_thread[:-1]
     if not inner.any():
         return dag
     keep = ~inner
@@ -311,6 +514,13 @@ def merge_idle_host_rows(dag: ReplayDag) -> ReplayDag:
         h_event=dag.h_event[keep],
         h_dev=h_dev,
         h_start_obs=None if dag.h_start_obs is None else dag.h_start_obs[keep],
+        h_thread=None if dag.h_thread is None else dag.h_thread[keep],
+        h_dur_obs=None
+        if dag.h_dur_obs is None
+        else np.bincount(run, weights=dag.h_dur_obs + np.where(inner, dag.gap_ns, 0.0)),
+        h_wait_off=None
+        if dag.h_wait_off is None
+        else dag.h_wait_off[np.flatnonzero(np.append(keep, True))],
     )
     out._launches = None
     return out
@@ -357,6 +567,26 @@ def schedule(dag: ReplayDag) -> Schedule:
     host_of = np.full(n_d, -1, np.int64)
     host_of[flat] = np.repeat(np.arange(len(dag.h_dev), dtype=np.int64), np.diff(off))
     anchored = np.flatnonzero((host_of < 0) & dag.d_live)
+    n_h = len(dag.api)
+    if dag.h_start_obs is not None and len(anchored):
+        # each in its observed place among the host rows (an inserted row, -1, takes the time
+        # of the row before it)
+        at_obs = np.maximum.accumulate(np.asarray(dag.h_start_obs, np.int64))
+        first = np.argsort(dag.d_start_obs[anchored], kind="stable")
+        anchored = anchored[first]
+        anchor_at = np.searchsorted(at_obs, dag.d_start_obs[anchored], "right").astype(np.int64)
+        # and before any call launching a row its stream ran after it (a stream runs its rows
+        # in order: one it ran before a launched row is queued before that row)
+        np.minimum(anchor_at, _next_launch(dag, host_of)[anchored], out=anchor_at)
+        by = np.argsort(anchor_at, kind="stable")  # (observed order kept at one place)
+        anchored, anchor_at = anchored[by], anchor_at[by]
+    else:
+        anchor_at = np.full(len(anchored), n_h, np.int64)  # after every host row
+    thread = np.zeros(n_h, np.int64) if dag.h_thread is None else np.asarray(dag.h_thread, np.int64)
+    n_threads = int(thread.max()) + 1 if n_h else 1
+    observed = dag.h_wait_off is not None and dag.h_wait is not None
+    w_off = dag.h_wait_off if observed else np.zeros(n_h + 1, np.int64)
+    w_rows = dag.h_wait if observed else np.zeros(0, np.int64)
     f64, i64 = np.float64, np.int64  # asarray: no copy of what has its dtype already
     d_ready, d_start, d_end, h_start, h_end, t_last = _replay(
         dag.api.astype(i64),
@@ -370,12 +600,20 @@ def schedule(dag: ReplayDag) -> Schedule:
         inv[:n_d],
         np.asarray(dag.d_dur, f64),
         np.asarray(dag.d_live, np.bool_),
+        np.full(n_d, -1, np.int64) if dag.d_after is None else np.asarray(dag.d_after, i64),
+        np.zeros(n_d) if dag.d_delay is None else np.asarray(dag.d_delay, f64),
         anchored,
         dag.d_start_obs[anchored].astype(f64) - dag.t0_ns,
+        anchor_at,
         float(dag.launch_latency_ns),
         float(dag.graph_node_ns),
         n_streams,
         n_events,
+        thread,
+        n_threads,
+        np.asarray(w_off, i64),
+        np.asarray(w_rows, i64),
+        observed,
     )
     dev_end = float(np.nanmax(d_end)) if n_d else 0.0
     return Schedule(
@@ -386,6 +624,36 @@ def schedule(dag: ReplayDag) -> Schedule:
         h_start=h_start,
         h_end=h_end,
     )
+
+
+def _next_launch(dag: ReplayDag, host_of: np.ndarray) -> np.ndarray:
+    """Per device row: the first host row (in host order) launching any row its stream ran
+    after it (observed order), or the number of host rows where none does."""
+    n_h = len(dag.api)
+    order = np.lexsort((dag.d_start_obs, dag.d_stream))
+    ho = host_of[order]
+    val = np.where(ho >= 0, ho, n_h).astype(np.int64)
+    st = dag.d_stream[order]
+    n = len(order)
+    out = np.full(n, n_h, np.int64)
+    if n < 2:
+        return out
+    # the minimum over the rows after each one within its stream: a running minimum over the
+    # reversed order, each stream's keys shifted below every stream visited before it
+    first = np.ones(n, bool)
+    first[1:] = st[1:] != st[:-1]
+    group = np.cumsum(first) - 1  # ascending in ``order``
+    big = n_h + 1
+    rev_k = (group[-1] - group)[::-1]  # 0 for the last stream, visited first in reverse
+    key = val[::-1] - rev_k * big
+    run = np.minimum.accumulate(key) + rev_k * big  # min over this row and those after it
+    after = np.full(n, n_h, np.int64)  # the min over the rows strictly after it
+    run_fwd = run[::-1]
+    last_of_group = np.append(first[1:], True)
+    after[:-1] = run_fwd[1:]
+    after[last_of_group] = n_h
+    out[order] = after
+    return out
 
 
 def _dense_ids(v: np.ndarray) -> tuple[np.ndarray, int]:
@@ -419,6 +687,8 @@ def _enqueue(
     d_s: np.ndarray,
     d_dur: np.ndarray,
     d_live: np.ndarray,
+    d_after: np.ndarray,
+    d_delay: np.ndarray,
     stream_free: np.ndarray,
     stream_last: np.ndarray,
     pending: np.ndarray,
@@ -427,11 +697,13 @@ def _enqueue(
     d_end: np.ndarray,
 ) -> float:
     s = d_s[d]
-    dep = stream_free[s]
+    start = max(ready, stream_free[s]) + (d_delay[d] if d_live[d] else 0.0)
     if pending[s] == pending[s]:  # waits recorded for this stream's next row (NaN: none)
-        dep = max(dep, pending[s])
+        start = max(start, pending[s])
         pending[s] = np.nan
-    start = max(ready, dep)
+    p = d_after[d]
+    if d_live[d] and p >= 0 and d_end[p] == d_end[p] and d_end[p] > start:  # inferred wait
+        start = d_end[p]
     end = start + (d_dur[d] if d_live[d] else 0.0)
     d_ready[d] = ready
     d_start[d] = start
@@ -454,12 +726,20 @@ def _replay(
     d_s: np.ndarray,
     d_dur: np.ndarray,
     d_live: np.ndarray,
+    d_after: np.ndarray,
+    d_delay: np.ndarray,
     anchored: np.ndarray,
     anchor_ready: np.ndarray,
+    anchor_at: np.ndarray,
     L: float,
     graph_node_ns: float,
     n_streams: int,
     n_events: int,
+    thread: np.ndarray,
+    n_threads: int,
+    w_off: np.ndarray,
+    w_rows: np.ndarray,
+    observed: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """``schedule_ref``'s loop over arrays. A wait's dependency is folded into ``pending`` of
     its stream at once (the recorded row has run by then, so its end is final); the next row
@@ -476,62 +756,55 @@ def _replay(
     stream_last = np.full(n_streams, -1, np.int64)
     pending = np.full(n_streams, np.nan)
     record_pos = np.full(n_events, -1, np.int64)
-    host_t = 0.0
+    clock = np.zeros(n_threads)
     graph_t = 0.0
     slot = 0
     t_last = 0.0
+    ka = 0
     for r in range(n_h):
+        while ka < anchored.shape[0] and anchor_at[ka] <= r:
+            d = anchored[ka]
+            _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free, stream_last, pending,
+                     d_ready, d_start, d_end)  # fmt: skip
+            used[d_s[d]] = True
+            ka += 1
         kind = api[r]
-        host_t += gap[r]
+        th = thread[r]
+        host_t = clock[th] + gap[r]
         h_start[r] = host_t
         if kind == NOP:
             h_end[r] = host_t
+            clock[th] = host_t
             continue
         end = host_t + dur[r]
         a, b = off[r], off[r + 1]
         if kind == _GRAPH_LAUNCH:
             graph_t = host_t
             slot = 0
+            for k in range(a, b):  # the graph's kernels, where the trace links them to it
+                d = flat[k]
+                _enqueue(d, graph_t + L + slot * graph_node_ns, d_s, d_dur, d_live, d_after, d_delay, stream_free,
+                         stream_last, pending, d_ready, d_start, d_end)  # fmt: skip
+                used[d_s[d]] = True
+                slot += 1
         elif kind == _GRAPH_NODE:
             for k in range(a, b):
                 d = flat[k]
-                _enqueue(
-                    d,
-                    graph_t + L + slot * graph_node_ns,
-                    d_s,
-                    d_dur,
-                    d_live,
-                    stream_free,
-                    stream_last,
-                    pending,
-                    d_ready,
-                    d_start,
-                    d_end,
-                )
+                _enqueue(d, graph_t + L + slot * graph_node_ns, d_s, d_dur, d_live, d_after, d_delay, stream_free,
+                         stream_last, pending, d_ready, d_start, d_end)  # fmt: skip
                 used[d_s[d]] = True
             slot += 1
         elif b > a:
             last = 0.0
             for k in range(a, b):
                 d = flat[k]
-                e = _enqueue(
-                    d,
-                    host_t + L,
-                    d_s,
-                    d_dur,
-                    d_live,
-                    stream_free,
-                    stream_last,
-                    pending,
-                    d_ready,
-                    d_start,
-                    d_end,
-                )
+                e = _enqueue(d, host_t + L, d_s, d_dur, d_live, d_after, d_delay, stream_free, stream_last,
+                             pending, d_ready, d_start, d_end)  # fmt: skip
                 used[d_s[d]] = True
                 last = max(last, e)
             if kind == _MEMCPY_SYNC:
                 end = max(end, last)
-        elif kind == _SYNC:
+        elif kind == _SYNC and not observed:
             if h_stream_raw[r] >= 0:
                 end = max(end, stream_free[h_s[r]])
             else:
@@ -546,26 +819,25 @@ def _replay(
             if p >= 0 and d_end[p] == d_end[p]:
                 s = h_s[r]
                 pending[s] = d_end[p] if pending[s] != pending[s] else max(pending[s], d_end[p])
+        if observed and w_off[r + 1] > w_off[r]:  # waits as observed, then the call's tail
+            w = host_t
+            for k in range(w_off[r], w_off[r + 1]):
+                e = d_end[w_rows[k]]
+                if e != e:  # a row a lever removed (never queued): what its stream ran so far
+                    e = stream_free[d_s[w_rows[k]]]
+                if e > w:
+                    w = e
+            end = w + dur[r]
         h_end[r] = end
-        host_t = end
+        clock[th] = end
         t_last = max(t_last, end)
-    # device rows no host row launched: anchored at their observed start
-    for k in range(anchored.shape[0]):
-        d = anchored[k]
-        _enqueue(
-            d,
-            anchor_ready[k],
-            d_s,
-            d_dur,
-            d_live,
-            stream_free,
-            stream_last,
-            pending,
-            d_ready,
-            d_start,
-            d_end,
-        )
+    # device rows no host row launched after the last host row: at their observed start
+    while ka < anchored.shape[0]:
+        d = anchored[ka]
+        _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free, stream_last, pending,
+                 d_ready, d_start, d_end)  # fmt: skip
         used[d_s[d]] = True
+        ka += 1
     return d_ready, d_start, d_end, h_start, h_end, t_last
 
 
@@ -591,12 +863,20 @@ def _replay_py(
     d_s: np.ndarray,
     d_dur: np.ndarray,
     d_live: np.ndarray,
+    d_after: np.ndarray,
+    d_delay: np.ndarray,
     anchored: np.ndarray,
     anchor_ready: np.ndarray,
+    anchor_at: np.ndarray,
     L: float,
     graph_node_ns: float,
     n_streams: int,
     n_events: int,
+    thread: np.ndarray,
+    n_threads: int,
+    w_off: np.ndarray,
+    w_rows: np.ndarray,
+    observed: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """``_replay`` over Python lists (interpreted runs: numpy scalars are ~5x slower to index);
     the same operations in the same order, so the same floats."""
@@ -613,15 +893,23 @@ def _replay_py(
     record_pos = [-1] * n_events
     hs, hraw, hev = h_s.tolist(), h_stream_raw.tolist(), h_ev.tolist()
     lo, fl = off.tolist(), flat.tolist()
+    ths, wo, wr = thread.tolist(), w_off.tolist(), w_rows.tolist()
+    anch, a_ready, a_at = anchored.tolist(), anchor_ready.tolist(), anchor_at.tolist()
+    clock = [0.0] * n_threads
+
+    after, delay = d_after.tolist(), d_delay.tolist()
 
     def enqueue(d: int, ready: float) -> float:
         s = ds[d]
         dep = stream_free[s]
+        start = (dep if dep > ready else ready) + (delay[d] if live[d] else 0.0)
         p = pending[s]
         if p is not None:
-            dep = p if p > dep else dep  # max(), as numba's: the second only when greater
+            start = p if p > start else start  # max(), as numba's: the second only when greater
             pending[s] = None
-        start = dep if dep > ready else ready
+        q = after[d]
+        if live[d] and q >= 0 and d_end[q] == d_end[q] and d_end[q] > start:  # inferred wait
+            start = d_end[q]
         end = start + (dd[d] if live[d] else 0.0)
         d_ready[d], d_start[d], d_end[d] = ready, start, end
         stream_free[s] = end
@@ -629,19 +917,28 @@ def _replay_py(
         used[s] = True
         return end
 
-    host_t = graph_t = t_last = 0.0
-    slot = 0
+    graph_t = t_last = 0.0
+    slot = ka = 0
+    n_a = len(anch)
     for r, (kind, g, du) in enumerate(zip(api.tolist(), gap.tolist(), dur.tolist(), strict=True)):
-        host_t += g
+        while ka < n_a and a_at[ka] <= r:
+            enqueue(anch[ka], a_ready[ka])
+            ka += 1
+        th = ths[r]
+        host_t = clock[th] + g
         h_start[r] = host_t
         if kind == NOP:
             h_end[r] = host_t
+            clock[th] = host_t
             continue
         end = host_t + du
         a, b = lo[r], lo[r + 1]
         if kind == _GRAPH_LAUNCH:
             graph_t = host_t
             slot = 0
+            for k in range(a, b):
+                enqueue(fl[k], graph_t + L + slot * graph_node_ns)
+                slot += 1
         elif kind == _GRAPH_NODE:
             for k in range(a, b):
                 enqueue(fl[k], graph_t + L + slot * graph_node_ns)
@@ -657,7 +954,7 @@ def _replay_py(
                 last = e if e > last else last
             if kind == _MEMCPY_SYNC and last > end:
                 end = last
-        elif kind == _SYNC:
+        elif kind == _SYNC and not observed:
             if hraw[r] >= 0:
                 end = max(end, stream_free[hs[r]])
             else:
@@ -673,12 +970,22 @@ def _replay_py(
                 s = hs[r]
                 q = pending[s]
                 pending[s] = d_end[p] if q is None else max(q, d_end[p])
+        if observed and wo[r + 1] > wo[r]:
+            w = host_t
+            for k in range(wo[r], wo[r + 1]):
+                e = d_end[wr[k]]
+                if e != e:  # a row a lever removed (never queued): what its stream ran so far
+                    e = stream_free[ds[wr[k]]]
+                if e > w:
+                    w = e
+            end = w + du
         h_end[r] = end
-        host_t = end
+        clock[th] = end
         if end > t_last:
             t_last = end
-    for d, ready in zip(anchored.tolist(), anchor_ready.tolist(), strict=True):
-        enqueue(d, ready)
+    while ka < n_a:
+        enqueue(anch[ka], a_ready[ka])
+        ka += 1
     return (np.array(d_ready, np.float64), np.array(d_start, np.float64),
             np.array(d_end, np.float64), np.array(h_start, np.float64),
             np.array(h_end, np.float64), t_last)  # fmt: skip

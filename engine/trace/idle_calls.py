@@ -83,12 +83,13 @@ def merge_idle_calls(
     bounds = np.unique(np.asarray(exact_at, np.int64))
     keep = np.ones(n, np.bool_)
     start = host.api_start_ns
+    thread = np.ascontiguousarray(host.thread, np.int32)
     if not compiled:
         order = np.argsort(start, kind="stable")
-        _runs_numpy(order, start, host.api_end_ns, idle, bounds, keep)
+        _runs_numpy(order, start, host.api_end_ns, idle, bounds, keep, thread)
     else:
         order = stable_order(start)  # (int32 under 2**31 rows, as _runs is compiled for)
-        _runs(order, start, host.api_end_ns, idle, bounds, keep)
+        _runs(order, start, host.api_end_ns, idle, bounds, keep, thread)
     del order, idle
     if keep.all():
         return None
@@ -104,10 +105,12 @@ def _runs(
     idle: np.ndarray,
     bounds: np.ndarray,
     keep: np.ndarray,
+    thread: np.ndarray,
 ) -> None:
     """Visit the rows in ``order`` (by start); a row that joins the run before it gets
     keep = False, and the run's first row's end becomes the joined row's end (``end`` in place:
-    each row's own end is read once, when it is visited)."""
+    each row's own end is read once, when it is visited). A row joins only a run of its own
+    thread (the replay keeps a clock per thread)."""
     m = start[order[0]]  # every call before this one has ended by m (running maximum of ends)
     b = 0  # how many of ``bounds`` lie at or before this row's start
     head = order[0]
@@ -119,7 +122,7 @@ def _runs(
         e = end[r]
         while b < bounds.shape[0] and bounds[b] <= s:
             b += 1
-        if prev_open and idle[r] and s >= m and b == prev_b:
+        if prev_open and idle[r] and s >= m and b == prev_b and thread[r] == thread[head]:
             keep[r] = False
             end[head] = e  # e >= s >= m: the run's end so far
         else:
@@ -137,16 +140,19 @@ def _runs_numpy(
     idle: np.ndarray,
     bounds: np.ndarray,
     keep: np.ndarray,
+    thread: np.ndarray,
 ) -> None:
     """``_runs`` in numpy (sorted copies of the columns: for small traces)."""
-    s, e, idl = start[order], end[order], idle[order]
+    s, e, idl, th = start[order], end[order], idle[order], thread[order]
     m = np.empty_like(e)  # the running maximum of ends before each row
     m[0] = s[0]
     np.maximum.accumulate(e[:-1], out=m[1:])  # (s[0] <= e[0]: the first is the same)
     side = np.searchsorted(bounds, s, "right")
     is_open = idl & (e >= m)
     joins = np.zeros(len(s), np.bool_)
-    joins[1:] = is_open[:-1] & idl[1:] & (s[1:] >= m[1:]) & (side[1:] == side[:-1])
+    joins[1:] = (
+        is_open[:-1] & idl[1:] & (s[1:] >= m[1:]) & (side[1:] == side[:-1]) & (th[1:] == th[:-1])
+    )
     heads = np.flatnonzero(~joins)
     last = np.append(heads[1:] - 1, len(s) - 1)  # each run's last row
     end[order[heads]] = e[last]

@@ -419,7 +419,7 @@ def _link_syncs(con: sqlite3.Connection, host: HostEvents) -> None:
 def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEvents, int]:
     """Host rows of the runtime/driver calls that have a correlation id, one per call, and how
     many versioned twins were dropped."""
-    d = _fetch(con, _RUNTIME, ["start", "end", "correlationId", "nameId"])
+    d = _fetch(con, _RUNTIME, ["start", "end", "correlationId", "nameId", "globalTid"])
     n = len(d.get("start", ()))
     corr = _ints(d, "correlationId", n)
     start, end = _ints(d, "start", n), _ints(d, "end", n)
@@ -430,6 +430,8 @@ def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEven
         & (np.abs(end.astype(np.float64)) < MAX_TIME_NS)
     )
     corr, start, end = corr[keep], start[keep], end[keep]
+    # the calling thread (globalTid: process and thread id in one integer), where exported
+    tid = _ints(d, "globalTid", n)[keep] if "globalTid" in d else np.zeros(len(corr), np.int64)
     cache: dict[int, int] = {}
     api = np.zeros(len(corr), np.uint8)  # LAUNCH when the export has no nameId column
     twins = 0
@@ -438,6 +440,7 @@ def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEven
         rows = _one_row_per_call(corr, start, end, ids, strings)
         twins = len(corr) - len(rows)
         corr, start, end, ids = corr[rows], start[rows], end[rows], ids[rows]
+        tid = tid[rows]
         api = np.array(
             [
                 cache.setdefault(int(i), api_kind_from_name(str(strings.get(int(i), ""))))
@@ -451,6 +454,7 @@ def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEven
         api_start_ns=start,
         api_end_ns=end,
         api=api,
+        thread=HostEvents.threads_of(tid),
     )
     return host, twins
 

@@ -51,8 +51,8 @@ def api_kind_from_name(name: str) -> int:
 
 
 def _unfilled(col: np.ndarray) -> bool:
-    """A column that is one read-only -1 repeated (a broadcast: no memory of its own)."""
-    return bool(not col.flags.writeable and col.strides == (0,) and (not len(col) or col[0] == -1))
+    """A column that is one read-only value repeated (a broadcast: no memory of its own)."""
+    return bool(not col.flags.writeable and col.strides == (0,))
 
 
 @dataclass(eq=False)
@@ -74,6 +74,10 @@ class HostEvents:
     #: every row that holds no memory (18 MiB of a 10 M-event trace's columns, where no row
     #: names an event); an importer that fills it calls ``events_to_fill`` first
     event: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: the host thread that made each call, numbered 0.. in order of first call (the replay
+    #: runs one clock per thread: a call blocked on one thread does not hold up the others).
+    #: Not given: every row on thread 0, a read-only 0 of every row that holds no memory
+    thread: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
 
     def __post_init__(self) -> None:
         n = len(self.correlation)
@@ -81,6 +85,19 @@ class HostEvents:
             self.api = np.zeros(n, np.uint8)
         if len(self.event) != n:
             self.event = np.broadcast_to(np.int64(-1), (n,))
+        if len(self.thread) != n:
+            self.thread = np.broadcast_to(np.int32(0), (n,))
+
+    @staticmethod
+    def threads_of(tid: npt.NDArray[np.integer]) -> npt.NDArray[np.int32]:
+        """Dense thread numbers (0.. in order of first appearance) of a column of raw thread
+        ids (any integers a trace writes, negative ones included)."""
+        if not len(tid):
+            return np.zeros(0, np.int32)
+        ids, first, inv = np.unique(tid, return_index=True, return_inverse=True)
+        rank = np.empty(len(ids), np.int32)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(ids), dtype=np.int32)
+        return rank[inv.reshape(-1)]
 
     def events_to_fill(self) -> npt.NDArray[np.int64]:
         """The event column, writable (materialised here when it was the read-only default)."""
@@ -112,7 +129,7 @@ class HostEvents:
         i = np.asarray(index)
         return HostEvents(
             self.correlation[i], self.stream[i], self.api_start_ns[i], self.api_end_ns[i],
-            self.api[i], self.event[i],
+            self.api[i], self.event[i], self.thread[i],
         )  # fmt: skip
 
     def keep_only(self, keep: npt.NDArray[np.bool_]) -> None:
@@ -121,10 +138,10 @@ class HostEvents:
         for f in ("correlation", "api_start_ns", "api_end_ns", "api"):
             setattr(self, f, getattr(self, f)[keep])
         n = len(self.correlation)
-        for f, dt in (("stream", np.int32), ("event", np.int64)):
+        for f, dt in (("stream", np.int32), ("event", np.int64), ("thread", np.int32)):
             col = getattr(self, f)
-            if _unfilled(col):  # a read-only -1 of every row: still no memory
-                setattr(self, f, np.broadcast_to(dt(-1), (n,)))
+            if _unfilled(col):  # a read-only -1 (0: thread) of every row: still no memory
+                setattr(self, f, np.broadcast_to(dt(col[0] if len(col) else -1), (n,)))
             else:
                 setattr(self, f, col[keep])
 
@@ -157,7 +174,15 @@ class HostEvents:
         return HostEvents(
             *(
                 np.concatenate([getattr(p, f) for p in parts])
-                for f in ("correlation", "stream", "api_start_ns", "api_end_ns", "api", "event")
+                for f in (
+                    "correlation",
+                    "stream",
+                    "api_start_ns",
+                    "api_end_ns",
+                    "api",
+                    "event",
+                    "thread",
+                )
             )
         )
 
