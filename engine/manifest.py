@@ -159,6 +159,13 @@ class GpuPeaks(BaseModel):
     max_threads_per_sm: int = Field(default=2048, gt=0)
     #: maximum SM clock (MHz) where the datasheet gives it: telemetry clocks are read against it
     sm_clock_max_mhz: int | None = None
+    #: compute capability (sm_XY) or AMD gfx target; None where not given
+    arch: str | None = None
+    #: arithmetic types the tensor / matrix cores take (a lever that moves math to a type the
+    #: device has no units for cannot act: engine/levers/applicable.py)
+    matrix_dtypes: tuple[str, ...] = ()
+    #: capabilities levers check: "flash_attention" (PyTorch's flash SDPA backend runs here)
+    features: tuple[str, ...] = ()
 
     def class_peak_flops(self) -> np.ndarray:
         """Return the FLOP/s bound per kernel class, indexed by ``Klass``."""

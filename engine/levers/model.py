@@ -26,6 +26,18 @@ class Safety(str, Enum):
     PRIVILEGED = "PRIVILEGED"
 
 
+class Requires(BaseModel):
+    """What the device must have for a lever to act (manifests/levers.json ``requires``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the tensor / matrix cores take at least one of these types
+    matrix_dtypes_any: tuple[str, ...] = ()
+    #: the catalogue lists every one of these features
+    features: tuple[str, ...] = ()
+    #: what that is, in words ("BF16 tensor cores")
+    needs: str
+
+
 class LeverSpec(BaseModel):
     """One entry of manifests/levers.json."""
 
@@ -36,6 +48,7 @@ class LeverSpec(BaseModel):
     causes: tuple[str, ...]
     what: str
     effect: str
+    requires: Requires | None = None
 
     def cause_set(self) -> tuple[Cause, ...]:
         """Return the causes as enum members."""
