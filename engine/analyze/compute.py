@@ -67,6 +67,15 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
     devices = trace.device_properties.get("devices") or []
     reported = str(devices[0].get("name")) if devices and devices[0].get("name") else None
     notes: list[str] = []
+    if trace.device_properties.get("platform") == "mtia":  # the catalogue holds GPUs only
+        from engine.trace.kineto import mtia_device
+
+        name, note = mtia_device(trace, hardware)
+        return (
+            None,
+            Hardware(id=None, name=name, detected_from="trace", reported_name=reported),
+            [note],
+        )
     found = by_id(hardware) if hardware else detect(devices)
     source = "flag" if hardware else "trace"
     if found is None:
@@ -531,8 +540,11 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     copies = copy_stats(rows, names, hw)
     communication = _communication(rows, labels, gpu_time)
     give_back(len(rows))
+    mtia = props.get("platform") == "mtia"  # levers are CUDA/ROCm changes: none applies
     interventions = (
-        _levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes) if len(rows) else []
+        _levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes)
+        if len(rows) and not mtia
+        else []
     )
     give_back(len(rows))
     analysis = Analysis(

@@ -34,10 +34,11 @@ CATEGORIES = (
     b"cuda_profiler_range",
     b"cpu_op",  # framework ops: their recorded shapes give the DERIVED tier (trace/shapes.py)
     b"user_annotation",  # ProfilerStep#N ranges: the step boundaries
-    b"mtia_ccp_events",  # MTIA device activity: counted, to say what the trace is
+    b"mtia_ccp_events",  # MTIA device activity (its command processor's rows, per stream)
+    b"mtia_runtime",  # MTIA runtime calls: with a correlation id, the device rows' launches
 )
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_RUNTIME, CAT_DRIVER, CAT_SYNC, CAT_PROFILER = range(7)
-CAT_CPU_OP, CAT_ANNOTATION, CAT_MTIA = 7, 8, 9
+CAT_CPU_OP, CAT_ANNOTATION, CAT_MTIA, CAT_MTIA_RUNTIME = 7, 8, 9, 10
 NO_TIME = np.iinfo(np.int64).min
 #: a ts/dur that is a number but not a time int64 nanoseconds can hold with headroom
 OUT_OF_RANGE = NO_TIME + 1
@@ -527,20 +528,21 @@ ARG_KEYS = (
     b"wait_on_stream",
     b"wait_on_cuda_event_record_corr_id",
     b"wait_on_cuda_event_id",
+    b"size",  # an MTIA dma_request's bytes
 )
 #: CUPTI-profiler SASS counters: <prefix>{h,f,d}{add,mul,fma}<suffix>; FMA counts two FLOPs
 FLOP_PREFIX = b"smsp__sass_thread_inst_executed_op_"
 FLOP_SUFFIX = b"_pred_on.sum"
 MISSING = np.iinfo(np.int64).min + 1  # an integer field the event did not carry
-#: pid, tid, correlation, stream, device, grid, block, regs, smem, bytes, and the cuda_sync
-#: rows' wait_on_stream, wait_on_cuda_event_record_corr_id, wait_on_cuda_event_id
-_N_INT = 13
+#: pid, tid, correlation, stream, device, grid, block, regs, smem, bytes, the cuda_sync
+#: rows' wait_on_stream, wait_on_cuda_event_record_corr_id, wait_on_cuda_event_id, and size
+_N_INT = 14
 F_PID, F_TID, F_CORR, F_STREAM, F_DEVICE, F_GRID, F_BLOCK, F_REGS, F_SMEM, F_BYTES = range(10)
-F_WAIT_STREAM, F_WAIT_RECORD, F_WAIT_EVENT = 10, 11, 12
+F_WAIT_STREAM, F_WAIT_RECORD, F_WAIT_EVENT, F_SIZE = 10, 11, 12, 13
 #: the ints column each ARG_KEYS entry is read into (-1: occupancy, a float of its own)
 _ARG_COLUMN = np.array(
     [F_CORR, F_STREAM, F_DEVICE, F_GRID, F_BLOCK, F_REGS, F_SMEM, -1, F_BYTES,
-     F_WAIT_STREAM, F_WAIT_RECORD, F_WAIT_EVENT], np.int64,
+     F_WAIT_STREAM, F_WAIT_RECORD, F_WAIT_EVENT, F_SIZE], np.int64,
 )  # fmt: skip
 _ARG_OCCUPANCY = ARG_KEYS.index(b"est. achieved occupancy %")
 
@@ -895,7 +897,7 @@ def extract_fields(
     colons; UTF-8 is not checked here — names are decoded with replacement): a trace whose kept
     events are not JSON is rejected rather than half-read.
 
-    Returns (ints (m, 13) int64 [MISSING where absent], ts, dur (m,) int64 ns [NO_TIME where
+    Returns (ints (m, 14) int64 [MISSING where absent], ts, dur (m,) int64 ns [NO_TIME where
     absent or not a number; µs read exactly, see _parse_us_to_ns], occupancy (m,) float64,
     flops (m,) float64 [NaN if no counter or not a cuda_profiler_range], name_start, name_end
     (m,) int64 [-1 if no name], name_escaped (m,) bool, name_hash (m,) uint64 [_name_hash of

@@ -17,7 +17,15 @@ What becomes what:
 * ``cuda_sync`` on a device timeline → SYNC rows (stream/event synchronisation);
 * ``cuda_profiler_range`` (CUPTI profiler mode) → KERNEL rows whose ``flops`` are measured
   from the SASS counters: add + mul + 2 × fma, over half, single and double precision;
-* ``cuda_runtime`` / ``cuda_driver`` with a correlation id → HostEvents (launch ↔ kernel).
+* ``cuda_runtime`` / ``cuda_driver`` with a correlation id → HostEvents (launch ↔ kernel);
+* MTIA (Meta's accelerator): ``mtia_ccp_events`` rows on a device stream (``args.stream``) →
+  device rows of that stream, as Holistic Trace Analysis takes them (it counts the whole
+  category as GPU work): ``dma*`` → MEMCPY (``args.size`` bytes), ``event_*`` (event record /
+  wait: the stream waits for another) → SYNC, the rest (``pe_exe``, ``merge``, ``remote`` …) →
+  KERNEL; a row naming no stream is not device work to HTA either, and is counted, not kept.
+  ``mtia_runtime`` calls with a correlation id → HostEvents of kind OTHER: they link each
+  device row to the call that queued it (the idle split's host wait), and nothing more — their
+  semantics are not CUDA's, so no launch / sync / copy kind is read into them.
 """
 
 from __future__ import annotations
@@ -82,8 +90,10 @@ class _Columns:
         # again (15.5k _op_work calls → a few hundred on a 2 M-event trace)
         self.shape_work: dict[tuple[int, bytes | None, bytes | None, bytes | None], int] = {}
         self.steps: list[tuple[int, int, int]] = []  # ProfilerStep#N (start, end ns, N or -1)
-        self.mtia = 0
-        self.mtia_streams: set[int] = set()
+        self.mtia = 0  # mtia_ccp_events rows seen
+        self.mtia_streams: set[int] = set()  # the device streams they name
+        self.mtia_unstreamed = 0  # of them, rows naming no stream (not kept)
+        self.mtia_kind_of_name: dict[int, int] = {}  # name id → the row kind (_mtia_kind)
         # collective kernels whose args name their communicator: (start ns, stream, facts)
         self.collectives: list[tuple[int, int, dict[str, Any]]] = []
         self.is_comm: dict[int, bool] = {}  # name id → a collective kernel's name
@@ -98,7 +108,9 @@ _KIND[js.CAT_MEMSET] = Kind.MEMSET
 _KIND[js.CAT_SYNC] = Kind.SYNC
 _KIND[js.CAT_PROFILER] = Kind.RANGE
 #: GPU activity: the categories and the row kinds they become
-_GPU_CATS = np.array([js.CAT_KERNEL, js.CAT_MEMCPY, js.CAT_MEMSET, js.CAT_PROFILER])
+_GPU_CATS = np.array([js.CAT_KERNEL, js.CAT_MEMCPY, js.CAT_MEMSET, js.CAT_PROFILER, js.CAT_MTIA])
+#: host rows: runtime / driver calls (and MTIA's runtime calls) that carry a correlation id
+_HOST_CATS = (js.CAT_RUNTIME, js.CAT_DRIVER, js.CAT_MTIA_RUNTIME)
 _TIMED_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM, Kind.RANGE)
 
 
@@ -127,6 +139,23 @@ def _name_ids(
             cols.name_of_hash[hv] = nid
         ids[u] = nid
     return ids[inv.reshape(-1)]
+
+
+def _mtia_kind(cols: _Columns, name_ids: np.ndarray) -> np.ndarray:
+    """Row kind of each MTIA device row from its name (decided once per distinct name): ``dma*``
+    (HTA's "MTIA Memory" pattern) a copy, ``event_*`` (record / wait on a stream) a
+    synchronisation, anything else work the device ran."""
+    for nid in np.unique(name_ids).tolist():
+        if nid not in cols.mtia_kind_of_name:
+            n = cols.names[nid].lower() if nid >= 0 else ""
+            cols.mtia_kind_of_name[nid] = (
+                Kind.MEMCPY
+                if n.startswith("dma")
+                else Kind.SYNC
+                if n.startswith("event")
+                else Kind.KERNEL
+            )
+    return np.array([cols.mtia_kind_of_name[n] for n in name_ids.tolist()], np.uint8)
 
 
 def _api_of(cols: _Columns, name_ids: np.ndarray) -> np.ndarray:
@@ -208,10 +237,12 @@ def _add(
         cols.out_of_range += int(((ts == js.OUT_OF_RANGE) | (dur == js.OUT_OF_RANGE)).sum())
     dur = np.where((dur == js.NO_TIME) | (dur < 0), 0, dur)
     corr = ints[:, js.F_CORR]
-    host = np.isin(codes, (js.CAT_RUNTIME, js.CAT_DRIVER)) & ~bad & (corr != miss) & (corr >= 0)
+    host = np.isin(codes, _HOST_CATS) & ~bad & (corr != miss) & (corr >= 0)
     # (fields given: the Python twin read them, no kernel is compiled yet)
     _framework(cols, buf, starts, ends, codes, ints, ts, dur, ns, ne, esc, h, bad, grouped)
-    dev = (_KIND[codes] != 255) & ~bad
+    # MTIA rows are device work only on a stream (HTA: stream -1 is not a GPU row)
+    mtia = (codes == js.CAT_MTIA) & ~bad & (ints[:, js.F_STREAM] != miss)
+    dev = ((_KIND[codes] != 255) & ~bad) | mtia
     # runtime calls' and device rows' names, interned together in file order (see _name_ids)
     named = np.flatnonzero(host | dev)
     name_id = np.full(len(codes), -1, np.int32)
@@ -229,7 +260,12 @@ def _add(
                 else np.broadcast_to(np.int32(-1), st.shape),
                 "api_start_ns": ts[host],
                 "api_dur_ns": _narrow(dur[host]),
-                "api": _api_of(cols, api_names),
+                # an MTIA runtime call: kept for its link only (see the module docstring)
+                "api": np.where(
+                    codes[host] == js.CAT_MTIA_RUNTIME,
+                    np.uint8(ApiKind.OTHER),
+                    _api_of(cols, api_names),
+                ).astype(np.uint8),
             }
         )
     rec = ints[:, js.F_WAIT_RECORD]
@@ -252,13 +288,21 @@ def _add(
     c = codes[dev]
     iv = ints[dev]
     names = name_id[dev]
+    kind = _KIND[c]
+    on_mtia = c == js.CAT_MTIA
+    if on_mtia.any():
+        kind[on_mtia] = _mtia_kind(cols, names[on_mtia])
     stream = np.where(iv[:, js.F_STREAM] != miss, iv[:, js.F_STREAM], iv[:, js.F_TID])
     stream = np.where(stream == miss, 0, stream)
     device = np.where(iv[:, js.F_DEVICE] != miss, iv[:, js.F_DEVICE], iv[:, js.F_PID])
     grid = np.where(iv[:, js.F_GRID] == miss, 0, iv[:, js.F_GRID])
     block = np.where(iv[:, js.F_BLOCK] == miss, 0, iv[:, js.F_BLOCK])
-    nbytes = iv[:, js.F_BYTES]
-    copy = np.isin(c, (js.CAT_MEMCPY, js.CAT_MEMSET)) & (nbytes != miss) & (nbytes >= 0)
+    nbytes = np.where(on_mtia, iv[:, js.F_SIZE], iv[:, js.F_BYTES])
+    copy = (
+        (np.isin(c, (js.CAT_MEMCPY, js.CAT_MEMSET)) | (on_mtia & (kind == Kind.MEMCPY)))
+        & (nbytes != miss)
+        & (nbytes >= 0)
+    )
     f = np.where(c == js.CAT_PROFILER, flops[dev], np.nan)
     prov = (
         np.where(grid > 0, int(Provenance.GEOMETRY), 0)
@@ -278,7 +322,7 @@ def _add(
             # twice the memory until the join
             "stream": stream.clip(*_I32).astype(np.int32),
             "device": np.where(device == miss, 0, device).clip(*_I16).astype(np.int16),
-            "kind": _KIND[c],
+            "kind": kind,
             "name": names.astype(np.int32, copy=False),
             "correlation": _narrow(np.where(iv[:, js.F_CORR] == miss, -1, iv[:, js.F_CORR])),
             "grid": grid.clip(0, _I32[1]).astype(np.int32),
@@ -501,8 +545,10 @@ def _framework(
             cols.steps.append((int(ts[r]), int(ts[r] + dur[r]), sid))
     mt = (codes == js.CAT_MTIA) & ~bad
     if mt.any():
+        st = ints[mt, js.F_STREAM]
         cols.mtia += int(mt.sum())
-        cols.mtia_streams.update(ints[mt, js.F_TID].tolist())
+        cols.mtia_unstreamed += int((st == js.MISSING).sum())
+        cols.mtia_streams.update(st[st != js.MISSING].tolist())
 
 
 def _chunks(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
@@ -729,6 +775,13 @@ def _build(
             f"every GPU event ({cols.malformed_gpu:,}) is malformed: its ts or dur is missing, "
             "not a number, or out of range (beyond ±2**62 ns, 146 years)",
         )
+    if cols.mtia and not timed.any():  # MTIA rows, none of them device work we can time
+        raise TraceImportError(
+            path,
+            f"MTIA activity ({cols.mtia:,} mtia_ccp_events) without device work to analyse: "
+            f"{cols.mtia_unstreamed:,} name no stream (args.stream), the rest are event "
+            "record / wait rows",
+        )
     check_times(
         path, [seg.start_ns, host.api_start_ns], [seg.end_ns, host.api_end_ns]
     )  # fmt: skip
@@ -772,7 +825,41 @@ def _build(
         "framework_ops": cols.framework_ops,
         "mtia_events": cols.mtia,
         "mtia_streams": len(cols.mtia_streams),
+        "mtia_unstreamed_events": cols.mtia_unstreamed,
     }
+    if cols.mtia:  # the device the rows ran on, as the trace names it (no catalogue entry)
+        props["platform"] = "mtia"
     return Trace(
         segments=seg, names=cols.names, host=host, device_properties=props, source=str(path)
     )
+
+
+def mtia_device(trace: Trace, hardware: str | None = None) -> tuple[str, str]:
+    """The device of an MTIA trace (``device_properties["platform"] == "mtia"``) as the trace
+    names it, and the note that says what its analysis can and cannot tell; TraceImportError
+    when ``hardware`` (a --hardware catalogue id) would put a GPU's peaks on it.
+
+    What an MTIA trace tells, as Holistic Trace Analysis reads it: per stream, when its rows
+    ran (busy time) and the gaps between them split host wait / kernel wait / other. It carries
+    no counters, no launch geometry and no peaks we know, and its rows' names are no kernel
+    classes: regimes are unknown, roofline and link rates not computed, and the levers (CUDA /
+    ROCm changes replayed on CUDA semantics) not applicable.
+    """
+    devices = trace.device_properties.get("devices") or []
+    reported = devices[0].get("name") if devices and isinstance(devices[0], dict) else None
+    name = f"MTIA {reported}" if isinstance(reported, str) and reported else "MTIA"
+    if hardware:
+        raise TraceImportError(
+            trace.source,
+            f"--hardware {hardware}: this is an MTIA trace ({name}); the hardware catalogue "
+            "holds NVIDIA and AMD GPUs, whose peaks do not apply to it",
+        )
+    note = (
+        f"{name} (as the trace reports it): what it tells is each stream's busy and idle time "
+        "(host wait / kernel wait / other, as HTA splits them); the hardware catalogue has no "
+        "MTIA entry and the trace no counters or launch geometry, so regimes are unknown, the "
+        "roofline, copy link rates and FLOP-based pressures are not computed, and the levers "
+        "(CUDA / ROCm changes) are not applicable. Event record / wait rows are the stream "
+        "waiting, not busy (HTA counts them busy)"
+    )
+    return name, note

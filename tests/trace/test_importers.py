@@ -37,20 +37,44 @@ def test_kineto_rows_match_an_independent_parse(path):
     ev = _events(path)
     want = {
         c: sum(1 for e in ev if e.get("cat") == c and e.get("ph") == "X")
-        for c in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_profiler_range")
+        for c in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_profiler_range", "cuda_sync")
+    }
+    # MTIA device rows (on a stream): dma* copies, event_* (record / wait) syncs, others work
+    mtia = [
+        e
+        for e in ev
+        if e.get("cat") == "mtia_ccp_events" and e.get("ph") == "X" and "stream" in e["args"]
+    ]
+    of = {
+        k: [e for e in mtia if (e["name"].startswith(p) if p else not e["name"].startswith(q))]
+        for k, p, q in (("copy", "dma", ""), ("sync", "event", ""), ("work", "", ("dma", "event")))
     }
     s = tr.segments
-    assert int((s.kind == Kind.KERNEL).sum()) == want["kernel"]
+    assert int((s.kind == Kind.KERNEL).sum()) == want["kernel"] + len(of["work"])
     assert int((s.kind == Kind.RANGE).sum()) == want["cuda_profiler_range"]  # not kernel time
-    assert int((s.kind == Kind.MEMCPY).sum()) == want["gpu_memcpy"]
+    assert int((s.kind == Kind.MEMCPY).sum()) == want["gpu_memcpy"] + len(of["copy"])
     assert int((s.kind == Kind.MEMSET).sum()) == want["gpu_memset"]
+    assert int((s.kind == Kind.SYNC).sum()) == want["cuda_sync"] + len(of["sync"])
+    if mtia:  # a copy's bytes are its "size"; the rows keep their streams
+        copies = s.kind == Kind.MEMCPY
+        assert np.nansum(s.dram_bytes[copies]) == sum(e["args"]["size"] for e in of["copy"])
+        assert sorted(set(s.stream.tolist())) == sorted({e["args"]["stream"] for e in mtia})
+        assert tr.device_properties["platform"] == "mtia"
     # timestamps exact to the nanosecond: parse the JSON numbers as decimals
     with gzip.open(path) as f:
         exact = json.load(f, parse_float=Decimal)["traceEvents"]
     kts = sorted(
         int(Decimal(e["ts"]) * 1000)
         for e in exact
-        if e.get("cat") in ("kernel", "cuda_profiler_range") and e.get("ph") == "X"
+        if e.get("ph") == "X"
+        and (
+            e.get("cat") in ("kernel", "cuda_profiler_range")
+            or (
+                e.get("cat") == "mtia_ccp_events"
+                and "stream" in e["args"]
+                and not e["name"].startswith(("dma", "event"))
+            )
+        )
     )
     timed = (s.kind == Kind.KERNEL) | (s.kind == Kind.RANGE)
     assert sorted(s.start_ns[timed].tolist()) == kts
@@ -169,9 +193,14 @@ def test_taxonomy(name, klass):
 
 def test_taxonomy_classifies_most_kernels_of_every_trace():
     for path in KINETO:
-        s = read_kineto(path).segments
+        tr = read_kineto(path)
+        s = tr.segments
         k = s.klass[s.kind == Kind.KERNEL]
-        if len(k) > 10:
+        if tr.device_properties.get("platform") == "mtia":
+            # MTIA's rows (pe_exe, merge, remote …) are no CUDA / ROCm kernel names: no class
+            # is made up for them (their regimes stay unknown)
+            assert len(k) and (k == Klass.OTHER).all(), path.name
+        elif len(k) > 10:
             assert (k != Klass.OTHER).mean() > 0.6, path.name
 
 
