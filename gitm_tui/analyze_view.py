@@ -136,6 +136,10 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
     for n in a.notes:
         foot.append(f"\nnote: {n}", style="yellow")
     parts: list[RenderableType] = [head, Text(), reg, Text(), st, Text(), kt, Text()]
+    if a.replay is not None:
+        parts.append(Text(a.replay.line(), style="dim" if a.replay.faithful else "bold red"))
+    for u in a.in_use:
+        parts.append(Text(f"already in use: {u.evidence} — no lever takes credit for it"))
     if a.interventions:
         lv = Table(
             title="what would help (replayed on this trace; nothing applied)",
@@ -146,19 +150,34 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         lv.add_column("lever")
         lv.add_column("safety")
         lv.add_column("predicted (interval)", justify="right", no_wrap=True)
+        lv.add_column("ceiling", justify="right", no_wrap=True)
         lv.add_column("basis")
-        shown = a.interventions[:6]
+        judged = [e for e in a.interventions if e.status in ("predicted", "ceiling")]
+        others = [e for e in a.interventions if e.status not in ("predicted", "ceiling")]
+        shown = judged[:6] + others
         for e in shown:
             basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
+            if e.ceiling_basis:
+                basis += "; " + e.ceiling_basis
+            mark = (" *" if e.prior_based else "") + (" †" if e.unfaithful_replay else "")
             lv.add_row(
                 Text(e.lever),
                 e.safety,
-                e.gain_text() + (" *" if e.prior_based else ""),
+                e.gain_text() + mark,
+                "—" if e.ceiling is None else f"≤ {e.ceiling:+.1%}",
                 Text(basis),  # Text: never read as markup (it may carry names from the trace)
             )
         parts += [lv]
         if any(e.prior_based for e in shown):
             parts.append(Text("* scales by a named prior (its stated range gives the interval)"))
+        if any(e.unfaithful_replay for e in shown):
+            parts.append(
+                Text(
+                    "† rests on a replay that does not reproduce this trace (see the replay "
+                    "line above)",
+                    style="bold red",
+                )
+            )
         parts.append(Text())
     return Group(*parts, foot, Text())
 

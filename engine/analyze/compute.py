@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from engine.trace.import_memory import gc_paused, give_back
 from engine.trace.order import stable_order
 from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
 from engine.trace.trace import Trace
+
+if TYPE_CHECKING:  # (the levers are imported when they are replayed)
+    from engine.analyze.levers import LeverReport
 
 #: HTA's default ``consecutive_kernel_delay`` (30 µs): shorter gaps between back-to-back GPU
 #: events on a stream count as launch overhead ("kernel wait"), as in HTA's idle breakdown.
@@ -541,11 +545,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     communication = _communication(rows, labels, gpu_time)
     give_back(len(rows))
     mtia = props.get("platform") == "mtia"  # levers are CUDA/ROCm changes: none applies
-    interventions = (
-        _levers(trace, hw or by_id(REFERENCE_HARDWARE), seg, dec, notes)
-        if len(rows) and not mtia
-        else []
-    )
+    levers = _levers(trace, hw, seg, dec, notes) if len(rows) and not mtia else None
     give_back(len(rows))
     analysis = Analysis(
         source=trace.source if is_url(trace.source) else str(Path(trace.source)),
@@ -569,7 +569,9 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         top_kernels=table[:top],
         invariants=invariants,
         launch=launch,
-        interventions=interventions,
+        replay=levers.replay if levers else None,
+        in_use=levers.in_use if levers else [],
+        interventions=levers.estimates if levers else [],
         notes=notes,
     )
     return AnalysisResult(analysis=analysis, rows=rows, decoded=dec, trace=trace)
@@ -582,9 +584,13 @@ def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:
     return apply_counting(trace, mode)
 
 
-def _levers(trace: Trace, hw: GpuPeaks, seg: Segments, dec: Decoded, notes: list[str]) -> list:
-    """Replay each lever on the trace (regimes of every segment: 255 where none was decoded)."""
-    from engine.analyze.levers import estimate_levers
+def _levers(
+    trace: Trace, hw: GpuPeaks | None, seg: Segments, dec: Decoded, notes: list[str]
+) -> LeverReport:
+    """Replay each lever on the trace (regimes of every segment: 255 where none was decoded).
+    On a device the catalogue does not know the replay runs on the reference device's rates
+    and the levers that depend on the device are not judged."""
+    from engine.analyze.levers import replay_levers
     from engine.analyze.steady import steady_window
 
     regimes = np.full(len(seg), 255, np.uint8)
@@ -594,7 +600,7 @@ def _levers(trace: Trace, hw: GpuPeaks, seg: Segments, dec: Decoded, notes: list
     replayed, regimes, window = steady_window(trace, regimes)
     if window is not None:
         notes.append(window)
-    out = estimate_levers(replayed, hw, regimes)
+    out = replay_levers(replayed, hw or by_id(REFERENCE_HARDWARE), regimes, device=hw)
     if not len(trace.host):
         notes.append(
             "no host runtime rows in this trace: launch/sync structure unknown, no lever replayed"

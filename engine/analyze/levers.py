@@ -39,13 +39,17 @@ import os
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
-from engine.analyze.model import LeverEstimate
+from engine.analyze.ceilings import Observed, ceiling, observe
+from engine.analyze.fidelity import fidelity
+from engine.analyze.in_use import already_fused, in_use
+from engine.analyze.model import InUse, LeverEstimate, ReplayFidelity
 from engine.jit import interpreting
+from engine.levers.applicable import fit
 from engine.levers.base import Lever
 from engine.levers.launch import CudaGraphs, GraphCapture, capture_cuts
 from engine.levers.library import LEVERS
@@ -54,7 +58,7 @@ from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, LAUNCH_OUTLIER, MIN_G
 from engine.planner.catalogue import GpuPeaks
 from engine.schedule.dag import NOP, ReplayDag, build_dag, merge_idle_host_rows, schedule
 from engine.trace.import_memory import give_back
-from engine.trace.segments import Kind
+from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind, Trace
 
 #: Allocator calls in the first share of the span are warm-up (see ``_allocator_warmup``)
@@ -62,7 +66,7 @@ WARMUP_SHARE = 0.10
 #: kernels from ATen (PyTorch's op library): evidence the program runs PyTorch and therefore
 #: its caching allocator (demangled as Kineto writes them, or mangled as Nsight may)
 _ATEN = re.compile(r"\bat::|\bc10::|at_cuda_detail|_ZN2at6native")
-_ORDER = {"predicted": 0, "ceiling": 1, "not_judged": 2}
+_ORDER = {"predicted": 0, "ceiling": 1, "not_judged": 2, "not_applicable": 3}
 _TIMED = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)  # the rows build_dag replays
 
 
@@ -77,35 +81,77 @@ def lever_threads() -> int:
     return 1 if interpreting() else n
 
 
+@dataclass
+class LeverReport:
+    """What ``replay_levers`` found: the estimates, the no-lever replay's fidelity, and what the
+    program already does."""
+
+    estimates: list[LeverEstimate] = field(default_factory=list)
+    replay: ReplayFidelity | None = None
+    in_use: list[InUse] = field(default_factory=list)
+
+
 def estimate_levers(
     trace: Trace, hw: GpuPeaks, regimes: np.ndarray, threads: int | None = None
 ) -> list[LeverEstimate]:
+    """``replay_levers(...).estimates`` (the device known: ``hw`` is its catalogue entry)."""
+    return replay_levers(trace, hw, regimes, threads).estimates
+
+
+def replay_levers(
+    trace: Trace,
+    hw: GpuPeaks,
+    regimes: np.ndarray,
+    threads: int | None = None,
+    device: GpuPeaks | Literal["same"] | None = "same",
+) -> LeverReport:
     """Every lever whose transform finds a target in ``trace``, estimated as the module
-    docstring says, ranked by ``rank_estimates``.
+    docstring says, ranked by ``rank_estimates``; with the no-lever replay's fidelity (printed
+    before any prediction) and what the program already does.
 
     ``regimes``: the decoded regime of every row of ``trace.segments`` (255 where none);
-    ``threads``: how many levers are estimated at once (default ``lever_threads()``)."""
+    ``threads``: how many levers are estimated at once (default ``lever_threads()``);
+    ``device``: the trace's own device for the levers' capability checks — "same" (``hw``),
+    or None where the catalogue does not know it (``hw`` is then only the replay's reference
+    rates, and levers that depend on the device are not judged)."""
     if not len(trace.host):
-        return []  # no host rows: launch, sync and copy structure unknown; nothing to replay
+        return LeverReport()  # no host rows: launch, sync and copy structure unknown
     if not np.isin(trace.segments.kind, _TIMED).any():
-        return []  # no timed device rows (kernels, copies): nothing a replay could move
+        return LeverReport()  # no timed device rows (kernels, copies): nothing to move
     dag = merge_idle_host_rows(build_dag(trace, hw, iterations=1, regimes=regimes))
     base = schedule(dag)
     if base.makespan_ns <= 0:
-        return []
+        return LeverReport()
+    fid = fidelity(dag, base)
+    used = in_use(dag)
+    ob = observe(dag)
     obs = Observation(dag, base, [], hw, 1)
+    # already-fused kernels are not fused again: the fusion levers see them as OTHER
+    fused = already_fused(dag)
+    fusion_obs = obs
+    if fused.any():
+        fdag = dag.copy()
+        fdag.d_klass[fused] = Klass.OTHER
+        fusion_obs = replace(obs, dag=fdag)
+    dev = hw if device == "same" else device
     rows = len(dag.api) + len(dag.d_stream)
 
     def one(lv: Lever) -> LeverEstimate | None:
+        o = fusion_obs if lv.id in ("elementwise_fusion", "fused_optimizer") else obs
+        fits = fit(lv.spec, dev)
+        if fits.status != "fits":
+            return _cannot(lv, o, fits.status, fits.reason)
         if isinstance(lv, CudaGraphs):
-            est = _cuda_graphs(lv, obs)
+            est = _cuda_graphs(lv, o, ob)
         elif lv.id == "batch_size":
-            est = _ceiling(lv, obs, trace)
+            est = _ceiling(lv, o, trace)
         elif "ALLOCATOR_CHURN" in lv.spec.causes:
-            est = _allocator(lv, obs, trace)
+            est = _allocator(lv, o, trace, ob)
         else:
-            est = _predicted(lv, obs, lv.transform)
+            est = _predicted(lv, o, lv.transform, ob)
         give_back(rows)  # each lever's replays free their graphs: the pages back (give_back)
+        if est is not None and est.status == "predicted" and not fid.faithful:
+            est = est.model_copy(update={"unfaithful_replay": True})
         return est
 
     n = lever_threads() if threads is None else max(1, threads)
@@ -114,12 +160,29 @@ def estimate_levers(
     else:
         with ThreadPoolExecutor(n, thread_name_prefix="gitm-levers") as pool:
             found = list(pool.map(one, LEVERS))  # library order; a lever's error is raised here
-    return rank_estimates([e for e in found if e is not None])
+    return LeverReport(rank_estimates([e for e in found if e is not None]), fid, used)
+
+
+def _cannot(
+    lv: Lever, obs: Observation, status: Literal["cannot", "unknown"], reason: str
+) -> LeverEstimate | None:
+    """A lever the device cannot do (not applicable) or that cannot be checked on an unknown
+    device (not judged): no gain, no interval; listed only where the trace has its targets."""
+    edit = lv.transform(obs)
+    if edit.rows == 0:
+        return None
+    return _estimate(
+        lv,
+        "not_applicable" if status == "cannot" else "not_judged",
+        f"{reason}; the trace has its targets ({edit.what}), but nothing is predicted",
+        edit,
+    )
 
 
 def rank_estimates(estimates: list[LeverEstimate]) -> list[LeverEstimate]:
     """Predicted levers by the conservative end of their interval (then the point estimate),
-    best first; then ceilings (largest first); then those not judged (library order)."""
+    best first; then ceilings (largest first); then those not judged, then those not applicable
+    (library order)."""
 
     def key(e: LeverEstimate) -> tuple[int, float, float]:
         if e.status == "predicted":
@@ -143,26 +206,34 @@ def _gain(
 
 
 def _keep_host_gaps(edit: ReplayDag, base: ReplayDag) -> None:
-    """Give back every host gap a transform removed (module docstring). Transforms that insert
-    host rows (copy overlap) add rows with no gap and remove none, so only same-length graphs
-    need the row-by-row restore."""
+    """Give back every host gap a transform removed (module docstring), and of each launch call
+    it dropped the part beyond ``LAUNCH_OUTLIER`` × the median launch (that thread was waiting
+    then — the allocator, the GIL — not launching: dropping the launch does not remove the
+    wait). Transforms that insert host rows (copy overlap) add rows with no gap and remove none,
+    so only same-length graphs need the row-by-row restore."""
     if len(edit.gap_ns) == len(base.gap_ns):
         np.maximum(edit.gap_ns, base.gap_ns, out=edit.gap_ns)
+        launch = np.isin(base.api, (ApiKind.LAUNCH, ApiKind.MEMCPY_ASYNC))
+        dropped = launch & (edit.api == NOP)
+        launches = base.dur_ns[base.api == ApiKind.LAUNCH]
+        if dropped.any() and len(launches):
+            clip = LAUNCH_OUTLIER * float(np.median(launches))
+            edit.gap_ns[dropped] += np.maximum(0.0, base.dur_ns[dropped] - clip)
 
 
 def _interval(
     obs: Observation, make_edit: Callable[[Observation], Edit], priors: tuple[Prior, ...]
-) -> tuple[float, float, float, Edit]:
-    """(point, low, high, point edit): the replay at the priors' values and at every corner of
-    their stated ranges (2 ** len(priors) more replays; no lever has more than two)."""
+) -> tuple[float, float, float, Edit, list[Edit]]:
+    """(point, low, high, point edit, every edit): the replay at the priors' values and at every
+    corner of their stated ranges (2 ** len(priors) more replays; no lever has more than two)."""
     point, edit = _gain(obs, make_edit, {})
-    gains = [point]
+    gains, edits = [point], [edit]
     if edit.rows:
         for corner in itertools.product(*((p.low, p.high) for p in priors)):
-            gains.append(
-                _gain(obs, make_edit, {p.name: v for p, v in zip(priors, corner, strict=True)})[0]
-            )
-    return point, min(gains), max(gains), edit
+            g, e = _gain(obs, make_edit, {p.name: v for p, v in zip(priors, corner, strict=True)})
+            gains.append(g)
+            edits.append(e)
+    return point, min(gains), max(gains), edit, edits
 
 
 def _touched_ns(obs: Observation, edit: ReplayDag) -> tuple[float, float]:
@@ -210,7 +281,7 @@ def _prior_text(priors: tuple[Prior, ...]) -> str:
 
 def _estimate(
     lv: Lever,
-    status: Literal["predicted", "ceiling", "not_judged"],
+    status: Literal["predicted", "ceiling", "not_judged", "not_applicable"],
     basis: str,
     edit: Edit | None,
     point: float | None = None,
@@ -238,12 +309,64 @@ def _estimate(
 
 
 # ------------------------------------------------------------------ the estimates
+def _bounded(
+    lv: Lever,
+    est: LeverEstimate,
+    edits: list[Edit],
+    obs: Observation,
+    ob: Observed,
+) -> LeverEstimate:
+    """A predicted estimate under its ceiling (``engine.analyze.ceilings``), and with no slowdown
+    in its interval unless the lever can slow a program (``Lever.can_slow`` says how): a lever
+    that only removes work cannot, so a negative replay is the replay's ordering, shown as 0."""
+    c = ceiling(lv.id, obs.dag, edits, ob, obs.baseline.makespan_ns)
+    upd: dict[str, object] = {}
+    notes = []
+    point, low, high = est.predicted_gain, est.gain_low, est.gain_high
+    if not lv.can_slow and low is not None and low < 0:
+        notes.append(
+            f"the replay gave {low:+.1%} at one end, which a lever that only removes work "
+            "cannot cause (the replay's ordering, not the lever): shown as 0"
+        )
+        low = 0.0
+        point = max(0.0, point or 0.0)
+        high = max(0.0, high or 0.0)
+    elif lv.can_slow and low is not None and low < 0:
+        notes.append(f"can slow a program: {lv.can_slow}")
+    if c is not None:
+        upd["ceiling"] = round(c.gain, 6)
+        upd["ceiling_basis"] = c.basis
+        if point is not None and point > c.gain + 1e-6:  # (estimates are rounded to 1e-6)
+            notes.append(
+                f"the replay predicted {point:+.1%}, above the ceiling: the gain shown is the "
+                "ceiling (the replay over-counts here)"
+            )
+            upd["capped"] = True
+            point = c.gain
+            high = min(high if high is not None else c.gain, c.gain)
+            low = min(low if low is not None else c.gain, c.gain)
+        elif high is not None and high > c.gain:
+            high = c.gain
+    upd.update(
+        predicted_gain=None if point is None else round(point, 6),
+        gain_low=None if low is None else round(low, 6),
+        gain_high=None if high is None else round(high, 6),
+    )
+    if notes:
+        upd["basis"] = est.basis + "; " + "; ".join(notes)
+    return est.model_copy(update=upd)
+
+
 def _predicted(
-    lv: Lever, obs: Observation, make_edit: Callable[[Observation], Edit], evidence: str = ""
+    lv: Lever,
+    obs: Observation,
+    make_edit: Callable[[Observation], Edit],
+    ob: Observed,
+    evidence: str = "",
 ) -> LeverEstimate | None:
     """The general case: replay at the priors' values and range ends; basis = the time the
     transform acted on, its share of the replayed span, and the priors."""
-    point, low, high, edit = _interval(obs, make_edit, lv.priors)
+    point, low, high, edit, edits = _interval(obs, make_edit, lv.priors)
     if edit.rows == 0:
         return None  # no target in this trace
     host, dev = _touched_ns(obs, edit.dag)
@@ -256,7 +379,7 @@ def _predicted(
         if lv.priors
         else "no named prior, so a zero-width interval (the replay of its model alone)",
     ]
-    return _estimate(
+    est = _estimate(
         lv,
         "predicted",
         "; ".join(parts),
@@ -266,11 +389,13 @@ def _predicted(
         high,
         prior_based=bool(lv.priors) or edit.prior_based,
     )
+    return _bounded(lv, est, edits, obs, ob)
 
 
-def _cuda_graphs(lv: CudaGraphs, obs: Observation) -> LeverEstimate | None:
+def _cuda_graphs(lv: CudaGraphs, obs: Observation, ob: Observed) -> LeverEstimate | None:
     """Launch-API time only, in capturable regions only (``CudaGraphs.transform_launch_api``);
-    the interval spans the graph launch's and each captured launch's stated host costs."""
+    the interval spans the graph launch's and each captured launch's stated host costs.
+    Kernels already launched from graphs are not captured again."""
     caps: list[GraphCapture] = []
 
     def make(o: Observation) -> Edit:
@@ -279,7 +404,7 @@ def _cuda_graphs(lv: CudaGraphs, obs: Observation) -> LeverEstimate | None:
         return edit
 
     graph_priors = (GRAPH_LAUNCH, GRAPH_NODE)
-    point, low, high, edit = _interval(obs, make, graph_priors)
+    point, low, high, edit, edits = _interval(obs, make, graph_priors)
     if edit.rows == 0:
         return None
     cap = caps[0]  # the point replay's
@@ -288,17 +413,26 @@ def _cuda_graphs(lv: CudaGraphs, obs: Observation) -> LeverEstimate | None:
     n_sync = int((cut & (api == ApiKind.SYNC)).sum())
     n_alloc = int((cut & (api == ApiKind.MALLOC)).sum())
     n_copy = int((cut & np.isin(api, (ApiKind.MEMCPY_SYNC, ApiKind.MEMCPY_ASYNC))).sum())
+    n_graph = int((api == ApiKind.GRAPH_LAUNCH).sum())
+    already = (
+        f"; {n_graph} cudaGraphLaunch calls already in the trace: their kernels are not counted"
+        if n_graph
+        else ""
+    )
     span = obs.baseline.makespan_ns
+    n_threads = 1 if obs.dag.h_thread is None else len(np.unique(obs.dag.h_thread))
+    threads = f" (summed over {n_threads} host threads)" if n_threads > 1 else ""
     basis = (
         f"{cap.regions} capturable regions, {cap.launches} launches (at least "
         f"{MIN_GRAPH_KERNELS} kernels each; cut at {n_sync} syncs, {n_alloc} allocator calls, "
-        f"{n_copy} host-visible copies): removes {_ms(cap.removed_ns)} of launch-API time "
-        f"beyond a graph node's cost ({cap.removed_ns / span:.2%} of the {_ms(span)} replayed "
-        f"span; a call counts up to {cap.clip_ns / 1e3:.1f} µs, {LAUNCH_OUTLIER:g}x the median "
-        f"launch); the {_ms(cap.between_ns)} of host time between those launches is kept; "
-        + _prior_text(graph_priors)
+        f"{n_copy} host-visible copies){already}: removes {_ms(cap.removed_ns)} of launch-API "
+        f"time beyond a graph node's cost ({cap.removed_ns / span:.2%} of the {_ms(span)} "
+        f"replayed span; a call counts up to {cap.clip_ns / 1e3:.1f} µs, {LAUNCH_OUTLIER:g}x "
+        f"the median launch); the {_ms(cap.between_ns)} of host time between those launches "
+        f"is kept{threads}; " + _prior_text(graph_priors)
     )
-    return _estimate(lv, "predicted", basis, edit, point, low, high)
+    est = _estimate(lv, "predicted", basis, edit, point, low, high)
+    return _bounded(lv, est, edits, obs, ob)
 
 
 def _ceiling(lv: Lever, obs: Observation, trace: Trace) -> LeverEstimate | None:
@@ -324,7 +458,7 @@ def _ceiling(lv: Lever, obs: Observation, trace: Trace) -> LeverEstimate | None:
     return _estimate(lv, "ceiling", basis, edit, None, 0.0, max(0.0, gain))
 
 
-def _allocator(lv: Lever, obs: Observation, trace: Trace) -> LeverEstimate | None:
+def _allocator(lv: Lever, obs: Observation, trace: Trace, ob: Observed) -> LeverEstimate | None:
     """Allocator levers (expandable segments) configure PyTorch's caching allocator: judged only
     on a PyTorch profiler trace (Kineto format with ATen kernels), and only on the allocator
     calls of the steady state (``_allocator_warmup``); otherwise not judged, with the reason."""
@@ -379,7 +513,7 @@ def _allocator(lv: Lever, obs: Observation, trace: Trace) -> LeverEstimate | Non
         f"{int(steady.sum())} of {int(malloc.sum())} allocator calls "
         f"({_ms(float(obs.dag.dur_ns[steady].sum()))}) lie in the {window}; "
     )
-    return _predicted(lv, replace(obs, dag=dag), lv.transform, evidence)
+    return _predicted(lv, replace(obs, dag=dag), lv.transform, ob, evidence)
 
 
 def _allocator_warmup(trace: Trace, dag: ReplayDag) -> tuple[float, float]:
@@ -404,4 +538,11 @@ def _is_pytorch(trace: Trace) -> bool:
     return any(_ATEN.search(trace.names[int(i)]) for i in ids)
 
 
-__all__ = ["WARMUP_SHARE", "estimate_levers", "lever_threads", "rank_estimates"]
+__all__ = [
+    "WARMUP_SHARE",
+    "LeverReport",
+    "estimate_levers",
+    "lever_threads",
+    "rank_estimates",
+    "replay_levers",
+]

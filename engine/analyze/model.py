@@ -8,8 +8,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 #: 2: hardware may be unknown (id None), evidence tiers and confidence per kernel, copies,
 #: communication, profiler ranges, counting semantics, lever intervals, and the three
-#: invariants of the optimize loop (``invariants``) instead of one kernel-time rule of its own
-SCHEMA_VERSION = 2
+#: invariants of the optimize loop (``invariants``) instead of one kernel-time rule of its own.
+#: 3: the no-lever replay's fidelity (``replay``), what the program already does (``in_use``),
+#: each lever's ceiling from the observed trace, and levers the hardware cannot do
+#: (status ``not_applicable``)
+SCHEMA_VERSION = 3
 
 
 class _M(BaseModel):
@@ -164,6 +167,52 @@ class LaunchStats(_M):
     median_kernel_ns: float | None
 
 
+class ReplayFidelity(_M):
+    """The replay with no lever against the trace it replays (before any prediction): how far
+    the replayed schedule is from what was observed."""
+
+    observed_span_ns: int = Field(description="the replayed window's observed span")
+    replayed_span_ns: int
+    span_error: float = Field(description="replayed / observed span - 1")
+    device_idle_observed_ns: int = Field(
+        description="time in the window when no stream of the device ran anything"
+    )
+    device_idle_replayed_ns: int
+    stream_end_error: dict[str, float] = Field(
+        description="per stream: (replayed - observed end of its last row) / observed span"
+    )
+    start_error_p95_ns: float = Field(
+        description="95th percentile of |replayed - observed start| over the device rows"
+    )
+    tolerance: float = Field(description="the span error a faithful replay stays within")
+    faithful: bool = Field(description="|span_error| and every stream's end error within it")
+    waits: str = Field(description="how blocking calls and unrecorded waits were replayed")
+
+    def line(self) -> str:
+        """One line: 'replay of the trace with no lever: span 745.2 ms observed, 739.9 ms
+        replayed (-0.7%) — faithful (within 3%)'."""
+        verdict = (
+            f"faithful (within {self.tolerance:.0%})"
+            if self.faithful
+            else f"NOT faithful (beyond {self.tolerance:.0%}): every prediction below rests on it"
+        )
+        return (
+            f"replay of the trace with no lever: span {self.observed_span_ns / 1e6:,.1f} ms "
+            f"observed, {self.replayed_span_ns / 1e6:,.1f} ms replayed ({self.span_error:+.1%}); "
+            f"device idle {self.device_idle_observed_ns / 1e6:,.1f} ms observed, "
+            f"{self.device_idle_replayed_ns / 1e6:,.1f} ms replayed — {verdict}"
+        )
+
+
+class InUse(_M):
+    """Something the program already does that a lever would otherwise take credit for."""
+
+    what: str = Field(description="cuda_graphs | fused_kernels | reduced_precision | …")
+    share: float = Field(description="share of the kernels' time (or of the calls) that has it")
+    evidence: str = Field(description="what in the trace shows it")
+    levers: list[str] = Field(description="levers that take no credit for that share")
+
+
 class LeverEstimate(_M):
     """A lever's replayed effect on this trace (a counterfactual: nothing was applied)."""
 
@@ -171,10 +220,11 @@ class LeverEstimate(_M):
     title: str
     safety: str = Field(description="SAFE | NUMERICS | PRIVILEGED")
     causes: list[str]
-    status: Literal["predicted", "ceiling", "not_judged"] = Field(
+    status: Literal["predicted", "ceiling", "not_judged", "not_applicable"] = Field(
         description="predicted: the replay's estimate with an interval; ceiling: only an "
         "upper bound is known (gain_low 0, gain_high the bound); not_judged: whether the lever "
-        "applies cannot be judged from this trace (basis says why)"
+        "applies cannot be judged from this trace (basis says why); not_applicable: the device "
+        "cannot do it (basis names the missing capability): no gain, no interval"
     )
     predicted_gain: float | None = Field(
         description="point estimate of 1 - replayed span / observed span (per sample for batch "
@@ -188,12 +238,28 @@ class LeverEstimate(_M):
     rows: int = Field(description="rows of the trace the transform edits")
     what: str
     prior_based: bool = Field(description="the transform scales by a named prior, not by the trace")
+    ceiling: float | None = Field(
+        default=None,
+        description="the most the lever could gain, from the observed trace alone (not the "
+        "replay): what it could remove at most, as a share of the observed span; None where "
+        "not predicted",
+    )
+    ceiling_basis: str = Field(default="", description="what the ceiling counts")
+    capped: bool = Field(
+        default=False,
+        description="the replay predicted more than the ceiling: the gain shown is the ceiling",
+    )
+    unfaithful_replay: bool = Field(
+        default=False, description="the no-lever replay is not within tolerance of the trace"
+    )
 
     def gain_text(self) -> str:
         """The estimate as printed: '+5.7% (+5.3% … +5.9%)', a ceiling as '≤ +26.7%', else
         'not judged'."""
         if self.status == "ceiling":
             return f"≤ {self.gain_high or 0.0:+.1%}"
+        if self.status == "not_applicable":
+            return "not applicable"
         if self.status != "predicted" or self.predicted_gain is None:
             return "not judged"
         lo, hi = self.gain_low, self.gain_high
@@ -227,6 +293,13 @@ class Analysis(_M):
         description="kernel_time, memory_traffic, concurrency: each checked or why not"
     )
     launch: LaunchStats
+    replay: ReplayFidelity | None = Field(
+        default=None,
+        description="the no-lever replay against the observed trace (None: nothing replayed)",
+    )
+    in_use: list[InUse] = Field(
+        default_factory=list, description="what the program already does (graphs, fusion, …)"
+    )
     interventions: list[LeverEstimate] = Field(
         default_factory=list,
         description="levers replayed on this trace's dependency graph: predicted ones by the "

@@ -191,6 +191,7 @@ def _as_hta(trace: Trace) -> tuple[Trace, str]:
         api_end_ns=h_end[h_keep],
         api=host.api[h_keep],
         event=host.event[h_keep],
+        thread=host.thread[h_keep],
     )
     props = dict(trace.device_properties)
     props["counting"] = "hta"

@@ -156,6 +156,9 @@ class Lever:
     id: ClassVar[str]
     #: the named priors its transform scales by (their ranges give `analyze` its interval)
     priors: ClassVar[tuple[Prior, ...]] = ()
+    #: how this lever can slow a program ("" where it only removes work: then no interval of
+    #: it contains a slowdown, engine/analyze/levers.py)
+    can_slow: ClassVar[str] = ""
 
     @property
     def spec(self) -> LeverSpec:

@@ -186,6 +186,10 @@ def capturable_regions(dag: ReplayDag) -> list[np.ndarray]:
 
 class LaunchConfig(Lever):
     id = "launch_config"
+    can_slow = (
+        "a split kernel adds a reduction pass and more blocks to schedule, so a kernel that was "
+        "not starved can run longer"
+    )
 
     def _split(self, state: SimState, o: KernelOp) -> int:
         hw = state_hw(state)
@@ -256,6 +260,8 @@ class SyncRemoval(Lever):
         drop = [r for i, r in enumerate(rows) if i % k != k - 1]
         for r in drop:
             dag.remove_host_row(r)
+        if it == 1:  # (an imported trace's window: its steps are not counted here)
+            return Edit(dag, len(drop), f"{len(drop)} of {len(rows)} syncs removed (the last kept)")
         return Edit(dag, len(drop), f"{len(drop) // it} mid-step syncs per step removed")
 
     def apply(self, state: SimState) -> SimState:

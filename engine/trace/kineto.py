@@ -765,6 +765,11 @@ def _build(
         api_start_ns=api_start,
         api_end_ns=_ends(api_start, _cat(h, "api_dur_ns", np.int64)),
         api=_cat(h, "api", np.uint8),
+        # each call's thread (the replay's host clocks), dense; the blocks keep their "tid"
+        # for the derivation, which pops it
+        thread=HostEvents.threads_of(np.concatenate([p["tid"] for p in h]))
+        if h
+        else np.zeros(0, np.int32),
     )
     del api_start, stream  # (the columns' one holder is the table: the merge replaces them)
     give_back()  # the blocks' arrays, joined into the columns

@@ -31,7 +31,8 @@ def test_analyze_every_shared_trace(tmp_path, capsys):
         stem = path.name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
         d = tmp_path / stem
         a = Analysis.model_validate_json((d / "analysis.json").read_text())
-        assert a.hardware.id is not None
+        # every shipped trace names a catalogued device but the MTIA one (in no catalogue)
+        assert (a.hardware.id is None) == (a.format == "kineto" and "MTIA" in a.hardware.name)
         assert a.counting and a.evidence is not None
         assert sum(a.time_by_regime_ns.values()) == a.gpu_time_ns
         if a.profiler_ranges is not None and a.segments == 0:  # CUPTI-profiler mode: ranges only
@@ -113,7 +114,10 @@ def test_analysis_replays_the_levers_on_the_trace():
     lows = [e.gain_low for e in a.interventions if e.status == "predicted"]
     assert a.interventions and lows == sorted(lows, reverse=True)
     top = {e.lever: e for e in a.interventions}
-    assert "cuda_graphs" in top and top["cuda_graphs"].predicted_gain > 0.05
+    # launch-bound stretches: graphs help, by no more than the trace's launch time allows
+    g = top["cuda_graphs"]
+    assert g.status == "predicted" and g.ceiling is not None
+    assert 0.01 < g.predicted_gain <= g.ceiling
     assert all(e.rows > 0 and e.what for e in a.interventions)
 
 
