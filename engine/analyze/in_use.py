@@ -60,6 +60,8 @@ def in_use(dag: ReplayDag) -> list[InUse]:
             InUse(
                 what="cuda_graphs",
                 share=round(t / total, 6),
+                rows=int(in_graph.sum()),
+                of_rows=int(kern.sum()),
                 evidence=f"{int(in_graph.sum()):,} of {int(kern.sum()):,} kernels "
                 f"({t / total:.0%} of kernel time) were launched from {launches:,} "
                 "cudaGraphLaunch calls",
@@ -76,6 +78,8 @@ def in_use(dag: ReplayDag) -> list[InUse]:
             InUse(
                 what="fused_kernels",
                 share=round(t / total, 6),
+                rows=int(fused.sum()),
+                of_rows=int(kern.sum()),
                 evidence=f"{int(fused.sum()):,} kernels ({t / total:.0%} of kernel time) are "
                 f"already fused ({triton:,} of them Triton/Inductor kernels, the rest named "
                 "'fused')",
@@ -97,6 +101,8 @@ def in_use(dag: ReplayDag) -> list[InUse]:
                 InUse(
                     what="reduced_precision",
                     share=round(t / mm_t, 6),
+                    rows=int(reduced.sum()),
+                    of_rows=int(mm.sum()),
                     evidence=f"{int(reduced.sum()):,} of {int(mm.sum()):,} matmul/conv/attention "
                     f"kernels ({t / mm_t:.0%} of their time) already run in TF32/BF16/FP16/FP8/"
                     "INT8 (kernel name or the op's input type)",

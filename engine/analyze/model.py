@@ -209,6 +209,8 @@ class InUse(_M):
 
     what: str = Field(description="cuda_graphs | fused_kernels | reduced_precision | …")
     share: float = Field(description="share of the kernels' time (or of the calls) that has it")
+    rows: int = Field(default=0, description="kernels that have it")
+    of_rows: int = Field(default=0, description="kernels it was looked for among")
     evidence: str = Field(description="what in the trace shows it")
     levers: list[str] = Field(description="levers that take no credit for that share")
 
