@@ -53,7 +53,7 @@ from tests.paths import TRACES
 hta = pytest.importorskip("hta.trace_analysis")
 
 KINETO_DIR = TRACES / "kineto"
-KINETO = sorted(KINETO_DIR.glob("*.json.gz"))
+KINETO = sorted(KINETO_DIR.rglob("*.json.gz"))  # with job128_two_ranks/rank-{0,1}
 US = 1000  # HTA reports microseconds
 #: what HTA's idle breakdown counts as work (BreakdownAnalysis.get_idle_time_breakdown)
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
@@ -259,7 +259,7 @@ def _compare(
             assert _close(ours_ns, get.get(cat, 0.0), slack), (s.stream, cat, s.idle, get)
 
 
-@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: str(p.relative_to(KINETO_DIR)))
 @pytest.mark.slow
 def test_exact_counting_agrees_with_hta_including_the_last_step(path, tmp_path):
     trace = _read(path)
@@ -271,7 +271,7 @@ def test_exact_counting_agrees_with_hta_including_the_last_step(path, tmp_path):
     _compare(path, counted, ta, slack, 0.0, _hta_unlaunched(path))
 
 
-@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: str(p.relative_to(KINETO_DIR)))
 @pytest.mark.slow
 def test_hta_counting_agrees_with_hta_default(path, tmp_path):
     trace = _read(path)
