@@ -314,15 +314,27 @@ def report_markdown(a: Analysis) -> str:
             "lever is kept only after it is measured and passes the workload's correctness check. "
             "Host time between calls (framework, Python) is kept in every replay. Predicted gains "
             "carry an interval from the stated ranges of their priors and are ranked by its low "
-            "end; a ceiling (≤) is an upper bound only; a lever not judged is not predicted.",
+            "end; a ceiling (≤) is an upper bound only; a lever not judged is not predicted. "
+            "The ceiling column is the most a lever could gain by the observed trace alone (no "
+            "replay): no prediction exceeds it. A lever the device cannot do is not applicable.",
             "",
-            "| lever | safety | predicted (interval) | basis |",
-            "|---|---|---:|---|",
         ]
-        for e in a.interventions[:10]:
+        if a.replay is not None:
+            lines += [f"**{md_text(a.replay.line())}**", ""]
+        lines += [f"* already in use: {md_text(u.evidence)}" for u in a.in_use]
+        lines += [
+            "",
+            "| lever | safety | predicted (interval) | ceiling | basis |",
+            "|---|---|---:|---:|---|",
+        ]
+        for e in a.interventions[:12]:
             gain = e.gain_text() + (" (prior-based)" if e.prior_based else "")
+            gain += " (unfaithful replay)" if e.unfaithful_replay else ""
             basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
-            lines.append(f"| {e.lever} | {e.safety} | {gain} | {md_text(basis)} |")
+            if e.ceiling_basis:
+                basis += "; " + e.ceiling_basis
+            ceil = "—" if e.ceiling is None else f"≤ {e.ceiling:+.1%}"
+            lines.append(f"| {e.lever} | {e.safety} | {gain} | {ceil} | {md_text(basis)} |")
     lines += ["", "## Invariants", ""]
     for inv in a.invariants:
         if not inv.checkable:
