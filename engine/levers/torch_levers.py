@@ -165,6 +165,12 @@ class Bf16Autocast(TorchLever):
         if job.model is None:
             return False, "no model given: autocast would change the step's own tensors blindly"
         if on_cuda(job):
+            # emulated bf16 (PyTorch >= 2.3 reports Volta as "supported" by default) runs on
+            # the FP32 pipeline: no tensor cores, so no gain to look for
+            if getattr(torch.version, "hip", None) is None:
+                major, _ = torch.cuda.get_device_capability()
+                if major < 8:
+                    return False, "this GPU has no BF16 tensor cores (Ampere or newer has them)"
             if not torch.cuda.is_bf16_supported():
                 return False, "this GPU has no bf16"
             return True, "matmuls/convolutions in bf16 on the GPU's tensor cores"

@@ -288,3 +288,24 @@ def test_framework_logs_of_a_trial_go_to_the_run_folder(tmp_path, capsys):
     lg.error("after the trial")
     assert "after the trial" in capsys.readouterr().err
     lg.removeHandler(own)
+
+
+def test_bf16_autocast_is_not_offered_on_a_gpu_without_bf16_tensor_cores(monkeypatch):
+    """A V100 (compute capability 7.0): PyTorch may call bf16 'supported' (emulated on the
+    FP32 pipeline), but there are no BF16 tensor cores to gain from, so the lever says so; an
+    A100 (8.0) is offered it. The GPU is faked here (unverified on hardware)."""
+    import torch
+
+    from engine.levers import torch_levers
+
+    job = _job()
+    lv = next(lv for lv in TORCH_LEVERS if lv.id == "bf16_autocast")
+    monkeypatch.setattr(torch_levers, "on_cuda", lambda job: True)
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 0))
+    ok, why = lv.applicable(job)
+    assert not ok and "BF16 tensor cores" in why
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    assert lv.applicable(job)[0]
+    shutdown_loader(job.batches)
