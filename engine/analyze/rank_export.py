@@ -40,11 +40,13 @@ def cross_rank_markdown(c: CrossRank) -> str:
         f"* collectives matched on every rank taking part: {c.matched}; not on every rank "
         f"(not compared): {c.unmatched}",
         f"* matching: {c.matching}",
-        f"* clocks: {c.clocks}"
+        f"* clocks: {md_text(c.clocks)}"
         + ("" if c.trusted else " — **not trusted**: no straggler is named from them"),
         f"* {c.rule}",
         "",
         "## Stragglers per step",
+        "",
+        f"**Straggler:** {md_text(c.straggler)}",
         "",
     ]
     if c.steps:
@@ -62,7 +64,10 @@ def cross_rank_markdown(c: CrossRank) -> str:
             "step or more; each collective's waits are blamed on the rank that arrived last.",
         ]
     else:
-        lines.append("No straggler named (no step, or the collectives cannot be trusted).")
+        lines.append(
+            "No step is judged (no step, the collectives cannot be trusted, or none has all its "
+            "ranks here)."
+        )
     lines += [
         "",
         "## Ranks",

@@ -33,13 +33,16 @@ engine.analyze.cluster).
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 from collections import defaultdict
 from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.text import clean
 from engine.trace.import_memory import give_back
 from engine.trace.order import stable_order
 from engine.trace.segments import Kind, Klass
@@ -49,6 +52,16 @@ from engine.trace.trace import Trace
 K_MAD = 3.5
 #: a step's straggler is named only when the others waited for it this share of the step or more
 STRAGGLER_SHARE = 0.01
+#: how many of a rank's busiest compute kernels fingerprint its workload
+KERNEL_PRINT = 32
+#: the least deviation of aligned collective ends assumed (ns): NCCL's completion on different
+#: ranks of one collective is never simultaneous to better than this
+END_FLOOR_NS = 1_000
+#: the alignment is trusted when at least MIN_AGREE and TRUST_SHARE of the matched collectives
+#: end within the tolerance, and the tolerance is at most TRUST_REL of a typical collective
+MIN_AGREE = 2
+TRUST_SHARE = 0.8
+TRUST_REL = 0.25
 _OP = re.compile(
     r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|"
     r"all_reduce|all_gather|reduce_scatter|broadcast|all_to_all)",
@@ -92,6 +105,21 @@ class RankSummary(_M):
         description="the ranks of each process group where the trace lists them, as ranges "
         "(start, stop, step): a group of 4,096 consecutive ranks is one range, not 4,096 ints",
     )
+    group_size: dict[str, int] = Field(
+        default={}, description="each process group's size where the trace says it"
+    )
+    group_desc: dict[str, str] = Field(
+        default={}, description="each process group's description where the trace says it"
+    )
+    nelems: list[int] = Field(
+        default=[], description="its message elements, the larger of in and out (-1: not said)"
+    )
+    kernels: list[str] = Field(
+        default=[],
+        description="the workload's fingerprint: a short hash of each of the KERNEL_PRINT "
+        "compute kernel names that took the most device time (never the names themselves)",
+    )
+    first_ns: int = Field(default=0, description="the trace's earliest time, own clock")
     compute_ns: int = Field(description="kernel time outside collectives (union over streams)")
     comm_ns: int = Field(description="collective kernel time (union over streams)")
     overlap_ns: int = Field(description="time a collective and a compute kernel both ran")
@@ -158,6 +186,10 @@ def _intersection(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndar
     return int((np.diff(t) * both[:-1]).sum())
 
 
+def _name_hash(name: str) -> str:
+    return hashlib.blake2b(name.encode("utf-8", "replace"), digest_size=6).hexdigest()
+
+
 def rank_ranges(ranks: tuple[int, ...] | list[int]) -> list[tuple[int, int, int]]:
     """Ranks as arithmetic runs (start, stop, step), in their order: [0..4095] → [(0, 4096, 1)]."""
     out: list[tuple[int, int, int]] = []
@@ -192,14 +224,23 @@ def summarize(trace: Trace) -> RankSummary:
     props = trace.device_properties
     # what the kernels' args say of their communicator (engine.trace.collectives)
     facts = {(a, b): m for a, b, m in props.get("collectives", []) or []}
-    groups, peers, nbytes, seqs = [], [], [], []
+    groups, peers, nbytes, seqs, nelems = [], [], [], [], []
     group_ranks: dict[str, list[tuple[int, int, int]]] = {}
+    group_size: dict[str, int] = {}
+    group_desc: dict[str, str] = {}
     for n, i in enumerate(idx.tolist()):
         m = facts.get((int(seg.start_ns[i]), int(seg.stream[i]))) or {}
         g = m.get("group") or ""
         groups.append(g)
         if g and m.get("group_ranks") and g not in group_ranks:
             group_ranks[g] = rank_ranges(m["group_ranks"])
+        if g and m.get("group_size") and g not in group_size:
+            group_size[g] = int(m["group_size"])
+        if g and m.get("desc") and g not in group_desc:
+            group_desc[g] = str(m["desc"])
+        if m.get("op"):  # "Collective name": what it is where the kernel's name does not say
+            ops[n] = str(m["op"])
+        nelems.append(int(m["nelems"]) if m.get("nelems") else -1)
         peer = -1
         if ops[n] in ("SendRecv", "Send", "Recv", "collective"):
             if m.get("dst") is not None:
@@ -237,6 +278,15 @@ def summarize(trace: Trace) -> RankSummary:
     ids = [int(x) for x in props.get("profiler_step_ids", []) or []]
     span = int(seg.end_ns.max() - seg.start_ns.min()) if len(seg) else 0
     ws = props.get("world_size")
+    # the workload's fingerprint: the compute kernels that took the most time, hashed
+    kernels: list[str] = []
+    kidx = np.flatnonzero(kern)
+    if len(kidx):
+        nid = seg.name[kidx].astype(np.int64)
+        tot = np.bincount(nid, weights=(seg.end_ns[kidx] - seg.start_ns[kidx]).astype(float))
+        used = np.flatnonzero(tot > 0)
+        top = used[np.argsort(-tot[used], kind="stable")[:KERNEL_PRINT]]
+        kernels = sorted(_name_hash(names[int(k)]) for k in top)
     return RankSummary(
         source=trace.source,
         rank=props.get("rank"),
@@ -253,6 +303,11 @@ def summarize(trace: Trace) -> RankSummary:
         seqs=seqs,
         coll_steps=coll_steps,
         group_ranks=group_ranks,
+        group_size=group_size,
+        group_desc=group_desc,
+        nelems=nelems,
+        kernels=kernels,
+        first_ns=int(seg.start_ns.min()) if len(seg) else 0,
         compute_ns=_length(ku) - both,
         comm_ns=_length(cu),
         overlap_ns=both,
@@ -297,7 +352,9 @@ class StepStraggler(_M):
 class RankStats(_M):
     rank: int
     clock_offset_ns: int = Field(description="added to this rank's times to align them")
-    waited_ns: int | None = Field(description="None when the clocks cannot be trusted")
+    waited_ns: int | None = Field(
+        description="None when the clocks cannot be trusted or no collective's ranks are all here"
+    )
     last_arrivals: int | None = Field(description="collectives this rank arrived at last")
     comm_share: float = Field(description="collective time / (compute + collective time)")
     overlap_share: float = Field(description="collective time overlapped by compute")
@@ -336,8 +393,25 @@ class LinkStats(_M):
 class CrossRank(_M):
     ranks: list[int]
     trusted: bool = Field(
-        description="collective ends coincide after alignment (within half a typical "
-        "collective): arrivals, waits and stragglers can be read"
+        description="collective ends coincide after alignment: at least MIN_AGREE and "
+        "TRUST_SHARE of the matched collectives end within the tolerance, and the tolerance is "
+        "at most TRUST_REL of a typical collective — arrivals, waits and stragglers can be read"
+    )
+    straggler: str = Field(
+        default="",
+        description="the verdict in one sentence: 'rank N, …', 'none — …', or 'cannot tell — "
+        "<why>' (clocks or matching not trusted; or no collective whose every rank was given)",
+    )
+    tolerance_ns: float | None = Field(
+        default=None,
+        description="how far a matched collective's aligned ends may lie from their median: "
+        "K_MAD × the robust deviation of the aligned ends (at least END_FLOOR_NS); a straggler "
+        "is named only when the others waited for it longer than this",
+    )
+    judged: int = Field(
+        default=0,
+        description="matched collectives whose every rank is among the files (their group "
+        "wholly here): the only ones waits, skews and stragglers are taken from",
     )
     matched: int = Field(description="collectives found on every rank that takes part")
     unmatched: int = Field(description="collectives missing on some rank (not compared)")
@@ -400,7 +474,10 @@ _Key = tuple[object, ...]
 class _Instance:
     """One collective (or transfer) as every taking-part rank recorded it."""
 
-    __slots__ = ("expected", "group", "op", "ordinal", "p2p", "seen", "step", "twice")
+    __slots__ = (
+        "expected", "group", "gsize", "members", "op", "ordinal", "p2p", "seen", "sizes", "step",
+        "twice",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -410,20 +487,34 @@ class _Instance:
         expected: frozenset[int] | None,
         p2p: tuple[int, int] | None,
         step: int | None,
+        members: frozenset[int] | None = None,
+        gsize: int | None = None,
     ) -> None:
         self.op, self.ordinal, self.group, self.expected = op, ordinal, group, expected
         self.p2p, self.step = p2p, step
+        self.members, self.gsize = members, gsize  # the whole group, where the trace says it
         self.seen: dict[int, tuple[int, int, int]] = {}  # rank → (start, end, nbytes)
+        self.sizes: set[int] = set()  # message elements (or bytes) the ranks recorded
         self.twice = False  # one rank had two collectives under this key: not compared
 
 
-def _instances(by_rank: dict[int, RankSummary], by_step: bool) -> dict[_Key, _Instance]:
+#: ops whose message sizes legitimately differ between their ranks (uneven splits, a root):
+#: matched by op and ordinal, never by size
+SIZE_VARIES = frozenset({"AllToAll", "Gather", "Scatter", "SendRecv", "collective"})
+
+
+def _instances(
+    by_rank: dict[int, RankSummary], by_step: bool, blind: dict[int, int]
+) -> dict[_Key, _Instance]:
     """Every collective keyed so that the same one has the same key on every rank: a Send/Recv
     by (src, dst, its ordinal on that direction); a collective of a named process group by
     (group, op, Seq — or its ordinal in that group when the trace has no Seq or repeats one);
-    otherwise by (op, ordinal), as NCCL runs a communicator's collectives in one order on all
-    its ranks. With ``by_step`` (every rank names its ProfilerSteps) ordinals count within the
-    step, so ranks whose profiler windows start at different iterations still match."""
+    otherwise by (op, message size, its ordinal among those), as NCCL runs a communicator's
+    collectives in one order on all its ranks — by (op, ordinal) where the size is not said or
+    may differ between ranks (SIZE_VARIES). A SendRecv kernel that names neither its peer nor
+    its collective is not matched (counted per rank in ``blind``). With ``by_step`` (every rank names its
+    ProfilerSteps) ordinals count within the step, so ranks whose profiler windows start at
+    different iterations still match."""
     ranks = frozenset(by_rank)
     # a Seq repeated on any rank cannot key anything: that group's collectives go by ordinal
     repeated: set[tuple[str, str]] = set()
@@ -443,31 +534,42 @@ def _instances(by_rank: dict[int, RankSummary], by_step: bool) -> dict[_Key, _In
         groups = s.groups if len(s.groups) == n else [""] * n
         peers = s.peers if len(s.peers) == n else [-1] * n
         sizes = s.nbytes if len(s.nbytes) == n else [-1] * n
+        elems = s.nelems if len(s.nelems) == n else [-1] * n
         seqs = s.seqs if len(s.seqs) == n else [-1] * n
         steps_of = s.coll_steps if len(s.coll_steps) == n else [-1] * n
         count: dict[_Key, int] = defaultdict(int)
         for i, op in enumerate(s.ops):
             key: _Key
             expected: frozenset[int] | None
+            members: frozenset[int] | None = None
+            gsize: int | None = None
             p2p: tuple[int, int] | None = None
             step = steps_of[i] if by_step and steps_of[i] >= 0 else None
+            size = elems[i] if elems[i] > 0 else sizes[i]
             if op in ("Send", "Recv") and peers[i] >= 0:
                 src, dst = (r, peers[i]) if op == "Send" else (peers[i], r)
                 base: _Key = ("p2p", src, dst, step)
                 label, expected, p2p = f"{src}→{dst}", frozenset((src, dst)) & ranks, (src, dst)
-                op = "SendRecv"
+                members, op = frozenset((src, dst)), "SendRecv"
             elif groups[i]:
                 g = groups[i]
                 base = ("pg", g, op, step)
                 label = f"group {g}"
                 spans = s.group_ranks.get(g)
-                expected = (
-                    frozenset(x for a, b, c in spans for x in range(a, b, c)) & ranks
-                    if spans
-                    else None
+                members = (
+                    frozenset(x for a, b, c in spans for x in range(a, b, c)) if spans else None
                 )
+                expected = members & ranks if members is not None else None
+                gsize = s.group_size.get(g)
+            elif op == "SendRecv":
+                # a SendRecv kernel naming neither its peer nor its collective: a point-to-point
+                # transfer between two unknown ranks, or any collective NCCL ran in that kernel —
+                # nothing to match it by (the i-th on two ranks is not one transfer)
+                blind[r] = blind.get(r, 0) + 1
+                continue
             else:
-                base, label, expected = ("op", op, step), "", None
+                known = size > 0 and op not in SIZE_VARIES
+                base, label, expected = ("op", op, size if known else -1, step), "", None
             if seqs[i] >= 0 and base[0] == "pg" and (base[1], base[2]) not in repeated:
                 key, k = ("pg", base[1], base[2], "seq", seqs[i]), seqs[i]
             else:
@@ -476,10 +578,12 @@ def _instances(by_rank: dict[int, RankSummary], by_step: bool) -> dict[_Key, _In
                 key = (*base, k)
             inst = out.get(key)
             if inst is None:
-                inst = out[key] = _Instance(op, k, label, expected, p2p, step)
+                inst = out[key] = _Instance(op, k, label, expected, p2p, step, members, gsize)
             if r in inst.seen:
                 inst.twice = True
             inst.seen[r] = (s.starts[i], s.ends[i], sizes[i])
+            if size > 0 and op not in SIZE_VARIES:
+                inst.sizes.add(size)
     return out
 
 
@@ -596,10 +700,161 @@ def _links(complete: list[_Instance]) -> tuple[list[LinkStats], list[str], list[
     return stats, sentences, notes
 
 
+#: files whose busiest compute kernels share less than this (Jaccard) with the others' are not
+#: the same workload: ranks of one job run one program (pipeline stages still share most)
+WORKLOAD_MIN = 0.15
+#: times after this (ns since 1970: 2001) are wall-clock times, comparable across hosts
+EPOCH_NS = 10**18
+#: ranks of one job profiled further apart than this (wall clock) are not one profile
+APART_NS = 3_600 * 10**9
+
+
+def not_one_job(summaries: list[RankSummary]) -> str | None:
+    """One line naming the files that are not of one job with the others — another world size,
+    a rank twice, a process group recorded differently, another workload (the busiest kernels),
+    or profiled hours apart — or None when nothing says so. The odd ones are the minority;
+    with no majority, every file is named with what it says."""
+    ss = [s for s in summaries if s.rank is not None]
+    if len(ss) < 2:
+        return None
+    odd: dict[int, list[str]] = defaultdict(list)
+
+    def minority(values: dict[int, object], what: str) -> None:
+        counts: dict[object, int] = defaultdict(int)
+        for v in values.values():
+            counts[v] += 1
+        if len(counts) < 2:
+            return
+        top = max(counts.values())
+        major = [v for v, n in counts.items() if n == top]
+        ref = major[0] if len(major) == 1 else None
+        for k, v in values.items():
+            if v != ref:
+                others = sorted({str(x) for x in values.values() if x != v})
+                odd[k].append(f"{what} {v} (the others: {', '.join(others[:3])})")
+
+    minority({k: s.world_size for k, s in enumerate(ss) if s.world_size}, "world size")
+    for k, s in enumerate(ss):
+        if s.world_size and s.rank is not None and s.rank >= s.world_size:
+            odd[k].append(f"rank {s.rank} in a world of {s.world_size}")
+    by_rank: dict[int, list[int]] = defaultdict(list)
+    for k, s in enumerate(ss):
+        by_rank[int(s.rank or 0)].append(k)
+    for r, ks in by_rank.items():
+        if len(ks) > 1:
+            for k in ks:
+                odd[k].append(f"rank {r} is in {len(ks)} files")
+    names = sorted({g for s in ss for g in (*s.group_ranks, *s.group_size, *s.group_desc)})
+    for g in names[:64]:
+        label = f"process group {clean(g, 24)!r}"
+        members = {
+            k: tuple(x for a, b, c in s.group_ranks[g] for x in range(a, b, c))
+            for k, s in enumerate(ss)
+            if g in s.group_ranks
+        }
+        minority({k: _short(m) for k, m in members.items()}, label + " of ranks")
+        minority(
+            {k: s.group_size[g] for k, s in enumerate(ss) if g in s.group_size}, label + " of size"
+        )
+        minority(
+            {k: clean(s.group_desc[g], 24) for k, s in enumerate(ss) if g in s.group_desc}, label
+        )
+        for k, m in members.items():
+            if ss[k].rank not in m:
+                odd[k].append(f"{label} without its own rank {ss[k].rank}")
+    prints = {k: set(s.kernels) for k, s in enumerate(ss) if s.kernels}
+    if len(prints) >= 2:
+
+        def share(a: set[str], b: set[str]) -> float:
+            return len(a & b) / len(a | b)
+
+        med = {
+            k: float(np.median([share(p, q) for j, q in prints.items() if j != k]))
+            for k, p in prints.items()
+        }
+        centre = max(med, key=lambda k: med[k])
+        for k, p in prints.items():
+            x = share(p, prints[centre]) if k != centre else med[k]
+            if x < WORKLOAD_MIN:
+                odd[k].append(
+                    f"another workload (its {len(p)} busiest kernels share {x:.0%} with the others')"
+                )
+    wall = {k: s.first_ns for k, s in enumerate(ss) if s.first_ns >= EPOCH_NS}
+    if len(wall) >= 2:
+        mid = float(np.median(list(wall.values())))
+        for k, t in wall.items():
+            if abs(t - mid) > APART_NS:
+                odd[k].append(f"profiled {abs(t - mid) / 3.6e12:,.1f} h from the others")
+    if not odd:
+        return None
+    parts = [
+        f"{clean(Path(ss[k].source).name, 60)} (rank {ss[k].rank}: {'; '.join(odd[k])})"
+        for k in sorted(odd)
+    ]
+    return (
+        f"not one job, so the ranks are not compared — {len(odd)} of {len(ss)} file(s) differ: "
+        + ", ".join(parts[:8])
+        + (f", and {len(parts) - 8} more" if len(parts) > 8 else "")
+    )
+
+
+def _short(ranks: tuple[int, ...]) -> str:
+    """A rank list as text for one line: '[0..7]' for a range, else the first few."""
+    spans = rank_ranges(list(ranks))
+    if len(spans) == 1 and spans[0][2] == 1:
+        return f"[{spans[0][0]}..{spans[0][1] - 1}]"
+    head = ", ".join(map(str, ranks[:6]))
+    return f"[{head}{', …' if len(ranks) > 6 else ''}]"
+
+
+def _whole(inst: _Instance, here: frozenset[int], world: int) -> bool:
+    """Whether every rank of the collective is among the files: its group's ranks (or size)
+    where the trace says them; a transfer's two ends; otherwise the whole job (its world size),
+    or — where no rank says the world size — the files are taken to be the job."""
+    if inst.p2p is not None:
+        return True
+    if inst.members is not None:
+        return inst.members <= here
+    if inst.gsize is not None:
+        return len(inst.seen) >= inst.gsize
+    return world <= len(here)
+
+
+def _subset_reason(complete: list[_Instance], here: frozenset[int], world: int) -> str:
+    """Why no matched collective has all its ranks here (for the 'cannot tell' verdict)."""
+    sizes = sorted(
+        {
+            (i.group, len(i.members) if i.members is not None else i.gsize)
+            for i in complete
+            if i.group and i.p2p is None
+        },
+        key=lambda x: (x[1] or 0, x[0]),
+    )
+    job = f" of the job's {world}" if world > len(here) else ""
+    if not sizes:
+        what = (
+            "the traces name no process group for their collectives, so each may take in ranks "
+            "not given"
+        )
+    else:
+        shown = ", ".join(f"{g} of {n or 'unknown'} ranks" for g, n in sizes[:4])
+        what = (
+            f"{len(complete)} matched collective(s) belong to process groups with ranks not "
+            f"given ({shown})"
+        )
+    return (
+        f"{len(here)}{job} ranks are here and {what}: the rank the others waited for may be one "
+        "not given"
+    )
+
+
 def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
-    """The cross-rank analysis of one job's ranks; None when there are not two distinct ranks."""
+    """The cross-rank analysis of one job's ranks; None when there are not two distinct ranks,
+    or the files are not of one job (``not_one_job`` says why)."""
     by_rank = {s.rank: s for s in summaries if s.rank is not None}
     if len(by_rank) < 2 or len(by_rank) != len([s for s in summaries if s.rank is not None]):
+        return None
+    if not_one_job(summaries) is not None:
         return None
     ranks = sorted(by_rank)
     everyone = frozenset(ranks)
@@ -614,12 +869,15 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
         and len(s.coll_steps) == len(s.ops)
         for s in by_rank.values()
     )
-    instances = _instances(by_rank, by_step)
+    blind: dict[int, int] = {}
+    instances = _instances(by_rank, by_step, blind)
     twice = sum(1 for i in instances.values() if i.twice)
+    resized = sum(1 for i in instances.values() if len(i.sizes) > 1 and not i.twice)
     complete = [
         i
         for i in instances.values()
         if not i.twice
+        and len(i.sizes) <= 1
         and len(i.seen) >= 2
         and set(i.seen) >= (i.expected if i.expected is not None else everyone)
     ]
@@ -630,6 +888,17 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             f"{twice} collective key(s) appear twice on one rank (a repeated sequence number "
             "or ordinal): those collectives are not compared"
         )
+    if blind and complete:
+        notes.append(
+            f"{sum(blind.values())} SendRecv kernel(s) name neither their peer nor their "
+            "collective (a point-to-point transfer between unknown ranks, or any collective NCCL "
+            "ran in that kernel): not compared"
+        )
+    if resized:
+        notes.append(
+            f"{resized} collective(s) matched by their group's sequence number carry different "
+            "message sizes on their ranks (not one collective): not compared"
+        )
     offset, lost = _offsets(ranks, complete)
     if not complete:
         notes.append("no collective is on every rank that takes part: nothing to compare")
@@ -638,35 +907,80 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             f"{len(lost)} rank(s) share no collective with rank {ref} (directly or through "
             f"others): their clocks are not aligned ({', '.join(map(str, lost[:8]))})"
         )
-    # the model's own check: after alignment, a collective's ends coincide on its ranks
+    # the model's own check: after alignment, a collective's ends coincide on its ranks. How
+    # closely is measured, not assumed: the tolerance is K_MAD robust deviations of the aligned
+    # ends (at least END_FLOOR_NS), and the alignment is trusted only when nearly every matched
+    # collective lies within it and the tolerance is small beside the collectives themselves
     durations = [e - s for i in complete for s, e, _ in i.seen.values()]
     typical = float(np.median(durations)) if durations else 0.0
-    dev: dict[int, list[float]] = defaultdict(list)
-    consistent: list[_Instance] = []
+    worst: list[float] = []
     for i in complete:
-        ends = {r: v[1] + offset[r] for r, v in i.seen.items()}
-        mid = float(np.median(list(ends.values())))
-        worst = 0.0
-        for r, e in ends.items():
-            dev[r].append(abs(e - mid))
-            worst = max(worst, abs(e - mid))
-        if worst <= 0.5 * typical:
-            consistent.append(i)
-    residual = max((float(np.median(d)) for d in dev.values()), default=0.0)
-    trusted = bool(complete) and not lost and residual <= 0.5 * typical
-    if complete and not trusted and not lost:
-        notes.append(
-            f"collective ends do not line up across ranks after alignment (median residual "
-            f"{residual / 1e6:,.3f} ms vs a typical collective of {typical / 1e6:,.3f} ms): the "
-            "matching or the clocks are not reliable here, so no straggler is named from them"
-        )
+        ends = [v[1] + offset[r] for r, v in i.seen.items()]
+        mid = float(np.median(ends))
+        worst.append(max(abs(e - mid) for e in ends))
+    spread = 1.4826 * float(np.median(worst)) if worst else 0.0
+    tol = K_MAD * max(spread, END_FLOOR_NS)
+    consistent = [i for i, w in zip(complete, worst, strict=True) if w <= tol]
     inconsistent = len(complete) - len(consistent)
+    agree = len(consistent) / len(complete) if complete else 0.0
+    trusted = (
+        len(consistent) >= MIN_AGREE
+        and not lost
+        and agree >= TRUST_SHARE
+        and tol <= TRUST_REL * typical
+    )
+    alignment = (
+        f"aligned ends agree within ±{tol / 1e6:,.3f} ms (tolerance: {K_MAD} × the robust "
+        f"deviation of the aligned ends, {spread / 1e6:,.3f} ms, floor {END_FLOOR_NS / 1e3:g} µs)"
+        f"; {len(consistent)} of {len(complete)} matched collective(s) within it"
+        if complete
+        else "no matched collective to align on"
+    )
+    why_not: list[str] = []  # why no straggler can be named, for the verdict
+    if not complete:
+        why_not.append(
+            "no collective was matched on the ranks that take part in it"
+            + (
+                f" ({sum(blind.values())} SendRecv kernels name neither their peer nor their "
+                "collective: NCCL runs point-to-point transfers and, in some versions, any "
+                "collective in that kernel, so which kernels are one collective is unknown)"
+                if blind
+                else ""
+            )
+        )
+    elif lost:
+        why_not.append(f"{len(lost)} rank(s) share no collective with rank {ref}")
+    elif len(consistent) < MIN_AGREE and len(complete) < MIN_AGREE:
+        why_not.append(
+            f"only {len(complete)} collective matched: too few to check the clocks' alignment "
+            f"on ({MIN_AGREE} needed)"
+        )
+    elif not trusted:
+        off = sorted(w / 1e6 for w in worst)
+        scatter = (
+            f"after alignment the {len(complete)} matched collectives end {off[0]:,.3f}–"
+            f"{off[-1]:,.3f} ms from their median end (tolerance ±{tol / 1e6:,.3f} ms = {K_MAD} × "
+            f"the robust deviation {spread / 1e6:,.3f} ms; {inconsistent} outside it), while a "
+            f"typical collective lasts {typical / 1e6:,.3f} ms"
+        )
+        why_not.append(
+            f"{scatter}: the ranks of one collective finish together, so the matching or the "
+            "clocks are not reliable"
+        )
+        notes.append(f"clocks not trusted: {scatter}")
     if trusted and inconsistent:
         notes.append(
             f"{inconsistent} matched collective(s) end at different aligned times on their ranks "
             "(a wrong match, or a clock that stepped): left out of waits, stragglers and links"
         )
     use = consistent if trusted else complete
+    # waits, skews and stragglers only from collectives whose every rank is here: in a group
+    # with ranks not given, the one the others waited for may be one of those
+    world = max((s.world_size or 0 for s in by_rank.values()), default=0)
+    judged = [i for i in consistent if _whole(i, everyone, world)] if trusted else []
+    partial = [i for i in complete if not _whole(i, everyone, world)]
+    if (complete or world > len(ranks)) and len(partial) == len(complete):
+        why_not.append(_subset_reason(partial, everyone, world))
     skews: list[CollectiveSkew] = []
     waited = dict.fromkeys(ranks, 0)
     last_n = dict.fromkeys(ranks, 0)
@@ -674,7 +988,7 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
     step_wait: dict[int, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ranks, 0))
     blame: dict[int, dict[int, int]] = defaultdict(lambda: dict.fromkeys(ranks, 0))
     step_ends = np.array([b for _, b in ref_steps], np.int64)
-    for inst in use:
+    for inst in judged:
         arrive = {r: v[0] + offset[r] for r, v in inst.seen.items()}
         last = max(arrive, key=lambda r: arrive[r])
         first = min(arrive.values())
@@ -708,16 +1022,18 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             if sid is not None:
                 lengths[sid].append(b - a)
     steps = []
-    for n in sorted(step_wait) if trusted else ():
+    for n in sorted(step_wait) if judged else ():
         sw = step_wait[n]
-        # the straggler is who the others waited for most
+        # the straggler is who the others waited for most; named when their wait is a share of
+        # the step and more than the clocks' alignment can blur
         straggler = max(ranks, key=lambda r: blame[n][r])
         mean = blame[n][straggler] / (len(ranks) - 1)
         length = int(np.median(lengths[n])) if lengths.get(n) else 0
+        held = bool(length) and mean >= STRAGGLER_SHARE * length and mean > tol
         steps.append(
             StepStraggler(
                 step=n,
-                straggler=straggler if length and mean >= STRAGGLER_SHARE * length else None,
+                straggler=straggler if held else None,
                 waited_ns=sw,
                 step_ns=length,
                 others_waited_ns=mean,
@@ -732,8 +1048,8 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             RankStats(
                 rank=r,
                 clock_offset_ns=offset[r],
-                waited_ns=waited[r] if trusted else None,
-                last_arrivals=last_n[r] if trusted else None,
+                waited_ns=waited[r] if judged else None,
+                last_arrivals=last_n[r] if judged else None,
                 comm_share=s.comm_ns / busy if busy else 0.0,
                 overlap_share=s.overlap_ns / s.comm_ns if s.comm_ns else 0.0,
                 step_ns=float(np.median(durs)) if durs else None,
@@ -750,7 +1066,7 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
                 "waited_ns",
                 STRAGGLER_SHARE * span,
             )
-            if trusted
+            if judged
             else []
         )
         + _outliers({p.rank: p.comm_share for p in per_rank}, "comm_share", COMM_SHARE_FLOOR)
@@ -768,25 +1084,61 @@ def cross_rank(summaries: list[RankSummary]) -> CrossRank | None:
             "PyTorch profilers copy them onto the kernel's args; this trace's kernels have none)"
         )
     skews.sort(key=lambda c: -c.skew_ns)
-    if not trusted:
-        skews = []  # arrival skews rest on the aligned clocks: not given when they fail
-    world = max((s.world_size or 0 for s in by_rank.values()), default=0)
     if world > len(ranks):
         notes.append(
             f"{len(ranks)} of the job's {world} ranks analysed: collectives are compared among "
             "these, and a rank not given (the straggler, perhaps) cannot be seen"
         )
+    if why_not:
+        verdict = "cannot tell — " + "; and ".join(why_not)
+    else:
+        named = [x.straggler for x in steps if x.straggler is not None]
+        besides = (
+            f"; {len(partial)} other matched collective(s) take in ranks not given and are not "
+            "judged"
+            if partial
+            else ""
+        )
+        if named:
+            top = max(set(named), key=named.count)
+            verdict = (
+                f"rank {top}, the rank the others waited for most in {named.count(top)} of "
+                f"{len(steps)} step(s) (from {len(judged)} collective(s) whose every rank is "
+                f"here{besides})"
+            )
+        elif partial:
+            verdict = (
+                f"cannot tell — no rank held up the {len(judged)} collective(s) whose every rank "
+                f"is here, but {_subset_reason(partial, everyone, world)}"
+            )
+        else:
+            verdict = (
+                f"none — in no step did the others wait {STRAGGLER_SHARE:.0%} of the step or more "
+                f"(and more than the alignment's ±{tol / 1e6:,.3f} ms) for one rank"
+            )
+    if verdict.startswith("cannot tell"):  # nothing that would read as a straggler's absence
+        steps = []
+        for p in per_rank:
+            p.waited_ns = p.last_arrivals = None
+        outliers = [o for o in outliers if o.metric != "waited_ns"]
     return CrossRank(
         ranks=ranks,
         trusted=trusted,
+        straggler=verdict,
+        tolerance_ns=tol if complete else None,
+        judged=len(judged),
         matched=len(complete),
         unmatched=len(instances) - len(complete),
         inconsistent=inconsistent if trusted else 0,
         matching="a Send/Recv by (source, destination, its ordinal on that direction); a "
         "collective of a named process group by (group, op, Seq or its ordinal in the group); "
-        "otherwise the i-th collective of an op on one rank is the i-th of that op on every rank"
+        "otherwise the i-th collective of an op and message size on one rank is the i-th of that "
+        "op and size on every rank (of that op alone where the size is not said or may differ "
+        "between ranks: all-to-all, gather, scatter); a SendRecv kernel naming neither its peer "
+        "nor its collective is not matched"
         + (" — ordinals counted within each ProfilerStep#N" if by_step else ""),
-        clocks=f"aligned on collective ends: each rank's median offset from rank {ref}",
+        clocks=f"aligned on collective ends: each rank's median offset from rank {ref}; "
+        + alignment,
         rule=f"outlier: |x − median| > {K_MAD} × 1.4826 × MAD and more than a floor (waited: 1 % "
         f"of the run; comm share: {COMM_SHARE_FLOOR:.0%} points; step: {STEP_FLOOR:.0%})",
         collectives=skews[:50],

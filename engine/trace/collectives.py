@@ -1,9 +1,11 @@
 """What a collective kernel's args say about its communicator (Kineto JSON).
 
 Recent PyTorch profilers copy the ``record_param_comms`` metadata of a collective onto the
-NCCL/RCCL kernel it launched: "Process Group Name", "Process Group Ranks", "Seq", "In msg
-nelems" / "Out msg nelems", "dtype", and for a point-to-point transfer "Src Rank" / "Dst Rank"
-(the peer's global rank). Older traces carry none of it; then a collective is known only by its
+NCCL/RCCL kernel it launched: "Process Group Name", "Process Group Description" (or "Process
+Group Desc"), "Process Group Ranks", "Group size", "Seq", "Collective name", "In msg nelems" /
+"Out msg nelems", "dtype", and for a point-to-point transfer "Src Rank" / "Dst Rank" (the
+peer's global rank). The collective's name says what it is where the kernel's name does not (an
+all-to-all and an all-reduce may both run as ``ncclKernel_SendRecv…``). Older traces carry none of it; then a collective is known only by its
 kernel name, and what needs a peer or a communicator (slow links) cannot be judged.
 
 Everything here comes from the trace: values of the wrong shape are dropped, strings are cut to
@@ -29,6 +31,22 @@ NAME_MAX = 64
 #: the most ranks of one process group kept
 RANKS_MAX = 65_536
 _INT = re.compile(r"-?\d+")
+#: "Collective name" (c10d's names: allreduce, _allgather_base, all_to_all, reduce_scatter_tensor
+#: _coalesced, send …) → the op as engine.analyze.ranks names it; longest first
+_COLL = (
+    ("reducescatter", "ReduceScatter"),
+    ("alltoall", "AllToAll"),
+    ("allgather", "AllGather"),
+    ("allreduce", "AllReduce"),
+    ("broadcast", "Broadcast"),
+    ("gather", "Gather"),
+    ("scatter", "Scatter"),
+    ("reduce", "Reduce"),
+    ("barrier", "Barrier"),
+    ("sendrecv", "SendRecv"),
+    ("send", "Send"),
+    ("recv", "Recv"),
+)
 
 
 def _int(v: Any) -> int | None:
@@ -71,26 +89,48 @@ def _rank_list(items: list[Any]) -> tuple[int, ...] | None:
     return tuple(x for x in out if x is not None)
 
 
+def collective_name(v: Any) -> str | None:
+    """The op of a "Collective name" ("allreduce", "_allgather_base", "all_to_all" …): one of
+    engine.analyze.ranks' op names, or None when it names none of them."""
+    if not isinstance(v, str) or not 0 < len(v) <= NAME_MAX:
+        return None
+    key = v.lower().replace("_", "").replace(" ", "")
+    for part, op in _COLL:
+        if part in key:
+            return op
+    return None
+
+
 def collective_meta(args: Any) -> dict[str, Any] | None:
     """The communicator facts in a collective kernel's ``args``; None when it carries none.
-    Keys: group (str), group_ranks (tuple | None), seq, src, dst, nbytes (int | None)."""
+    Keys: group, desc (str | None), group_ranks (tuple | None), group_size, seq, src, dst,
+    nelems (the larger of in/out), nbytes (int | None), op (str | None: "Collective name")."""
     if not isinstance(args, dict):
         return None
     name = args.get("Process Group Name")
     group = name[:NAME_MAX] if isinstance(name, str) and name else None
+    d = args.get("Process Group Description", args.get("Process Group Desc"))
+    desc = d[:NAME_MAX] if isinstance(d, str) and d else None
     src, dst = _int(args.get("Src Rank")), _int(args.get("Dst Rank"))
     seq = _int(args.get("Seq"))
+    gsize = _int(args.get("Group size"))
     dtype = args.get("dtype")
     size = DTYPE_BYTES.get(dtype) if isinstance(dtype, str) else None
     nel = [n for n in (_int(args.get("In msg nelems")), _int(args.get("Out msg nelems"))) if n]
-    nbytes = max(nel) * size if nel and size and max(nel) > 0 else None
-    if group is None and src is None and dst is None and seq is None and nbytes is None:
+    nelems = max(nel) if nel and max(nel) > 0 else None
+    nbytes = nelems * size if nelems and size else None
+    op = collective_name(args.get("Collective name"))
+    if all(x is None for x in (group, src, dst, seq, nelems, op, gsize)):
         return None
     return {
         "group": group,
+        "desc": desc,
         "group_ranks": _ranks(args.get("Process Group Ranks")),
+        "group_size": gsize if gsize is not None and 0 < gsize <= 2**31 else None,
         "seq": seq if seq is not None and seq >= 0 else None,
         "src": src if src is not None and src >= 0 else None,
         "dst": dst if dst is not None and dst >= 0 else None,
+        "nelems": nelems,
         "nbytes": nbytes,
+        "op": op,
     }

@@ -131,7 +131,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         if staged:  # the stage line goes: the analysis follows on stdout
             print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
     good = [o for o in outcomes if o.analysis is not None]
-    write_failed = False
+    write_failed = refused = False
     if ns.json:
         from engine.text import map_strings, valid_unicode
 
@@ -142,7 +142,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         from rich.console import Console
         from rich.text import Text
 
-        from engine.analyze.ranks import cross_rank, most_waited_for
+        from engine.analyze.ranks import cross_rank, most_waited_for, not_one_job
         from gitm_tui.analyze_view import cross_rank_text, rank_table, summary
 
         # piped output is not 80 columns of wrapped cells: tables get room to stay tables
@@ -153,14 +153,20 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             if o.outputs:
                 # Text: a path is never read as markup (file names come from outside)
                 console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
-        crossed = cross_rank([o.summary for o in good if o.summary is not None])
+        sums = [o.summary for o in good if o.summary is not None]
+        odd = not_one_job(sums)  # files of different jobs: refused with one line (exit 3)
+        crossed = None if odd else cross_rank(sums)
         most = most_waited_for(crossed)
-        judged = crossed is not None and crossed.trusted and bool(crossed.steps)
+        judged = crossed is not None and bool(crossed.straggler)  # "cannot tell": no guess
         ranks = rank_table([o.analysis for o in good if o.analysis is not None], most, judged)
-        if ranks is not None:
+        if odd:
+            error(odd)
+            refused = True
+        elif ranks is not None:
             console.print(ranks)
             if crossed is not None:
                 console.print(cross_rank_text(crossed))
+                console.print(Text(clean(f"  straggler: {crossed.straggler}"), style="bold"))
                 if not ns.no_write:
                     written, problems, failed = _write_cross_rank(crossed, ns.out, good)
                     if failed:
@@ -182,7 +188,8 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
     for o in outcomes:
         if o.error:
             error(o.error)
-    return ExitCode.INPUT if write_failed or any(o.error for o in outcomes) else ExitCode.OK
+    bad = write_failed or refused or any(o.error for o in outcomes)
+    return ExitCode.INPUT if bad else ExitCode.OK
 
 
 def _write_cross_rank(

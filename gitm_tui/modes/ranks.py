@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, ProgressBar, Static
 
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.ranks import CrossRank, most_waited_for
+from engine.analyze.ranks import CrossRank, most_waited_for, not_one_job
 from engine.analyze.run import FileOutcome
 from engine.regimes import Label
 from gitm_tui.analyze_view import cross_rank_text
@@ -129,14 +129,20 @@ class RanksScreen(Screen[None]):
         out = Text()
         if self.crossed is not None:
             out.append_text(cross_rank_text(self.crossed))  # cleaned where it comes from a trace
+            out.append("\n")
+            out.append_text(outside_text(f"straggler: {self.crossed.straggler}", "bold", 2000))
         else:
-            good = [o for o in self.outcomes or [] if o.summary is not None]
-            why = (
-                "fewer than two ranks were analysed"
-                if len(good) < 2
-                else "the files do not carry distinct rank ids (distributedInfo.rank)"
-            )
-            out.append(f"not compared: {why}", style="dim")
+            good = [o.summary for o in self.outcomes or [] if o.summary is not None]
+            odd = not_one_job(good)
+            if odd:  # files of different jobs: the one line naming the odd ones
+                out.append_text(outside_text(odd, "bold", 2000))
+            else:
+                why = (
+                    "fewer than two ranks were analysed"
+                    if len(good) < 2
+                    else "the files do not carry distinct rank ids (distributedInfo.rank)"
+                )
+                out.append(f"not compared: {why}", style="dim")
         for o in self.outcomes or []:
             if o.error:
                 out.append("\n")

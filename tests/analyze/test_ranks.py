@@ -212,7 +212,10 @@ def test_a_local_dask_cluster_analyses_the_ranks_and_names_a_corrupt_one(tmp_pat
     good = [o.summary for o in outs if o.summary is not None]
     assert len(good) == 7
     c = cross_rank(good)
-    assert c is not None and {s.straggler for s in c.steps} == {6}
+    # 7 of the job's 8 ranks: the all-reduces' group takes in rank 3, which may be the one the
+    # others waited for — cannot tell (the issue-35 rule); the clock-free slow link still found
+    assert c is not None and c.straggler.startswith("cannot tell") and not c.steps
+    assert "7 of the job's 8 ranks" in c.straggler and "group 0 of 8 ranks" in c.straggler
     assert [ln.link for ln in c.links if ln.slow] == ["0→1"]
     assert seen[-1] == (8, 8)
 
