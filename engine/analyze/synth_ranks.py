@@ -280,3 +280,34 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def second_rank(
+    src: Path, out: Path, clock_offset_us: float = 0.0, late_us: float = 0.0, every: int = 1
+) -> Path:
+    """Write a SYNTHETIC rank 1 made from a real rank-0 Kineto trace of a world of 2 (e.g. HTA's
+    a100_nccl_pg_metadata.json.gz, whose NCCL kernels carry process-group metadata): the same
+    events, rank 1 in ``distributedInfo``, every time moved by ``clock_offset_us`` (another
+    host's clock), and every ``every``-th NCCL kernel starting ``late_us`` earlier but ending
+    when rank 0's does (rank 1 arrived first and waited: rank 0 is the planted straggler). The
+    file says it is synthetic: ``"synthetic": true`` and the generator."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    info = doc.get("distributedInfo") or {}
+    if info.get("rank") != 0 or info.get("world_size") != 2:
+        raise ValueError(f"{src}: not rank 0 of a world of 2")
+    doc["distributedInfo"] = {**info, "rank": 1}
+    doc["synthetic"] = True
+    doc["generator"] = "engine/analyze/synth_ranks.py:second_rank"
+    n = 0
+    for e in doc.get("traceEvents", []):
+        if not isinstance(e, dict) or not isinstance(e.get("ts"), (int, float)):
+            continue
+        if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("nccl"):
+            if n % every == 0 and late_us > 0:
+                e["ts"] -= late_us
+                e["dur"] = float(e.get("dur", 0)) + late_us
+            n += 1
+        e["ts"] = e["ts"] + clock_offset_us
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+    return out
