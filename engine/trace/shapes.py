@@ -15,9 +15,18 @@ that dominate GPU time the work follows from them:
 * layer/batch/group norm, softmax and elementwise ops → bytes = the tensors read and written
   (FLOPs a small multiple of the elements: they are bandwidth-bound by construction).
 
-Bytes are the tensors' logical sizes read once and written once: a lower bound on DRAM traffic
-(caches can only remove re-reads that this count does not include, spills can only add). Ops not
-listed here return None: their kernels keep the class prior.
+What is read and what is written follows the op's form, which Kineto's op name does not carry
+(``aten::add`` is every overload): the ``out=`` form records its output as one argument more
+than the functional form (``_ARITY``): that tensor is written, not read, and written once; an
+in-place op (``add_``) reads its first argument and writes it back (``copy_``, ``fill_`` and
+``zero_`` only write it); the functional form writes a new tensor of the broadcast shape.
+
+Bytes are the tensors' logical sizes, each read once and written once. They are not DRAM bytes:
+a tensor the previous kernel left in L2 (40-80 MB on an A100/H100) is read without touching
+DRAM, and a multi-pass kernel (a norm's statistics then its output) reads its input more than
+once. A kernel whose derived bytes imply more than the HBM bandwidth is therefore evidence that
+the count is not its DRAM traffic (engine.planner.graph.trace_roofline), not a kernel faster than
+the hardware. Ops not listed here return None: their kernels keep the class prior.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ _TYPES: dict[str, tuple[str, int]] = {
     "c10::Float8_e4m3fnuz": ("fp8", 1),
     "c10::Float8_e5m2fnuz": ("fp8", 1),
     "long int": ("", 8),
+    "long": ("", 8),
     "int": ("", 4),
     "short int": ("", 2),
     "signed char": ("int8", 1),
@@ -162,13 +172,16 @@ def op_work(
 ) -> OpWork | None:
     """Return the work of op ``name`` from its recorded inputs, or None when it cannot be
     derived (unknown family, shapes missing or inconsistent)."""
+    out_t = _out_argument(name, dims, types)
+    if out_t is not None:  # the out= form: its last argument is written, not read
+        dims, types = list(dims)[:-1], list(types)[:-1]
     ts = _tensors(dims, types)
     if not ts:
         return None
     dt = next((t.dtype for t in ts if t.dtype and t.dtype != "int8"), "")
     moved = float(sum(t.numel * t.size for t in ts))  # every input read once
-    out_size = ts[-1].size
-    if name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"):
+    out_size = ts[-1].size if out_t is None else out_t.size
+    if name in _MATMULS:
         rank = 2 if name.endswith("mm") and "bmm" not in name else 3
         mats = [t.shape for t in ts if len(t.shape) == rank]
         if len(mats) < 2:
@@ -213,10 +226,65 @@ def op_work(
         flops = float(_NORM_FLOPS_PER_ELEMENT * largest)
         return OpWork(flops, moved + largest * ts[0].size, dt, "norm")
     if _ELEMENTWISE.match(name):
-        # in-place ops (a trailing _) write into their first input: nothing extra written
-        written = 0 if name.endswith("_") else largest * ts[0].size
-        return OpWork(float(largest), moved + written, dt, "elementwise")
+        if out_t is not None:  # out=: the inputs read, the out tensor written once
+            return OpWork(float(out_t.numel), moved + out_t.numel * out_t.size, dt, "elementwise")
+        if name.endswith("_"):  # in place: the first argument is the output
+            first = _tensors(dims[:1], types[:1])
+            if not first:  # (its type unknown: what it writes is unknown)
+                return None
+            self_bytes = first[0].numel * first[0].size
+            if name in _OVERWRITE:  # its old values are never read
+                moved -= self_bytes
+            return OpWork(float(first[0].numel), moved + self_bytes, dt, "elementwise")
+        return OpWork(float(largest), moved + largest * _result_size(name, ts), dt, "elementwise")
     return None
+
+
+#: the matmul ops whose FLOPs follow from their operands' shapes
+_MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+#: arguments the profiler records for the functional form of an op (scalars and optional
+#: arguments included, as ``Input Dims`` lists them: native_functions.yaml's signatures); the
+#: ``out=`` form records one more, its output tensor, last. An op not listed is read as
+#: functional (its output counted as a new tensor of the broadcast shape)
+_ARITY: dict[str, int] = {
+    **dict.fromkeys(("mm", "bmm"), 2),
+    **dict.fromkeys(("addmm", "baddbmm"), 5),  # (self, mat1, mat2, beta, alpha)
+    **dict.fromkeys(("addcmul", "addcdiv"), 4),
+    **dict.fromkeys(("add", "sub", "clamp", "where", "masked_fill", "lerp",
+                     "threshold_backward", "gelu_backward", "native_dropout", "dropout"), 3),
+    **dict.fromkeys(("mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "gt", "le",
+                     "ge", "silu_backward", "sigmoid_backward", "tanh_backward", "gelu"), 2),
+    **dict.fromkeys(("relu", "silu", "sigmoid", "tanh", "neg", "exp", "log", "sqrt", "rsqrt",
+                     "abs"), 1),
+}  # fmt: skip
+
+#: in-place ops that overwrite their first argument without reading it
+_OVERWRITE = ("aten::copy_", "aten::fill_", "aten::zero_")
+
+#: comparisons: their result is bool (one byte an element) whatever their inputs
+_COMPARISONS = ("aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::le", "aten::ge")
+
+
+def _out_argument(name: str, dims: Sequence[Any], types: Sequence[Any]) -> _Tensor | None:
+    """The output tensor of an ``out=`` call of ``name``: one argument more than its functional
+    form records (``_ARITY``), that argument a tensor. None for the functional and in-place
+    forms and for ops whose form is not known."""
+    arity = _ARITY.get(name.removeprefix("aten::"))
+    if arity is None or len(dims) != arity + 1 or len(types) != arity + 1:
+        return None
+    last = _tensors(dims[-1:], types[-1:])
+    return last[0] if last else None
+
+
+def _result_size(name: str, ts: list[_Tensor]) -> int:
+    """Bytes per element of a functional elementwise op's result: bool for a comparison, else
+    the widest non-bool input of the broadcast (largest) size (type promotion's result)."""
+    if name in _COMPARISONS:
+        return 1
+    largest = max(t.numel for t in ts)
+    sizes = [t.size for t in ts if t.numel == largest and (t.dtype or t.size > 1)]  # no bools
+    return max(sizes) if sizes else ts[0].size
 
 
 #: kernel-name marks of tensor-core TF32 math (cuBLAS/CUTLASS "s1688"/"s16816" tensorop, xmma
