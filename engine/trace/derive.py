@@ -4,11 +4,13 @@ type) of the innermost framework op around its launch, as the op's recorded shap
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from engine.trace.evidence import Tier, tiers
 from engine.trace.import_memory import give_back
-from engine.trace.segments import DTYPE_CODE, Kind, NameTable, Provenance, Segments
+from engine.trace.segments import DTYPE_CODE, Kind, Klass, NameTable, Provenance, Segments
 from engine.trace.shapes import OpWork, innermost_in, kernel_dtype, ops_in_order, queries_in_order
 from engine.trace.trace import HostEvents
 
@@ -24,7 +26,8 @@ def derive_work(
 ) -> Segments:
     """Give each kernel the work of the innermost framework op around its launch call (the
     DERIVED tier): the op's FLOPs and bytes split over its kernels in proportion to their
-    durations, and the arithmetic type of its inputs. Kernels with measured counters keep
+    durations, and the arithmetic type of its inputs. A matmul, convolution or attention op's
+    work goes to its math kernels only (``_does_the_math``). Kernels with measured counters keep
     theirs. ``seg``'s flops, dram_bytes, dtype and provenance columns are written in place
     (the reader's own: a copy of them was 16 MiB of a 10 M-event import's peak); it is returned.
 
@@ -57,6 +60,11 @@ def derive_work(
     give_back()  # the sweep's sorted copies, freed
     ok = which >= 0
     kern, which = kern[ok], which[ok]
+    # a matmul, convolution or attention op's work is done by its math kernels; the others it
+    # launches (a split-K reduction, an epilogue, a bias copy, a layout transform) do a part of
+    # it the shapes do not give: they keep their class prior
+    ok = _does_the_math(ops["work"][which], work, seg.klass[kern], seg.name[kern], names)
+    kern, which = kern[ok], which[ok]
     del ok
     if not kern.size:
         return seg
@@ -87,3 +95,32 @@ def derive_work(
     seg.dtype[kern] = codes[inv.reshape(-1)]
     seg.provenance[kern] |= np.uint8(Provenance.DERIVED)
     return seg
+
+
+#: op families whose work is math done by kernels of the math classes
+_MATH_FAMILIES = ("matmul", "conv", "attention")
+_MATH_CLASSES = (Klass.GEMM, Klass.CONV, Klass.ATTENTION)
+#: kernels of a math class that do not do the op's math: cuBLAS's split-K reduction and
+#: epilogue kernels (splitKreduce_kernel, epilogue::impl::globalKernel), cuDNN's layout
+#: transforms and reductions (nchwToNhwcKernel, …); their names say so
+_AUXILIARY = re.compile(
+    r"splitkreduce|split_k_reduce|splitk_reduce|epilogue::|reduce_kernel|nchwtonhwc|"
+    r"nhwctonchw|transpose|convert",
+    re.IGNORECASE,
+)
+
+
+def _does_the_math(
+    widx: np.ndarray, work: list[OpWork], klass: np.ndarray, name: np.ndarray, names: NameTable
+) -> np.ndarray:
+    """Which kernels take their op's work: every kernel of an elementwise or norm op; of a
+    matmul, convolution or attention op only those of a math class whose name is not an
+    auxiliary kernel's (``_AUXILIARY``). A GEMM's FLOPs shared with its split-K reduction by
+    duration put GEMM FLOPs on a kernel that sums partials (a GEMM "rate" on a reduction)."""
+    math_op = np.fromiter((w.family in _MATH_FAMILIES for w in work), bool, len(work))[widx]
+    if not math_op.any():
+        return np.ones(len(widx), bool)
+    ids, inv = np.unique(name, return_inverse=True)
+    aux = np.fromiter((bool(_AUXILIARY.search(names[int(i)])) for i in ids), bool, len(ids))
+    does = np.isin(klass, np.array(_MATH_CLASSES, np.uint8)) & ~aux[inv.reshape(-1)]
+    return ~math_op | does
