@@ -29,7 +29,15 @@ from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
 from engine.planner.catalogue import GpuPeaks, by_id, detect
-from engine.planner.graph import expected_efficiency, planner_priors, trace_roofline
+from engine.planner.graph import (
+    counted,
+    expected_efficiency,
+    kernel_floor,
+    planner_priors,
+    shared_fraction,
+    time_resolution_ns,
+    trace_roofline,
+)
 from engine.regimes import Label, Regime
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
@@ -180,14 +188,28 @@ def _invariants(
     (engine/optimizer/monitor.py ``kernel_time``); byte traffic and concurrency need a plan the
     trace does not carry, and say so."""
     checkable = np.isfinite(expected) & (rows.end_ns > rows.start_ns)  # (no duration column)
-    tol = float(planner_priors()["tolerance"])
-    if checkable.any():
+    pri = planner_priors()
+    tol, unc = float(pri["tolerance"]), float(pri["derived_uncertainty"])
+    shared: np.ndarray | None = None
+    resolution = 1
+    if checkable.any() and hw is not None:
+        shared = shared_fraction(rows)
+        resolution = time_resolution_ns(rows)
+        floor = kernel_floor(rows, hw, ideal, shared)
         basis = (
-            f"a kernel violates when it takes over {tol:g}× its expected time (kernel floor + "
-            "max(FLOPs / peak, bytes / HBM bandwidth) at the efficiency a good library reaches "
-            "for its class, manifests/planner.json) or under 0.9× its ideal time at peak; FLOPs "
-            "and bytes measured or derived from shapes (derived bytes are a lower bound on "
-            "DRAM traffic)"
+            "a kernel violates when the time it had the device to itself (its duration less "
+            "the time other device rows ran beside it"
+            + (
+                f", less the trace's {resolution / 1e3:g} µs time resolution"
+                if resolution > 1
+                else ""
+            )
+            + f") exceeds {tol:g}× its expected time — {tol * unc:g}× where its FLOPs and bytes "
+            f"are derived from shapes, not counted (manifests/planner.json) — or when counted "
+            "work ran in under 0.9× its ideal time at peak. Expected: a kernel's fixed cost "
+            f"({floor.basis}) + max(FLOPs / peak, bytes / HBM bandwidth) at the efficiency a "
+            "good library reaches for its class, the FLOP peak scaled to the SMs its grid can "
+            "occupy"
         )
     elif hw is None:
         basis = "the hardware is unknown (no peaks to bound against)"
@@ -213,7 +235,18 @@ def _invariants(
         expected[at],
         ideal[at],
         basis,
+        shared=None if shared is None else shared[at],
+        measured=counted(rows)[at],
+        resolution_ns=float(resolution) if resolution > 1 else 0.0,
     )
+    del shared
+    if kt.above_peak:
+        kt.reason += (
+            f". Not judged: {kt.above_peak} rows whose shape-derived work implies more than "
+            "the device's peak in the time they took — evidence that the count is not what "
+            "the kernel did (bytes counted at their logical size that the L2 cache served, or "
+            "work the shapes overstate), not a kernel faster than the hardware"
+        )
     results = [kt] + [
         InvariantResult(inv, False, 0, reason) for inv, reason in IMPORTED_NOT_CHECKABLE.items()
     ]

@@ -101,21 +101,126 @@ def roofline_times(
     dram_bytes: np.ndarray,
     peak: np.ndarray,
     hw: GpuPeaks,
+    floor_ns: float | None = None,
+    sm_share: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(ideal, expected) duration in ns per row — the one kernel-time rule of the planner, the
     optimize loop's monitor and `gitm-tui analyze`:
 
-    * ideal = max(FLOPs / peak, bytes / HBM bandwidth): no kernel can run faster;
-    * expected = kernel floor + max(FLOPs / (peak · eff_c), bytes / (HBM · eff_m)), with eff the
-      efficiency a well-tuned library reaches for the row's class (manifests/planner.json).
+    * ideal = max(FLOPs / (peak · s), bytes / HBM bandwidth): no kernel can run faster;
+    * expected = kernel floor + max(FLOPs / (peak · s · eff_c), bytes / (HBM · eff_m)), with eff
+      the efficiency a well-tuned library reaches for the row's class (manifests/planner.json).
 
-    A NaN FLOPs or bytes is unknown and bounds nothing; a row with neither is NaN on both."""
+    ``s`` (``sm_share``, 1 when not given) is the share of the SMs the kernel's grid can occupy:
+    a block runs on one SM, so a grid of 24 blocks on 108 SMs has 24/108 of the device's
+    arithmetic (``grid_sm_share``). ``floor_ns``: a kernel's fixed launch-to-drain cost (the
+    catalogue's ``kernel_floor_ns`` when not given; an imported trace measures its own,
+    ``kernel_floor``). A NaN FLOPs or bytes is unknown and bounds nothing; a row with neither
+    is NaN on both."""
     eff = expected_efficiency()[np.asarray(klass, np.intp)]
     t_c = np.asarray(flops, np.float64) / peak * 1e9
+    if sm_share is not None:
+        t_c /= sm_share
     t_m = np.asarray(dram_bytes, np.float64) / hw.hbm_bandwidth_Bps * 1e9
     ideal = np.fmax(t_c, t_m)  # fmax ignores a NaN side
-    expected = float(hw.kernel_floor_ns) + np.fmax(t_c / eff[:, 0], t_m / eff[:, 1])
+    floor = float(hw.kernel_floor_ns if floor_ns is None else floor_ns)
+    expected = floor + np.fmax(t_c / eff[:, 0], t_m / eff[:, 1])
     return ideal, expected
+
+
+def grid_sm_share(grid: np.ndarray, hw: GpuPeaks) -> np.ndarray:
+    """The share of the device's SMs a launch grid can occupy: min(1, blocks / SMs) — each
+    block runs on one SM, so a kernel of fewer blocks than SMs has at most that share of the
+    arithmetic. 1 where the grid is not recorded (AMD Kineto traces)."""
+    g = np.asarray(grid, np.float64)
+    return np.where(g > 0, np.minimum(1.0, g / hw.sm_count), 1.0)
+
+
+def shared_fraction(seg: Segments) -> np.ndarray:
+    """Per row, the share of its duration during which another device row (kernel, copy or
+    memset, on any stream) was running too: the device was shared, so the row's time says less
+    about the row itself (in the worst case it made no progress meanwhile). 0 for rows that are
+    not device activity."""
+    dev = np.flatnonzero(np.isin(seg.kind, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)))
+    out = np.zeros(len(seg))
+    if len(dev) < 2:
+        return out
+    s, e = seg.start_ns[dev], seg.end_ns[dev]
+    t = np.concatenate([s, e])
+    step = np.concatenate([np.ones(len(s), np.int32), np.full(len(e), -1, np.int32)])
+    order = np.lexsort((step, t))  # an end before a start at the same time: no overlap
+    t, active = t[order], np.cumsum(step[order])
+    del order, step
+    # time with two or more rows running, accumulated at each breakpoint
+    both = active[:-1] >= 2
+    acc = np.concatenate(([0], np.cumsum(np.where(both, np.diff(t), 0))))
+
+    def at(x: np.ndarray) -> np.ndarray:
+        i = np.clip(np.searchsorted(t, x, "right") - 1, 0, len(t) - 1)
+        inside = np.where(i < len(both), both[np.minimum(i, len(both) - 1)], False)
+        return acc[i] + np.where(inside, x - t[i], 0)
+
+    dur = np.maximum(e - s, 1).astype(np.float64)
+    out[dev] = np.clip((at(e) - at(s)) / dur, 0.0, 1.0)
+    return out
+
+
+def time_resolution_ns(seg: Segments) -> int:
+    """The trace's time resolution: 1000 ns when every device row's start and end are whole
+    microseconds (older Kineto writes integer µs), else 1 ns. A duration is known to within it."""
+    dev = np.isin(seg.kind, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET))
+    if not dev.any():
+        return 1
+    whole = (seg.start_ns[dev] % 1000 == 0).all() and (seg.end_ns[dev] % 1000 == 0).all()
+    return 1000 if whole else 1
+
+
+@dataclass(frozen=True)
+class KernelFloor:
+    """A kernel's fixed launch-to-drain cost on this device, and what it rests on."""
+
+    ns: float
+    rows: int  # the trace's kernels it was measured on (0: the catalogue's prior)
+    basis: str
+
+
+#: kernels whose roofline work at peak is under this share of the catalogue's empty-kernel
+#: prior measure the fixed cost: their duration is (nearly) all of it
+_NEGLIGIBLE = 0.1
+#: the fewest such kernels a trace's own floor is measured on
+_FLOOR_MIN_ROWS = 5
+
+
+def kernel_floor(seg: Segments, hw: GpuPeaks, ideal: np.ndarray, shared: np.ndarray) -> KernelFloor:
+    """The fixed cost of a kernel on this device as the trace measures it: the median duration
+    of its kernels whose FLOPs and bytes (measured or derived) take under 10 % of the
+    catalogue's empty-kernel prior at peak and that had the device to themselves (``shared``
+    0). Their duration is the launch, block scheduling, memory latency and drain that every
+    kernel pays; on real traces it is 3-6 µs, not the 1.5 µs of an empty kernel's prior. Fewer
+    than 5 such kernels: the catalogue's ``kernel_floor_ns`` (a prior, and said so)."""
+    prior = float(hw.kernel_floor_ns)
+    with np.errstate(invalid="ignore"):
+        sel = (
+            (seg.kind == Kind.KERNEL)
+            & (seg.klass != Klass.COMM)
+            & (ideal < _NEGLIGIBLE * prior)
+            & (shared == 0)
+        )
+    n = int(sel.sum())
+    if n < _FLOOR_MIN_ROWS:
+        return KernelFloor(
+            prior,
+            0,
+            f"{prior / 1e3:g} µs, the catalogue's prior for an empty kernel (the trace has "
+            f"{n} kernels of negligible work that ran alone to measure it on)",
+        )
+    ns = float(np.median(seg.duration_ns[sel]))
+    return KernelFloor(
+        ns,
+        n,
+        f"{ns / 1e3:g} µs, the median duration of the {n} kernels of this trace whose work "
+        f"takes under {_NEGLIGIBLE * prior:g} ns at peak and that ran alone on the device",
+    )
 
 
 def trace_roofline(seg: Segments, hw: GpuPeaks) -> tuple[np.ndarray, np.ndarray]:
@@ -138,8 +243,28 @@ def trace_roofline(seg: Segments, hw: GpuPeaks) -> tuple[np.ndarray, np.ndarray]
             np.where(known_b, seg.dram_bytes[s], np.nan),
             row_peaks(klass, seg.dtype[s], hw),
             hw,
+            sm_share=grid_sm_share(seg.grid[s], hw),
         )
+    # the fixed cost: the trace's own where it can measure it (kernel_floor)
+    floor = kernel_floor(seg, hw, ideal, shared_fraction(seg))
+    expected += floor.ns - float(hw.kernel_floor_ns)
     return ideal, expected
+
+
+def counted(seg: Segments) -> np.ndarray:
+    """Rows whose FLOPs or bytes are measured by counters (the rest that have them are derived
+    from shapes): the rows whose work is known, not estimated."""
+    prov = seg.provenance
+    return (prov & np.uint8(Provenance.FLOPS | Provenance.DRAM_BYTES)) != 0
+
+
+def above_peak(seg: Segments, ideal: np.ndarray) -> np.ndarray:
+    """Rows whose work, derived from shapes, implies more than the device's peak (FLOPs on the
+    SMs its grid can occupy, or bytes at the HBM bandwidth) in the time they took: evidence that
+    the count is not what the kernel did (logical bytes an L2 served, an op's work that shapes
+    overstate), not a kernel faster than the hardware. Measured rows are never in it."""
+    with np.errstate(invalid="ignore"):
+        return (seg.duration_ns < ideal) & ~counted(seg) & np.isfinite(ideal)
 
 
 #: rows per block of trace_roofline
