@@ -120,8 +120,11 @@ def perfetto_json(res: AnalysisResult) -> str:
     order = np.lexsort((rows.start_ns, rows.stream, rows.device))
     conf = dec.confidence if dec.confidence is not None else np.full(len(rows), np.nan)
     copy_or_comm = dec.labels >= Label.COMM
+    # the tiers the analysis decoded with: shape-derived work counts only on known hardware
+    # (engine.analyze.compute._label), so the trace view says what the report says
+    row_tiers = tiers(rows, derived_evidence=res.analysis.hardware.id is not None)
     tier_names = [
-        "-" if x else Tier(int(t)).name for t, x in zip(tiers(rows), copy_or_comm, strict=True)
+        "-" if x else Tier(int(t)).name for t, x in zip(row_tiers, copy_or_comm, strict=True)
     ]
     for i in order.tolist():
         lab = Label(int(dec.labels[i]))

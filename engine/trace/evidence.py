@@ -37,14 +37,19 @@ class Tier(IntEnum):
 _COUNTERS = int(Provenance.FLOPS | Provenance.ISSUE_ACTIVE | Provenance.STALL_FRAC)
 
 
-def tiers(seg: Segments) -> npt.NDArray[np.uint8]:
-    """Return the Tier of every row (uint8)."""
+def tiers(seg: Segments, derived_evidence: bool = True) -> npt.NDArray[np.uint8]:
+    """Return the Tier of every row (uint8). ``derived_evidence`` False: shape-derived FLOPs
+    and bytes count for nothing (the hardware is unknown, so there are no peaks to read them
+    against: `gitm-tui analyze` decodes those rows on their class prior, and every output
+    must say PRIOR for them, as its report does)."""
     prov = seg.provenance  # (uint8 flags, read as they are: no int64 copy of the column)
     kern = seg.kind == Kind.KERNEL
     measured = ((prov & np.uint8(_COUNTERS)) != 0) | (
         kern & ((prov & np.uint8(Provenance.DRAM_BYTES)) != 0)
     )
     derived = (prov & np.uint8(Provenance.DERIVED)) != 0
+    if not derived_evidence:
+        derived[:] = False
     known = seg.klass != Klass.OTHER
     out = np.full(len(seg), Tier.NONE, np.uint8)
     out[known] = Tier.PRIOR
