@@ -21,7 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.planner.graph import Graph, planner_priors
+from engine.planner.graph import (
+    Graph,
+    counted,
+    planner_priors,
+    shared_fraction,
+    time_resolution_ns,
+)
 from engine.trace.segments import Kind, Provenance
 from engine.trace.trace import Trace
 
@@ -310,6 +316,8 @@ def check_invariants(
     matched = res.pred >= 0
     for inv in invariants:
         if inv == "kernel_time":
+            seg = res.trace.segments
+            resolution = time_resolution_ns(seg)
             out.append(
                 kernel_time(
                     *res.name_codes(),
@@ -320,6 +328,9 @@ def check_invariants(
                     "roofline bounds from the planner"
                     if matched.any()
                     else "no observed row matches the plan",
+                    shared=shared_fraction(seg)[res.row],
+                    measured=counted(seg)[res.row] if res.graph.plan_source == "trace" else None,
+                    resolution_ns=float(resolution) if resolution > 1 else 0.0,
                 )
             )
         elif inv in IMPORTED_NOT_CHECKABLE and res.graph.plan_source == "trace":

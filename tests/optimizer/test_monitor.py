@@ -27,6 +27,19 @@ def _with(trace: Trace, **cols) -> Trace:
     return Trace(segments=Segments(**c), names=trace.names, host=trace.host)
 
 
+def _stretched(trace: Trace, slow: np.ndarray, factor: int) -> Trace:
+    """``trace`` with the ``slow`` rows ``factor`` times as long and every row that started
+    after one of them that much later: a stretched kernel left in place would run over its
+    successors, share the device with them, and only its time alone is judged."""
+    seg = trace.segments
+    extra = np.where(slow, seg.duration_ns * (factor - 1), 0)
+    order = np.argsort(seg.start_ns, kind="stable")
+    shift = np.empty_like(extra)
+    shift[order] = np.cumsum(extra[order]) - extra[order]  # the stretches before each row
+    start = seg.start_ns + shift
+    return _with(trace, start_ns=start, end_ns=start + seg.duration_ns + extra)
+
+
 def test_predicted_graph_covers_the_step():
     spec = load_workload("af2")
     g = predict_graph(spec, H100)
@@ -55,9 +68,7 @@ def test_kernel_time_fires_on_a_slowed_kernel_and_holds_otherwise():
     assert "layer_norm_fwd<pair>" not in before
     seg = m.trace.segments
     slow = np.array([m.trace.names[int(n)] == "layer_norm_fwd<pair>" for n in seg.name])
-    dur = seg.duration_ns.copy()
-    dur[slow] *= 4
-    tr = _with(m.trace, end_ns=seg.start_ns + dur)
+    tr = _stretched(m.trace, slow, 4)
     after = {v.name: v for v in _inv(residuals(tr, g))["kernel_time"].violations}
     assert "layer_norm_fwd<pair>" in after
     v = after["layer_norm_fwd<pair>"]
@@ -161,13 +172,14 @@ def test_analyze_and_the_optimize_loop_judge_kernel_time_by_one_rule():
     wl = SimWorkload("hft-lob")
     tr = wl.measure(wl.base, seed=3).trace
     seg = tr.segments
-    # plant a slow kernel: every call of one GEMM takes 6x as long
+    # plant a slow kernel: every call of one GEMM takes 6x as long, and everything that
+    # started after it starts that much later (a stretched kernel that ran over its successors
+    # would share the device with them, and only its time alone is judged)
     gemm = next(
         i for i in np.flatnonzero(seg.kind == Kind.KERNEL) if "gemm" in tr.names[int(seg.name[i])]
     )
     slow = seg.name == seg.name[gemm]
-    end = np.where(slow, seg.start_ns + seg.duration_ns * 6, seg.end_ns)
-    tr = _with(tr, end_ns=end)
+    tr = _stretched(tr, slow, 6)
     planted = tr.names[int(seg.name[gemm])]
 
     mine = {r.invariant: r for r in analyze_trace(tr, hardware="h100-sxm").analysis.invariants}

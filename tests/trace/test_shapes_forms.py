@@ -71,9 +71,7 @@ def test_a_gemm_ops_work_goes_to_its_math_kernels_only():
     ew = names.intern("void at::native::vectorized_elementwise_kernel<4, add>")
     work = [OpWork(1e9, 1e6, "fp32", "matmul"), OpWork(1e3, 1e4, "fp32", "elementwise")]
     widx = np.array([0, 0, 0, 0, 1])
-    klass = np.array(
-        [Klass.GEMM, Klass.GEMM, Klass.GEMM, Klass.COPY, Klass.ELEMENTWISE], np.uint8
-    )
+    klass = np.array([Klass.GEMM, Klass.GEMM, Klass.GEMM, Klass.COPY, Klass.ELEMENTWISE], np.uint8)
     name = np.array([gemm, red, epi, copy, ew], np.int32)
     assert _does_the_math(widx, work, klass, name, names).tolist() == [
         True, False, False, False, True
