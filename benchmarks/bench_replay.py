@@ -89,7 +89,7 @@ def in_loop(seed: int) -> list[dict]:
                 if not pending:
                     break
                 iv = pending[0]
-                base = opt.mean_ns(opt.current)
+                base = statistics.fmean(m.mean_ns for m in opt.current)
                 opt.approve(iv.iid, "benchmark")  # as a person approving every proposal
                 opt.trial(iv.iid)
                 if iv.predicted_ns is None or iv.measured_ns is None:

@@ -257,7 +257,9 @@ class CudnnAutotune(Lever):
         return Edit(
             dag,
             len(sel),
-            f"{len(sel)} compute-bound conv rows at {speedup:g}x (prior)",
+            f"{len(sel)} compute-bound conv rows at {speedup:g}x (prior; whether "
+            "cudnn.benchmark is already on is not in a trace: if it is, this gain is had "
+            "already)",
             prior_based=True,
         )
 
