@@ -104,10 +104,13 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
     foot = Text()
     for rule in a.invariants:
         if rule.checkable:
+            worst = ""
+            if rule.violations:
+                v = rule.violations[0]
+                worst = f" (worst: {v.name[:60]} — {v.message[:160]})"
             foot.append(
-                f"{rule.invariant}: {rule.violating_rows} violating rows of {rule.checked} checked"
-                + (f" (worst: {rule.violations[0].name[:60]})" if rule.violations else "")
-                + "\n"
+                f"{rule.invariant}: {rule.violating_rows} violating rows of {rule.checked} "
+                f"checked{worst}\n"
             )
         else:
             foot.append(f"{rule.invariant}: not checkable — {rule.reason}\n")
@@ -221,8 +224,11 @@ def cross_rank_text(c: CrossRank) -> Text:
     t = Text()
     t.append("collectives across ranks", style="bold")
     t.append(f": {c.matched} matched on every rank taking part ({len(c.ranks)} ranks)")
-    if not c.trusted:
+    if c.matched and not c.trusted:
         t.append(" — clocks not trusted: no waits, skews or stragglers from them", style="bold")
+    if c.straggler:  # the verdict: a rank, none, or cannot tell and why (from the trace)
+        t.append("\n  straggler: ", style="bold")
+        t.append(clean(c.straggler, 600), style="bold")
     if c.unmatched:
         t.append(f", {c.unmatched} not on every rank (not compared)")
     t.append(f"\n  matching: {c.matching}\n  clocks: {c.clocks}\n", style="dim")

@@ -159,14 +159,15 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         most = most_waited_for(crossed)
         judged = crossed is not None and bool(crossed.straggler)  # "cannot tell": no guess
         ranks = rank_table([o.analysis for o in good if o.analysis is not None], most, judged)
-        if odd:
+        if odd and _claims_one_job(ns.paths):  # a directory of rank traces: one job, it says
             error(odd)
             refused = True
+        elif odd:  # files named one by one: each analysed; only the comparison is refused
+            console.print(Text(clean(f"ranks not compared: {odd}")), style="dim")
         elif ranks is not None:
             console.print(ranks)
             if crossed is not None:
                 console.print(cross_rank_text(crossed))
-                console.print(Text(clean(f"  straggler: {crossed.straggler}"), style="bold"))
                 if not ns.no_write:
                     written, problems, failed = _write_cross_rank(crossed, ns.out, good)
                     if failed:
@@ -190,6 +191,12 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             error(o.error)
     bad = write_failed or refused or any(o.error for o in outcomes)
     return ExitCode.INPUT if bad else ExitCode.OK
+
+
+def _claims_one_job(paths: list[str]) -> bool:
+    """One directory given: its files are taken as the ranks of one job, so files of another
+    job there are an input error (exit 3). Files named one by one make no such claim."""
+    return len(paths) == 1 and Path(paths[0]).is_dir()
 
 
 def _write_cross_rank(

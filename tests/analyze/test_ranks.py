@@ -260,7 +260,10 @@ def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
         errors = [o for o in outs if o.error]
         assert len(errors) == 1 and str(bad) in (errors[0].error or "")
         c = cross_rank([o.summary for o in outs if o.summary is not None])
-        assert c is not None and {s.straggler for s in c.steps} == {1}
+        # rank 3's file is corrupt: 7 of the 8 ranks are here, so the rank the others waited
+        # for may be the one not given — no straggler is named (issue 35)
+        assert c is not None and c.straggler.startswith("cannot tell"), c.straggler
+        assert "not given" in c.straggler
         assert [ln.link for ln in c.links if ln.slow] == ["5→6"]
         # a worker killed mid-run (SIGKILL, after the first rank came back): its tasks are run
         # again on the other worker, and no rank is lost
