@@ -219,6 +219,11 @@ class EesmParams(_Strict):
     )
     #: softmax temperature of a prior-tier row's own emission, its confidence (pipeline.py)
     prior_confidence_scale: float = Field(default=0.05, gt=0)
+    #: the most confidence a shape-derived (DERIVED) label may carry: the measured agreement of
+    #: such labels with counter-based ones (pipeline.py; only counters earn 1.0)
+    derived_confidence_cap: float = Field(default=0.96, gt=0, le=1)
+    #: the most confidence a label the κ gate flags (M_deg: not identifiable) may carry
+    degenerate_confidence_cap: float = Field(default=0.5, gt=0, le=1)
 
     @model_validator(mode="after")
     def _centroids(self) -> EesmParams:

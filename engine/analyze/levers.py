@@ -135,6 +135,7 @@ def replay_levers(
         fusion_obs = replace(obs, dag=fdag)
     dev = hw if device == "same" else device
     rows = len(dag.api) + len(dag.d_stream)
+    steps = _steps_in(trace, dag)
 
     def one(lv: Lever) -> LeverEstimate | None:
         o = fusion_obs if lv.id in ("elementwise_fusion", "fused_optimizer") else obs
@@ -152,6 +153,14 @@ def replay_levers(
         give_back(rows)  # each lever's replays free their graphs: the pages back (give_back)
         if est is not None and est.status == "predicted" and not fid.faithful:
             est = est.model_copy(update={"unfaithful_replay": True})
+        if est is not None and lv.id == "sync_removal" and steps:
+            syncs = int((dag.api == ApiKind.SYNC).sum())
+            est = est.model_copy(
+                update={
+                    "basis": f"{syncs} syncs over {steps} ProfilerSteps = {syncs / steps:.3g} "
+                    f"per step; " + est.basis
+                }
+            )
         return est
 
     n = lever_threads() if threads is None else max(1, threads)
@@ -161,6 +170,18 @@ def replay_levers(
         with ThreadPoolExecutor(n, thread_name_prefix="gitm-levers") as pool:
             found = list(pool.map(one, LEVERS))  # library order; a lever's error is raised here
     return LeverReport(rank_estimates([e for e in found if e is not None]), fid, used)
+
+
+def _steps_in(trace: Trace, dag: ReplayDag) -> int:
+    """ProfilerSteps that overlap the replayed window by more than half their length (0 where
+    the trace records none)."""
+    t0, t1 = dag.t0_ns, dag.t0_ns + dag.observed_ns
+    steps = trace.device_properties.get("profiler_steps") or []
+    n = 0
+    for s in steps:
+        if isinstance(s, (list, tuple)) and len(s) == 2 and s[1] > s[0]:
+            n += (min(t1, s[1]) - max(t0, s[0])) > 0.5 * (s[1] - s[0])
+    return n
 
 
 def _cannot(

@@ -304,7 +304,24 @@ def decode_evidence(
     conf, _ = posterior.posterior_groups(E, perm, offsets, m.logA, m.logpi, labels)
     del perm
     _prior_confidence(conf, E, labels, tier, m)
-    return Decoded(labels=labels, kappa=k, degenerate=_gate(k, m), estimated=est, confidence=conf)
+    degenerate = _gate(k, m)
+    _cap_confidence(conf, tier, degenerate, m)
+    return Decoded(labels=labels, kappa=k, degenerate=degenerate, estimated=est, confidence=conf)
+
+
+def _cap_confidence(
+    conf: np.ndarray, tier: np.ndarray, degenerate: np.ndarray, m: EesmModel
+) -> None:
+    """Only measured counters earn confidence 1.0 (in place): a shape-derived label carries at
+    most the measured agreement of such labels (``derived_confidence_cap``), and a label the κ
+    gate flags (not identifiable) at most ``degenerate_confidence_cap`` — the number then says
+    what the flag says (manifests/eesm.json)."""
+    derived = np.flatnonzero(tier == Tier.DERIVED)
+    if derived.size:
+        conf[derived] = np.minimum(conf[derived], m.params.derived_confidence_cap)
+    deg = np.flatnonzero(np.asarray(degenerate, bool))
+    if deg.size:
+        conf[deg] = np.minimum(conf[deg], m.params.degenerate_confidence_cap)
 
 
 #: rows embedded at a time (decode_evidence): the embedding is row by row, so only one block's

@@ -176,6 +176,33 @@ def test_derived_tier_agrees_with_counters_and_its_confidence_is_calibrated():
             hi_right += int((sure & ok).sum())
     assert agree / total >= 0.90, agree / total
     assert hi > 0 and hi_right / hi >= 0.90, (hi, hi_right)
+    # the cap on a derived label's confidence is this agreement (manifests/eesm.json)
+    assert abs(agree / total - m.params.derived_confidence_cap) < 0.03, agree / total
+
+
+@pytest.mark.parametrize(
+    "name", ["a100_training_3streams", "a100_80gb_5streams_graphs", "v100_16gb_ddp_graphs_3streams"]
+)
+def test_only_counters_earn_full_confidence_on_real_traces(name):
+    """Issue 35: shape-derived rows carried confidence 1.0 (the chain's posterior counts every
+    kernel as independent evidence), and rows flagged low-confidence by the κ gate carried it
+    too. On the real traces with shapes: no derived row above the derived cap, no flagged row
+    above the degenerate cap, and the flag and the number agree."""
+    from engine.analyze.compute import analyze_trace
+
+    m = EesmModel.build()
+    res = analyze_trace(read_kineto(TRACES / "kineto" / f"{name}.json.gz"))
+    dec, rows = res.decoded, res.rows
+    t = tiers(rows)
+    conf = dec.confidence
+    derived = (t == Tier.DERIVED) & np.isfinite(conf)
+    assert derived.any()
+    assert conf[derived].max() <= m.params.derived_confidence_cap + 1e-12
+    flagged = np.asarray(dec.degenerate, bool) & np.isfinite(conf)
+    if flagged.any():
+        assert conf[flagged].max() <= m.params.degenerate_confidence_cap + 1e-12
+    full = np.isfinite(conf) & (conf >= 0.999)
+    assert (t[full] == Tier.MEASURED).all()
 
 
 def test_decoding_a_subset_in_place_is_decoding_its_copy(monkeypatch):
