@@ -95,4 +95,6 @@ def test_dask_workers_read_file_urls_themselves_and_a_corrupt_one_is_named(tmp_p
     errors = [o.error for o in outs if o.error]
     assert len(errors) == 1 and paths[2].as_uri() in errors[0]
     c = cross_rank([o.summary for o in outs if o.summary])
-    assert c is not None and len(c.ranks) == 3 and {s.straggler for s in c.steps} == {0}
+    # 3 of the 4 ranks read: the rank the others waited for may be the one missing, so no
+    # straggler is named (issue 35)
+    assert c is not None and len(c.ranks) == 3 and c.straggler.startswith("cannot tell")
