@@ -634,6 +634,10 @@ def _levers(
     if window is not None:
         notes.append(window)
     out = replay_levers(replayed, hw or by_id(REFERENCE_HARDWARE), regimes, device=hw)
+    if window is not None:  # what is already in use: over the whole trace, not the window
+        from engine.analyze.in_use import in_use
+
+        out.in_use = in_use(trace)
     if not len(trace.host):
         notes.append(
             "no host runtime rows in this trace: launch/sync structure unknown, no lever replayed"

@@ -15,7 +15,7 @@ from engine.analyze.model import InUse
 from engine.levers.base import precision_of
 from engine.schedule.dag import ReplayDag
 from engine.trace.segments import DTYPES, Kind, Klass
-from engine.trace.trace import ApiKind
+from engine.trace.trace import ApiKind, Trace
 
 #: kernels a compiler generated already fused: TorchInductor's Triton kernels
 #: (triton_poi_fused_…, triton_red_fused_…, triton_per_fused_…), other Triton kernels, and
@@ -39,23 +39,22 @@ def _reduced(name: str) -> bool:
     return p == "tf32" or (p is None and _REDUCED.search(name) is not None)
 
 
-def in_use(dag: ReplayDag) -> list[InUse]:
-    """Findings on the replayed window's device rows (kernels only)."""
-    kern = dag.d_live & (dag.d_kind == Kind.KERNEL)
-    total = float(dag.d_dur[kern].sum())
+def in_use(trace: Trace) -> list[InUse]:
+    """Findings on the whole trace's kernels (not only a replayed window's)."""
+    seg, host = trace.segments, trace.host
+    kern = seg.kind == Kind.KERNEL
+    dur = seg.duration_ns.astype(np.float64)
+    total = float(dur[kern].sum())
     if total <= 0:
         return []
     out: list[InUse] = []
     # CUDA graphs: kernels whose launch is a cudaGraphLaunch (or one of its nodes)
-    off, flat = dag.launch_lists()
-    graph_rows = np.flatnonzero(np.isin(dag.api, (ApiKind.GRAPH_LAUNCH, ApiKind.GRAPH_NODE)))
-    in_graph = np.zeros(len(dag.d_stream), bool)
-    for r in graph_rows.tolist():
-        in_graph[flat[off[r] : off[r + 1]]] = True
-    in_graph &= kern
+    graph_calls = np.isin(host.api, (ApiKind.GRAPH_LAUNCH, ApiKind.GRAPH_NODE))
+    corr = host.correlation[graph_calls]
+    in_graph = kern & np.isin(seg.correlation, corr[corr > 0])
     if in_graph.any():
-        launches = int((dag.api == ApiKind.GRAPH_LAUNCH).sum())
-        t = float(dag.d_dur[in_graph].sum())
+        launches = int((host.api == ApiKind.GRAPH_LAUNCH).sum())
+        t = float(dur[in_graph].sum())
         out.append(
             InUse(
                 what="cuda_graphs",
@@ -68,12 +67,15 @@ def in_use(dag: ReplayDag) -> list[InUse]:
                 levers=["cuda_graphs"],
             )
         )
-    # already fused (compiler-generated or fused by name)
-    names = dag.d_name
-    fused = already_fused(dag) & kern
+    # by name, once per distinct name
+    ids = np.unique(seg.name[kern])
+    names = [trace.names[int(i)] for i in ids.tolist()]
+    fused_ids = ids[np.fromiter(map(_fused, names), np.bool_, len(names))]
+    fused = kern & np.isin(seg.name, fused_ids)
     if fused.any():
-        t = float(dag.d_dur[fused].sum())
-        triton = sum(1 for i in np.flatnonzero(fused).tolist() if "triton" in names[i].lower())
+        t = float(dur[fused].sum())
+        triton_ids = ids[np.fromiter(("triton" in n.lower() for n in names), np.bool_, len(names))]
+        triton = int((fused & np.isin(seg.name, triton_ids)).sum())
         out.append(
             InUse(
                 what="fused_kernels",
@@ -87,16 +89,14 @@ def in_use(dag: ReplayDag) -> list[InUse]:
             )
         )
     # matmuls already in a reduced-precision type (kernel name or the op's input type)
-    mm = kern & np.isin(dag.d_klass, (Klass.GEMM, Klass.CONV, Klass.ATTENTION))
-    mm_t = float(dag.d_dur[mm].sum())
+    mm = kern & np.isin(seg.klass, (Klass.GEMM, Klass.CONV, Klass.ATTENTION))
+    mm_t = float(dur[mm].sum())
     if mm_t > 0:
-        dt = dag.d_dtype if dag.d_dtype is not None else np.zeros(len(names), np.uint8)
-        reduced = np.zeros(len(names), bool)
-        low = {DTYPES.index(t) for t in ("tf32", "bf16", "fp16", "fp8", "int8")}
-        for i in np.flatnonzero(mm).tolist():
-            reduced[i] = int(dt[i]) in low or _reduced(names[i])
+        low = [DTYPES.index(t) for t in ("tf32", "bf16", "fp16", "fp8", "int8")]
+        reduced_ids = ids[np.fromiter(map(_reduced, names), np.bool_, len(names))]
+        reduced = mm & (np.isin(seg.dtype, low) | np.isin(seg.name, reduced_ids))
         if reduced.any():
-            t = float(dag.d_dur[reduced].sum())
+            t = float(dur[reduced].sum())
             out.append(
                 InUse(
                     what="reduced_precision",

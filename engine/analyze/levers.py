@@ -123,7 +123,7 @@ def replay_levers(
     if base.makespan_ns <= 0:
         return LeverReport()
     fid = fidelity(dag, base)
-    used = in_use(dag)
+    used = in_use(trace)
     ob = observe(dag)
     obs = Observation(dag, base, [], hw, 1)
     # already-fused kernels are not fused again: the fusion levers see them as OTHER
