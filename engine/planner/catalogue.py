@@ -40,6 +40,11 @@ def _number(v: Any) -> float | None:
 MEMORY_TOLERANCE = 0.10
 
 
+#: device names that say the vendor but not the model (ROCm reports MI200s so): matched to an
+#: entry only together with the CU count the trace reports
+_GENERIC = re.compile(r"^AMD (Radeon Graphics|Instinct)$", re.IGNORECASE)
+
+
 def detect(devices: list[dict[str, Any]]) -> GpuPeaks | None:
     """Return the catalogue entry of a trace's first device, or None when it is not known.
 
@@ -53,6 +58,8 @@ def detect(devices: list[dict[str, Any]]) -> GpuPeaks | None:
     name = str(dev.get("name") or "")
     sms = _number(dev.get("numSms"))
     mem = _number(dev.get("totalGlobalMem"))
+    if _GENERIC.match(name.strip()) and not sms:
+        return None  # a name without a model ("AMD Radeon Graphics"): only the CU count tells
     cands = [g for g in catalogue() if re.search(g.match, name, re.IGNORECASE)]
     if sms:
         cands = [g for g in cands if g.sm_count == int(sms)]

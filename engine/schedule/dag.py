@@ -410,20 +410,21 @@ def _observed_waits(
     """(offsets, device rows, time after): what each blocking host call waited for, as the trace
     shows it. A sync (``ApiKind.SYNC``) waited for the rows that finished while it was blocked:
     per stream (only its own where the trace names it), the last row that ended between the
-    call's start and its return (``WAIT_SLACK_NS``); a ``cudaMemcpyAsync`` that lasted more than
-    twice a launch call and returned only once its copy had finished (a copy to pageable memory
-    blocks) waited for its copy. ``after``: the call's time from the last of those rows' end to
-    its return (what the replay adds after the wait)."""
+    call's start and its return (``WAIT_SLACK_NS``); a blocking ``cudaMemcpy`` waited for its
+    copy, and so did a ``cudaMemcpyAsync`` that lasted more than twice a launch call and
+    returned only once its copy had finished (a copy to pageable memory blocks). ``after``: the
+    call's time from the last of those rows' end to its return (what the replay adds after the
+    wait)."""
     n = len(h)
     dend = seg.end_ns
     hs, he = h.api_start_ns, h.api_end_ns
     pair_h: list[np.ndarray] = []
     pair_d: list[np.ndarray] = []
-    # blocking async copies: the one copy each launched
+    # blocking copies: the one copy each launched — a pageable cudaMemcpy always, an async
+    # one that lasted more than two launch calls and returned only once its copy had finished
     lens = np.fromiter(map(len, h_dev), np.int64, n)
-    cand = np.flatnonzero(
-        (h.api == ApiKind.MEMCPY_ASYNC) & (lens == 1) & ((he - hs) > 2 * call) & (call > 0)
-    )
+    slow_async = (h.api == ApiKind.MEMCPY_ASYNC) & ((he - hs) > 2 * call) & (call > 0)
+    cand = np.flatnonzero(((h.api == ApiKind.MEMCPY_SYNC) | slow_async) & (lens == 1))
     if len(cand):
         d = np.fromiter((h_dev[r][0] for r in cand.tolist()), np.int64, len(cand))
         blocked = (dend[d] <= he[cand] + WAIT_SLACK_NS) & (dend[d] >= hs[cand])
@@ -581,6 +582,13 @@ def schedule(dag: ReplayDag) -> Schedule:
         # and before any call launching a row its stream ran after it (a stream runs its rows
         # in order: one it ran before a launched row is queued before that row)
         np.minimum(anchor_at, _next_launch(dag, host_of)[anchored], out=anchor_at)
+        if dag.h_wait_off is not None and dag.h_wait is not None and len(dag.h_wait):
+            # and before a blocking call that waited for it (it finished while that call was
+            # blocked: it was queued before the call returned)
+            waiter = np.repeat(np.arange(n_h, dtype=np.int64), np.diff(dag.h_wait_off))
+            first_wait = np.full(n_d, n_h, np.int64)
+            np.minimum.at(first_wait, dag.h_wait, waiter)
+            np.minimum(anchor_at, first_wait[anchored], out=anchor_at)
         by = np.argsort(anchor_at, kind="stable")  # (observed order kept at one place)
         anchored, anchor_at = anchored[by], anchor_at[by]
     else:
@@ -617,6 +625,7 @@ def schedule(dag: ReplayDag) -> Schedule:
         np.asarray(w_off, i64),
         np.asarray(w_rows, i64),
         observed,
+        dag.d_start_obs.astype(f64) - dag.t0_ns + np.asarray(dag.d_dur, f64),
     )
     dev_end = float(np.nanmax(d_end)) if n_d else 0.0
     return Schedule(
@@ -698,15 +707,20 @@ def _enqueue(
     d_ready: np.ndarray,
     d_start: np.ndarray,
     d_end: np.ndarray,
+    takes_wait: bool = True,
 ) -> float:
     s = d_s[d]
     start = max(ready, stream_free[s]) + (d_delay[d] if d_live[d] else 0.0)
-    if pending[s] == pending[s]:  # waits recorded for this stream's next row (NaN: none)
+    if takes_wait and pending[s] == pending[s]:  # waits recorded for this stream's next row
         start = max(start, pending[s])
         pending[s] = np.nan
     p = d_after[d]
-    if d_live[d] and p >= 0 and d_end[p] == d_end[p] and d_end[p] > start:  # inferred wait
-        start = d_end[p]
+    if d_live[d] and p >= 0:  # an inferred wait
+        e = d_end[p]
+        if e != e and not d_live[p]:  # a row a lever removed: what its stream ran so far
+            e = stream_free[d_s[p]]
+        if e == e and e > start:
+            start = e
     end = start + (d_dur[d] if d_live[d] else 0.0)
     d_ready[d] = ready
     d_start[d] = start
@@ -743,6 +757,7 @@ def _replay(
     w_off: np.ndarray,
     w_rows: np.ndarray,
     observed: bool,
+    d_obs_end: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """``schedule_ref``'s loop over arrays. A wait's dependency is folded into ``pending`` of
     its stream at once (the recorded row has run by then, so its end is final); the next row
@@ -767,8 +782,8 @@ def _replay(
     for r in range(n_h):
         while ka < anchored.shape[0] and anchor_at[ka] <= r:
             d = anchored[ka]
-            _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free, stream_last, pending,
-                     d_ready, d_start, d_end)  # fmt: skip
+            _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free,
+                     stream_last, pending, d_ready, d_start, d_end, False)  # fmt: skip
             used[d_s[d]] = True
             ka += 1
         kind = api[r]
@@ -825,9 +840,10 @@ def _replay(
         if observed and w_off[r + 1] > w_off[r]:  # waits as observed, then the call's tail
             w = host_t
             for k in range(w_off[r], w_off[r + 1]):
-                e = d_end[w_rows[k]]
-                if e != e:  # a row a lever removed (never queued): what its stream ran so far
-                    e = stream_free[d_s[w_rows[k]]]
+                q = w_rows[k]
+                e = d_end[q]
+                if e != e:  # not queued: launched later (another thread) or removed
+                    e = d_obs_end[q] if d_live[q] else stream_free[d_s[q]]
                 if e > w:
                     w = e
             end = w + dur[r]
@@ -837,8 +853,8 @@ def _replay(
     # device rows no host row launched after the last host row: at their observed start
     while ka < anchored.shape[0]:
         d = anchored[ka]
-        _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free, stream_last, pending,
-                 d_ready, d_start, d_end)  # fmt: skip
+        _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free,
+                 stream_last, pending, d_ready, d_start, d_end, False)  # fmt: skip
         used[d_s[d]] = True
         ka += 1
     return d_ready, d_start, d_end, h_start, h_end, t_last
@@ -880,6 +896,7 @@ def _replay_py(
     w_off: np.ndarray,
     w_rows: np.ndarray,
     observed: bool,
+    d_obs_end: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """``_replay`` over Python lists (interpreted runs: numpy scalars are ~5x slower to index);
     the same operations in the same order, so the same floats."""
@@ -897,22 +914,27 @@ def _replay_py(
     hs, hraw, hev = h_s.tolist(), h_stream_raw.tolist(), h_ev.tolist()
     lo, fl = off.tolist(), flat.tolist()
     ths, wo, wr = thread.tolist(), w_off.tolist(), w_rows.tolist()
+    obs_end = d_obs_end.tolist()
     anch, a_ready, a_at = anchored.tolist(), anchor_ready.tolist(), anchor_at.tolist()
     clock = [0.0] * n_threads
 
     after, delay = d_after.tolist(), d_delay.tolist()
 
-    def enqueue(d: int, ready: float) -> float:
+    def enqueue(d: int, ready: float, takes_wait: bool = True) -> float:
         s = ds[d]
         dep = stream_free[s]
         start = (dep if dep > ready else ready) + (delay[d] if live[d] else 0.0)
         p = pending[s]
-        if p is not None:
+        if takes_wait and p is not None:
             start = p if p > start else start  # max(), as numba's: the second only when greater
             pending[s] = None
         q = after[d]
-        if live[d] and q >= 0 and d_end[q] == d_end[q] and d_end[q] > start:  # inferred wait
-            start = d_end[q]
+        if live[d] and q >= 0:  # an inferred wait
+            e = d_end[q]
+            if e != e and not live[q]:  # a row a lever removed: what its stream ran so far
+                e = stream_free[ds[q]]
+            if e == e and e > start:
+                start = e
         end = start + (dd[d] if live[d] else 0.0)
         d_ready[d], d_start[d], d_end[d] = ready, start, end
         stream_free[s] = end
@@ -925,7 +947,7 @@ def _replay_py(
     n_a = len(anch)
     for r, (kind, g, du) in enumerate(zip(api.tolist(), gap.tolist(), dur.tolist(), strict=True)):
         while ka < n_a and a_at[ka] <= r:
-            enqueue(anch[ka], a_ready[ka])
+            enqueue(anch[ka], a_ready[ka], False)
             ka += 1
         th = ths[r]
         host_t = clock[th] + g
@@ -976,9 +998,10 @@ def _replay_py(
         if observed and wo[r + 1] > wo[r]:
             w = host_t
             for k in range(wo[r], wo[r + 1]):
-                e = d_end[wr[k]]
-                if e != e:  # a row a lever removed (never queued): what its stream ran so far
-                    e = stream_free[ds[wr[k]]]
+                q = wr[k]
+                e = d_end[q]
+                if e != e:  # not queued: launched later (another thread) or removed
+                    e = obs_end[q] if live[q] else stream_free[ds[q]]
                 if e > w:
                     w = e
             end = w + du
@@ -987,7 +1010,7 @@ def _replay_py(
         if end > t_last:
             t_last = end
     while ka < n_a:
-        enqueue(anch[ka], a_ready[ka])
+        enqueue(anch[ka], a_ready[ka], False)
         ka += 1
     return (np.array(d_ready, np.float64), np.array(d_start, np.float64),
             np.array(d_end, np.float64), np.array(h_start, np.float64),

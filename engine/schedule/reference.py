@@ -29,7 +29,7 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
     clock: dict[int, float] = {}  # each host thread's clock
     observed = dag.h_wait_off is not None and dag.h_wait is not None
 
-    def enqueue(d: int, ready: float) -> float:
+    def enqueue(d: int, ready: float, takes_wait: bool = True) -> float:
         s = int(dag.d_stream[d])
         dep = stream_free.get(s, 0.0)
         live = bool(dag.d_live[d])
@@ -38,13 +38,19 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
         else:
             start = max(ready, dep) + 0.0
         # recorded event waits: after the delay (the delay is the gap the stream's own order
-        # and the launch left unexplained)
-        for w in wait_on.pop(s, []):
-            if not np.isnan(d_end[w]):
-                start = max(start, d_end[w])
+        # and the launch left unexplained); a row no call launched does not take them (it was
+        # queued at an unknown earlier time: its observed start is its anchor)
+        if takes_wait:
+            for w in wait_on.pop(s, []):
+                if not np.isnan(d_end[w]):
+                    start = max(start, d_end[w])
         p = -1 if dag.d_after is None else int(dag.d_after[d])
-        if live and p >= 0 and not np.isnan(d_end[p]) and d_end[p] > start:  # inferred wait
-            start = float(d_end[p])
+        if live and p >= 0:  # an inferred wait; on a removed row: what its stream ran so far
+            e = float(d_end[p])
+            if np.isnan(e) and not dag.d_live[p]:
+                e = stream_free.get(int(dag.d_stream[p]), 0.0)
+            if not np.isnan(e) and e > start:
+                start = e
         end = start + (dag.d_dur[d] if dag.d_live[d] else 0.0)
         d_ready[d], d_start[d], d_end[d] = ready, start, end
         stream_free[s] = end
@@ -73,6 +79,13 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
             ]
             if later:
                 at[i] = min(at[i], min(later))
+            # and before a blocking call that waited for it
+            if dag.h_wait_off is not None and dag.h_wait is not None:
+                for r in range(n_h):
+                    rows = dag.h_wait[dag.h_wait_off[r] : dag.h_wait_off[r + 1]].tolist()
+                    if d in rows:
+                        at[i] = min(at[i], r)
+                        break
         pairs = sorted(zip(at, range(len(anchored)), anchored, strict=True))
         at = [a for a, _, _ in pairs]
         anchored = [d for _, _, d in pairs]
@@ -83,7 +96,7 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
         while anchored and at[0] <= r:
             d = anchored.pop(0)
             at.pop(0)
-            enqueue(d, float(dag.d_start_obs[d]) - dag.t0_ns)
+            enqueue(d, float(dag.d_start_obs[d]) - dag.t0_ns, False)
         kind = int(dag.api[r])
         th = 0 if dag.h_thread is None else int(dag.h_thread[r])
         host_t = clock.get(th, 0.0) + dag.gap_ns[r]
@@ -128,19 +141,17 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
             if rows:
                 w = host_t
                 for d in rows:
-                    # a row a lever removed (never queued): what its stream ran so far
-                    e = (
-                        stream_free.get(int(dag.d_stream[d]), 0.0)
-                        if np.isnan(d_end[d])
-                        else float(d_end[d])
-                    )
+                    e = float(d_end[d])
+                    if np.isnan(e):  # not queued: launched later (another thread) or removed
+                        obs_end = float(dag.d_start_obs[d]) - dag.t0_ns + float(dag.d_dur[d])
+                        e = obs_end if dag.d_live[d] else stream_free.get(int(dag.d_stream[d]), 0.0)
                     w = max(w, e)
                 end = w + dag.dur_ns[r]
         h_end[r] = end
         clock[th] = end
         t_last = max(t_last, end)
     for d in anchored:
-        enqueue(d, float(dag.d_start_obs[d]) - dag.t0_ns)
+        enqueue(d, float(dag.d_start_obs[d]) - dag.t0_ns, False)
     dev_end = float(np.nanmax(d_end)) if n_d else 0.0
     return Schedule(
         makespan_ns=max(t_last, dev_end, dag.min_makespan_ns),

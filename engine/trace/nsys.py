@@ -20,6 +20,7 @@ so only one row per call is kept (see :func:`_one_row_per_call`).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from pathlib import Path
@@ -431,7 +432,10 @@ def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEven
     )
     corr, start, end = corr[keep], start[keep], end[keep]
     # the calling thread (globalTid: process and thread id in one integer), where exported
-    tid = _ints(d, "globalTid", n)[keep] if "globalTid" in d else np.zeros(len(corr), np.int64)
+    tid = np.zeros(len(corr), np.int64)  # (optional: one thread where it is not integers)
+    if "globalTid" in d:
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            tid = _ints(d, "globalTid", n)[keep]
     cache: dict[int, int] = {}
     api = np.zeros(len(corr), np.uint8)  # LAUNCH when the export has no nameId column
     twins = 0
