@@ -195,8 +195,7 @@ def _cannot(
     return _estimate(
         lv,
         "not_applicable" if status == "cannot" else "not_judged",
-        f"{reason}; the trace has {edit.rows:,} rows it would act on, but nothing is "
-        "predicted",
+        f"{reason}; the trace has {edit.rows:,} rows it would act on, but nothing is predicted",
         edit,
     )
 
