@@ -97,7 +97,10 @@ class RunLock:
         if self._fd is not None:
             return True
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # never through a link: a run.lock that is a symbolic link (which we never make) would
+        # have the holder's pid written into whatever it points at (OSError: ELOOP, and the
+        # caller leaves that run alone)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         if not _try_lock(fd):
             os.close(fd)
             return False

@@ -99,3 +99,19 @@ def test_the_reader_keeps_only_well_formed_decisions(tmp_path):
     path.write_text("\n".join(lines) + "\n" + '{"action": "appro')  # a torn last line
     got = [(d.action, d.iid, d.by) for d in CommandReader(run_path(rid)).poll()]
     assert got == [("approve", "I1", "a"), ("reject", "I2", "cli")]
+
+
+def test_recovery_never_writes_through_a_run_lock_that_is_a_link(tmp_path):
+    """Issue 36: a dead run whose run.lock is a symbolic link (the store never makes one) had
+    its holder's pid written into the link's target on recovery — any file the user can write.
+    The lock is opened without following links: recovery leaves that run alone and says why,
+    and the target is untouched."""
+    from engine.store.journal import recover
+
+    rid, _ = _run({"I1": [State.PROPOSED, State.APPROVED, State.APPLYING]})
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (run_path(rid) / "run.lock").symlink_to(victim)
+    found = [r for r in recover(runs_dir()) if r.run_dir.name == rid]
+    assert victim.read_text() == "precious\n"
+    assert found and found[0].error and "OSError" in found[0].error
