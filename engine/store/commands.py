@@ -21,6 +21,16 @@ class DecisionError(ValueError):
     """A decision that cannot be sent (one line for the user)."""
 
 
+#: the longest "by" (who decided) journaled and shown: a name, not a payload (anyone with the
+#: user's rights can append a 5 MB one to the commands file)
+MAX_BY = 80
+
+
+def bounded_by(by: str) -> str:
+    """``by`` cut to ``MAX_BY`` characters, saying it was cut."""
+    return by if len(by) <= MAX_BY else by[: MAX_BY - 1] + "…"
+
+
 @dataclass(frozen=True)
 class Decision:
     action: str
@@ -55,7 +65,7 @@ def send(run_id: str, action: str, iid: str, by: str) -> Path:
     why = decision_refused(action, iid, states[iid])
     if why is not None:
         raise DecisionError(why)
-    append_line(run_dir / COMMANDS, {"action": action, "id": iid, "by": by})
+    append_line(run_dir / COMMANDS, {"action": action, "id": iid, "by": bounded_by(by)})
     return run_dir
 
 
@@ -90,7 +100,8 @@ class CommandReader:
                 and len(c["id"]) <= 64
             ):
                 by = c.get("by")
-                out.append(Decision(c["action"], c["id"], by if isinstance(by, str) else "cli"))
+                who = bounded_by(by) if isinstance(by, str) else "cli"
+                out.append(Decision(c["action"], c["id"], who))
         return out
 
 

@@ -115,3 +115,15 @@ def test_recovery_never_writes_through_a_run_lock_that_is_a_link(tmp_path):
     found = [r for r in recover(runs_dir()) if r.run_dir.name == rid]
     assert victim.read_text() == "precious\n"
     assert found and found[0].error and "OSError" in found[0].error
+
+
+def test_a_decisions_author_is_bounded_where_it_is_read(tmp_path):
+    """Issue 36: the "by" of a decision line was unbounded (5 MB journaled and echoed three
+    times). Whoever wrote the line, what comes out is a name of at most MAX_BY characters."""
+    from engine.store.commands import MAX_BY, CommandReader
+
+    (tmp_path / "commands.jsonl").write_text(
+        json.dumps({"action": "approve", "id": "I1", "by": "x" * 5_000_000}) + "\n"
+    )
+    (d,) = CommandReader(tmp_path).poll()
+    assert d.iid == "I1" and len(d.by) == MAX_BY and d.by.endswith("…")
