@@ -12,7 +12,9 @@ analysed. ``progress(done, total, path)`` is called as each file finishes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from typing import Any
 
 from engine.analyze.remote import url_name
 from engine.analyze.run import FileOutcome, analyze_file, output_names
@@ -59,12 +61,7 @@ def analyze_on_cluster(
             )
             client = Client(local)
         else:
-            try:
-                client = Client(cluster, timeout="10s")
-            except (OSError, TimeoutError, ValueError) as e:  # ValueError: a malformed address
-                raise ConnectionError(
-                    f"cannot reach the Dask scheduler at {cluster}: {e}"
-                ) from None
+            client = _connect(Client, cluster)
         try:
             link = _dashboard_link(client) if dashboard is not None else None
             if link and dashboard is not None:
@@ -105,6 +102,37 @@ def analyze_on_cluster(
         if local is not None:
             local.close()
         restore()
+
+
+#: seconds to wait for a scheduler's first answer (connect and handshake): a listener that
+#: accepts and never answers kept `analyze --cluster` waiting forever (Dask's own connect
+#: timeout does not cover the handshake)
+CONNECT_S = 15.0
+
+
+def _connect(client_cls: Any, address: str) -> Any:
+    """A Client of the scheduler at ``address``, or ConnectionError (one line) when it cannot be
+    reached, or does not answer within ``CONNECT_S``. The attempt runs on a daemon thread, so
+    a scheduler that never answers cannot hold the process (nor its exit)."""
+    box: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            box["client"] = client_cls(address, timeout=f"{CONNECT_S:g}s")
+        except Exception as e:  # any failure to connect is said in one line
+            box["error"] = e
+
+    t = threading.Thread(target=attempt, name="gitm-dask-connect", daemon=True)
+    t.start()
+    t.join(CONNECT_S + 5.0)
+    if "client" in box:
+        return box["client"]
+    why = (
+        f"{type(box['error']).__name__}: {box['error']}"
+        if "error" in box
+        else f"no answer within {CONNECT_S + 5.0:g} s"
+    )
+    raise ConnectionError(f"cannot reach the Dask scheduler at {address}: {why}"[:400])
 
 
 def _terminate_cleanly() -> Callable[[], None]:

@@ -81,11 +81,11 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
     if ns.top < 1 or (ns.workers is not None and ns.workers < 1):
         raise UsageError("--top and --workers must be >= 1")
     if ns.cluster not in (None, "local") and not re.fullmatch(
-        r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/]+:\d+/?", ns.cluster
-    ):
+        r"(tcp|tls)://[^\s/]+:\d+/?", ns.cluster
+    ):  # (other Dask transports, e.g. ucx://, need packages this install does not have)
         raise UsageError(
-            f"--cluster {clean(ns.cluster, 80)!r}: expected 'local' or a scheduler's address "
-            "with its port, such as tcp://HOST:8786"
+            f"--cluster {clean(ns.cluster, 80)!r}: expected 'local' or a scheduler's tcp:// or "
+            "tls:// address with its port, such as tcp://HOST:8786"
         )
     if ns.ui:
         return analyze_ui(ns)
