@@ -13,7 +13,9 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from engine.text import clean
 from gitm_tui.commands import common
 from gitm_tui.commands.analyze import cmd_analyze
 from gitm_tui.commands.audit import cmd_audit
@@ -43,6 +45,11 @@ def _main(argv: Sequence[str]) -> ExitCode:
     ns = run_parser().parse_args(argv)
     config = run_config(ns)
     from engine.errors import BackendUnavailable
+    from engine.store.runs import runs_dir
+
+    # the run store first: a GITM_SCRATCH that is a file or cannot be written is said in one
+    # line (main: _store_refused) before any engine starts
+    runs_dir().mkdir(parents=True, exist_ok=True)
 
     try:
         if ns.no_ui:
@@ -78,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if write_refused(e):  # a full disk (an output, the run store, stdout): not a bug
             _write_refused_line(e)
             return int(ExitCode.INPUT)
+        store = _store_refused(e)
+        if store is not None:  # GITM_SCRATCH is a file, unwritable, …: the environment
+            error(store)
+            return int(ExitCode.INPUT)
         return int(_internal_error(e))  # a bug: one line here, the traceback in a file
     finally:
         if common.as_program:
@@ -91,6 +102,27 @@ def _ending() -> None:
     still freed and files closed as their references drop, atexit handlers still run; only
     garbage cycles are left to the process's end, which frees all its memory anyway."""
     gc.freeze()
+
+
+def _store_refused(e: BaseException) -> str | None:
+    """The one line for an OSError on the run store's own path (GITM_SCRATCH or the platform
+    default): a file where the folder should be, no permission, … — None for anything else."""
+    if not isinstance(e, OSError) or e.filename is None:
+        return None
+    from engine.store.runs import scratch_dir
+
+    store = scratch_dir()
+    try:
+        path = Path(os.fsdecode(e.filename))
+    except (TypeError, ValueError):
+        return None
+    if path != store and store not in path.parents:
+        return None
+    src = "GITM_SCRATCH" if os.environ.get("GITM_SCRATCH") else "the run store"
+    return clean(
+        f"{src} {store} cannot be used: {e.strerror or e} ({path}); set GITM_SCRATCH to a "
+        "writable directory"
+    )
 
 
 def _write_refused_line(e: BaseException) -> None:
