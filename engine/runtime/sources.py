@@ -90,17 +90,21 @@ def _analyze_file(path: Any) -> Any:
 def real_model(workload: str, device: str) -> Any:
     """The TorchJob of a built-in workload's real model (engine/workloads/models/); a
     CommandError (one line) when torch or the device is missing."""
+    from engine.errors import BackendUnavailable
     from engine.workloads.command import CommandError
 
     try:
         import torch
-    except ImportError:
-        raise CommandError(
-            f"--device {device} runs the real {workload} model: it needs PyTorch "
-            "(pip install 'gitm-tui[torch]')"
+    except ImportError:  # a missing backend library: exit 4 (README, Exit codes)
+        raise BackendUnavailable(
+            "torch",
+            f"runs the real {workload} model, which needs PyTorch, not installed here",
+            "pip install 'gitm-tui[torch]'",
         ) from None
     if device == "cuda" and not torch.cuda.is_available():
-        raise CommandError("--device cuda: torch sees no CUDA device here (use --device cpu)")
+        raise BackendUnavailable(
+            "torch", "torch sees no CUDA device here", "use --device cpu, or a CUDA build of torch"
+        )
     from engine.workloads.models import REAL_MODELS, job
 
     if workload not in REAL_MODELS:
