@@ -112,7 +112,12 @@ def chunks(path: Path, limits: ReadLimits, chunk: int) -> Iterator[bytes]:
                     )
                 yield block
             return
-        yield from _inflate(f, path, limits, chunk)
+        inflated = False
+        for out in _inflate(f, path, limits, chunk):
+            inflated = True
+            yield out
+        if not inflated:  # a valid gzip stream of nothing (``gzip < /dev/null``)
+            raise TraceImportError(path, "empty file: its gzip stream decompresses to nothing")
 
 
 def _inflate(f: BinaryIO, path: Path, limits: ReadLimits, chunk: int) -> Iterator[bytes]:

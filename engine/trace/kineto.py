@@ -5,7 +5,8 @@ scanner (json_scan) follows the top-level object to its own ``traceEvents`` arra
 event and keeps the GPU and runtime categories, its state carried from chunk to chunk so each
 byte is scanned once → a second numba pass parses each kept event strictly (it must be valid
 JSON) and reads the fields we use straight into arrays, ``ts``/``dur`` exactly into int64 ns
-(beyond ±2**62 ns an event is malformed: skipped and counted); only distinct kernel names
+(one missing, not a number, negative or beyond ±2**62 ns makes the event malformed: skipped
+and counted in the analysis notes); only distinct kernel names
 become Python strings. Memory stays in the tens of MB whatever the file size, and no
 per-event Python runs. What one file may make the reader do — element size, decompressed size,
 gzip ratio, nesting — is bounded by engine.trace.limits (GITM_MAX_* variables).
@@ -228,14 +229,16 @@ def _add(
     # names of device rows are kernels; of host rows, the runtime calls that give API kinds
     ints, ts, dur, occ, flops, ns, ne, esc, h = fields
     miss = js.MISSING
-    # no usable time: ts missing or not a number, or ts / dur beyond ±MAX_TIME_NS (an event
-    # without a dur is an instant, dur 0)
-    bad = (ts == js.NO_TIME) | (ts == js.OUT_OF_RANGE) | (dur == js.OUT_OF_RANGE)
+    # no usable time: ts or dur missing, not a number (null, a string, …) or beyond
+    # ±MAX_TIME_NS, or a negative dur. Every kept category is a complete event ("ph": "X",
+    # a span): one without a usable dur has no span, and read as an instant it was a kernel
+    # of 0 ns that nothing noted. (NO_TIME and OUT_OF_RANGE are negative: dur < 0 holds both)
+    bad = (ts == js.NO_TIME) | (ts == js.OUT_OF_RANGE) | (dur < 0)
     if bad.any():
         cols.malformed += int(bad.sum())
         cols.malformed_gpu += int(np.isin(codes[bad], _GPU_CATS).sum())
         cols.out_of_range += int(((ts == js.OUT_OF_RANGE) | (dur == js.OUT_OF_RANGE)).sum())
-    dur = np.where((dur == js.NO_TIME) | (dur < 0), 0, dur)
+    dur = np.where(bad, 0, dur)  # (the skipped rows' times are never read)
     corr = ints[:, js.F_CORR]
     host = np.isin(codes, _HOST_CATS) & ~bad & (corr != miss) & (corr >= 0)
     # (fields given: the Python twin read them, no kernel is compiled yet)
@@ -632,7 +635,7 @@ def read_kineto(
         try:
             for chunk in chunk_iter:
                 reader.feed(chunk)
-            del chunk  # (the last inflated chunk: 8 MiB not held through the build)
+                del chunk  # (each inflated chunk, the last too: 8 MiB not held through the build)
             reader.finish()
         except TraceImportError:
             while jobs:  # a block before the failing point may hold the first error: report it
@@ -778,7 +781,7 @@ def _build(
         raise TraceImportError(
             path,
             f"every GPU event ({cols.malformed_gpu:,}) is malformed: its ts or dur is missing, "
-            "not a number, or out of range (beyond ±2**62 ns, 146 years)",
+            "not a number, negative, or out of range (beyond ±2**62 ns, 146 years)",
         )
     if cols.mtia and not timed.any():  # MTIA rows, none of them device work we can time
         raise TraceImportError(

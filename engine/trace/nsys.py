@@ -106,6 +106,18 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
+def _text(v: Any) -> str | None:
+    """A value read where text was expected, as text. SQLite columns are not typed: a damaged
+    or forged export can hold a BLOB there (bytes, read as UTF-8 with U+FFFD for bad bytes, as
+    the connection reads text), a number (its digits) or NULL (None). Every text the importer
+    reads from the export goes through here, so no bytes reach a name, a regex or a report."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
 
@@ -123,11 +135,29 @@ def _fetch(con: sqlite3.Connection, table: str, wanted: list[str]) -> dict[str, 
     return {c: np.asarray(v, dtype=object) for c, v in zip(cols, data, strict=True)}
 
 
+def _int(v: Any, column: str) -> int:
+    """A value of an integer column as an int; ValueError naming the column when it holds
+    something else (a BLOB, text that is not a number: SQLite columns are not typed)."""
+    if isinstance(v, int):
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        what = f"a BLOB ({len(v)} bytes)" if isinstance(v, bytes) else f"{_text(v)!r:.40}"
+        raise ValueError(f"{column} holds {what} where an integer was expected") from None
+
+
 def _ints(d: dict[str, np.ndarray], key: str, n: int, default: int = 0) -> np.ndarray:
     if key not in d:
         return np.full(n, default, np.int64)
     v = d[key]
-    return np.array([default if x is None else int(x) for x in v], dtype=np.int64)
+    try:
+        return np.array([default if x is None else int(x) for x in v], dtype=np.int64)
+    except (TypeError, ValueError):
+        for x in v:  # (only once a value failed) the error that names the column
+            if x is not None:
+                _int(x, key)
+        raise
 
 
 def _rows(
@@ -176,7 +206,11 @@ def read_nsys(path: str | Path) -> Trace:
                 "SQLite file is not an Nsight Systems export (no CUPTI_ACTIVITY_KIND_* tables)",
             )
         strings = (
-            dict(con.execute("SELECT id, value FROM StringIds").fetchall())
+            {
+                i: t
+                for i, v in con.execute("SELECT id, value FROM StringIds").fetchall()
+                if (t := _text(v)) is not None
+            }
             if "StringIds" in tables
             else {}
         )
@@ -266,13 +300,14 @@ def _kernels(
         ],
     )
     n = len(d.get("start", ()))
-    name_ids = next((d[k] for k in ("demangledName", "name", "shortName") if k in d), None)
-    if name_ids is None:
+    col = next((k for k in ("demangledName", "name", "shortName") if k in d), None)
+    if col is None:
         name_idx = np.full(n, names.intern("<unnamed kernel>"), np.int32)
     else:
+        name_ids = d[col]
         name_idx = np.array(
             [
-                names.intern(strings.get(int(i), f"<string {i}>"))
+                names.intern(strings.get(_int(i, col), f"<string {i}>"))
                 if i is not None
                 else names.intern("<unnamed kernel>")
                 for i in name_ids
@@ -366,7 +401,7 @@ def _enum(
     if table not in tables or not {"id", "name"} <= _columns(con, table):
         return default
     return {
-        int(i): by_name.get(str(nm), "Unknown")
+        int(i): by_name.get(str(_text(nm)), "Unknown")
         for i, nm in con.execute(f"SELECT id, name FROM {table}").fetchall()
         if isinstance(i, int)
     }
@@ -379,7 +414,10 @@ def _syncs(con: sqlite3.Connection, names: NameTable, tables: set[str]) -> dict[
     if "ENUM_CUPTI_SYNC_TYPE" in tables:
         cols = _columns(con, "ENUM_CUPTI_SYNC_TYPE")
         if {"id", "label"} <= cols:
-            kinds = dict(con.execute("SELECT id, label FROM ENUM_CUPTI_SYNC_TYPE").fetchall())
+            kinds = {
+                i: _text(label)
+                for i, label in con.execute("SELECT id, label FROM ENUM_CUPTI_SYNC_TYPE")
+            }
     st = _ints(d, "syncType", n)
     name_idx = np.array(
         [names.intern(str(kinds.get(int(k), f"Sync {int(k)}"))) for k in st], np.int32
@@ -527,7 +565,7 @@ def _gpus(con: sqlite3.Connection) -> list[dict[str, Any]]:
         out.append(
             {
                 "id": g.get("id"),
-                "name": g.get("name"),
+                "name": _text(g.get("name")),
                 "numSms": g.get("smCount"),
                 "memoryBandwidth": g.get("memoryBandwidth"),
                 "clockRate": g.get("clockRate"),

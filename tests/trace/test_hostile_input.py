@@ -306,3 +306,126 @@ def test_both_readers_judge_the_gzip_ratio_at_the_same_points(tmp_path):
     with pytest.raises(TraceImportError, match="inflates more than"):
         kineto.read_kineto(path)
     assert json_twin.read(path, ReadLimits()) is None  # it declines: the compiled reader says why
+
+
+# -------------------------------------------------- issue 36: crashes and silent 0 ns kernels
+def _no_error(capsys, path: Path) -> dict:
+    """Analyse ``path`` alone: exit 0, nothing on stderr; return its analysis."""
+    code, analyses, err = _analyze(capsys, path)
+    assert code == 0 and err == [], (code, err)
+    return analyses[0]
+
+
+@pytest.mark.parametrize(
+    "name, members", [("empty.json.gz", 1), ("two.json.gz", 2), ("gz.json", 1)]
+)
+def test_an_empty_gzip_stream_is_one_error(tmp_path, capsys, name, members):
+    """A valid gzip stream that inflates to nothing (an UnboundLocalError, exit 1, before),
+    whatever the file is called and however many empty members it has, from either reader."""
+    import gzip
+
+    p = tmp_path / name
+    p.write_bytes(gzip.compress(b"", mtime=0) * members)
+    _one_error(capsys, p, "empty file", "gzip")
+    for interpreted in (False, True):
+        with pytest.raises(TraceImportError, match="empty file"):
+            kineto.read_kineto(p, interpreted=interpreted)
+
+
+def _bad_dur(d: Path, literal: str | None, every: bool = False) -> Path:
+    """The synthetic trace with the first kernel's ``dur`` (every kernel's when ``every``)
+    written as ``literal``, or left out when None."""
+    marker = -123456789  # replaced in the text, so the literal is written exactly as given
+    evs = hi.events()
+    for e in evs:
+        if e["cat"] == "kernel":
+            if literal is None:
+                del e["dur"]
+            else:
+                e["dur"] = marker
+            if not every:
+                break
+    text = json.dumps({"traceEvents": evs}).replace(str(marker), literal or "")
+    return hi.write(d / f"bad_dur{'_all' if every else ''}.json", text.encode())
+
+
+BAD_DURS = [None, "null", '"5"', '"five"', "-5", "-0.5", "true", "{}", "[1]"]
+
+
+@pytest.mark.parametrize("literal", BAD_DURS)
+def test_a_kernel_without_a_usable_dur_is_skipped_and_noted(tmp_path, capsys, literal):
+    """A kernel whose dur is missing, null, a string, negative or not a number has no span:
+    it is skipped and counted in the notes (before: a silent kernel of 0 ns, no note)."""
+    a = _no_error(capsys, _bad_dur(tmp_path, literal))
+    assert a["kernels"] == hi.KERNELS - 1
+    assert a["gpu_time_ns"] == (hi.KERNELS - 1) * NS_PER_KERNEL
+    assert any("1 malformed events were skipped" in n for n in a["notes"]), a["notes"]
+
+
+@pytest.mark.parametrize("literal", [None, '"5"', "-5"])
+def test_both_readers_skip_a_bad_dur_alike(tmp_path, literal):
+    """The compiled reader and its first-run twin (json_twin) drop and count the same row."""
+    p = _bad_dur(tmp_path, literal)
+    got = [kineto.read_kineto(p, interpreted=i) for i in (False, True)]
+    for t in got:
+        assert len(t.segments) == hi.KERNELS - 1
+        assert t.device_properties["malformed_events"] == 1
+        assert (t.segments.end_ns > t.segments.start_ns).all()
+    assert np.array_equal(got[0].segments.start_ns, got[1].segments.start_ns)
+
+
+@pytest.mark.parametrize("literal", [None, '"5"', "-5"])
+def test_when_no_gpu_event_has_a_usable_dur_the_error_says_so(tmp_path, capsys, literal):
+    line = _one_error(capsys, _bad_dur(tmp_path, literal, every=True), "malformed")
+    assert "CPU-only" not in line and "negative" in line
+
+
+def _nsys_with(d: Path, *sql: str) -> Path:
+    """A copy of the shipped Nsight export with ``sql`` run on it."""
+    import sqlite3
+
+    p = d / "hostile.sqlite"
+    shutil.copyfile(hi.NSYS, p)
+    con = sqlite3.connect(p)
+    for s in sql:
+        con.execute(s)
+    con.commit()
+    con.close()
+    return p
+
+
+_FIRST_KERNEL_NAME = "SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid LIMIT 1"
+
+
+def test_nsys_strings_stored_as_blobs_read_as_text(tmp_path, capsys):
+    """Every StringIds value a BLOB of the same UTF-8 bytes (a TypeError, exit 1, before):
+    SQLite columns are not typed, so the names read as text and the analysis is the same."""
+    code, ref, _ = _analyze(capsys, hi.NSYS)
+    assert code == 0
+    p = _nsys_with(tmp_path, "UPDATE StringIds SET value = CAST(value AS BLOB)")
+    _same(_no_error(capsys, p), ref[0])
+
+
+def test_nsys_blob_that_is_not_utf8_reads_with_replacement_characters(tmp_path, capsys):
+    """A kernel name, an enum name and a sync label that are BLOBs of bytes that are not
+    UTF-8, and a GPU name that is one: read with U+FFFD, as text that is not UTF-8 is."""
+    p = _nsys_with(
+        tmp_path,
+        f"UPDATE StringIds SET value = X'6b65726e656cff' WHERE id = ({_FIRST_KERNEL_NAME})",
+        "UPDATE ENUM_CUDA_MEMCPY_OPER SET name = X'ff'",
+        "UPDATE ENUM_CUPTI_SYNC_TYPE SET label = X'41ff42'",
+        "UPDATE TARGET_INFO_GPU SET name = X'41ff42'",
+    )
+    a = _no_error(capsys, p)
+    assert a["hardware"]["reported_name"] == "A\ufffdB"
+    names = read_nsys(p).names.names()
+    assert "kernel\ufffd" in names and all(isinstance(n, str) for n in names)
+
+
+@pytest.mark.parametrize("column", ["demangledName", "start", "streamId"])
+def test_nsys_blob_in_an_integer_column_is_one_error(tmp_path, capsys, column):
+    p = _nsys_with(
+        tmp_path, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {column} = X'00ff' WHERE rowid = 1"
+    )
+    line = _one_error(capsys, p, "corrupt Nsight export", column, "BLOB (2 bytes)")
+    assert "b'" not in line  # no Python bytes literal
