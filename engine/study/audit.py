@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine.eesm.pipeline import EesmModel, Variant, decode
 from engine.study import interventions as ops
@@ -98,11 +98,16 @@ class GeometryRow(_M):
     accuracy_m_deg: float | None = None
 
 
+#: the most seeds an audit runs (and a ledger may ask a verification to run): a ledger is input,
+#: and `seeds: 10**9` had --verify working for hours
+MAX_SEEDS = 100
+
+
 class AuditLedger(_M):
     ledger_version: int
     created: str
     corpus_spec: list[str]  # "calibrated" or trace paths, as given
-    seeds: int
+    seeds: int = Field(ge=1, le=MAX_SEEDS)
     operators: dict[str, dict[str, float]]
     corpus: list[CorpusItem]
     results: list[InterventionRow]

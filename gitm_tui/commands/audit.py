@@ -16,7 +16,7 @@ LEDGER_NAME = "audit_ledger.json"
 
 def cmd_audit(argv: Sequence[str]) -> ExitCode:
     """EESM audit: do-operators × pipeline variants → a ledger; --verify re-runs one."""
-    from engine.study.audit import read_ledger, run_audit, verify, write_ledger
+    from engine.study.audit import MAX_SEEDS, read_ledger, run_audit, verify, write_ledger
 
     p = Parser(
         prog=f"{PROG} audit",
@@ -68,7 +68,13 @@ def cmd_audit(argv: Sequence[str]) -> ExitCode:
         except (OSError, ValueError) as e:
             error(f"{ns.verify}: not a readable audit ledger ({first_line(e)})")
             return ExitCode.INPUT
-        diffs = verify(ledger)
+        from engine.trace.errors import TraceImportError
+
+        try:
+            diffs = verify(ledger)
+        except (TraceImportError, OSError) as e:  # the ledger names a corpus we cannot read
+            error(f"{ns.verify}: its corpus cannot be read: {first_line(e)}")
+            return ExitCode.INPUT
         if diffs:
             say(
                 f"{ns.verify}: REJECTED — {len(diffs)} value(s) differ from a fresh run; "
@@ -79,8 +85,8 @@ def cmd_audit(argv: Sequence[str]) -> ExitCode:
             return ExitCode.INPUT
         say(f"{ns.verify}: verified — a fresh run reproduces every value")
         return ExitCode.OK
-    if ns.seeds < 1:
-        raise UsageError("--seeds must be >= 1")
+    if not 1 <= ns.seeds <= MAX_SEEDS:
+        raise UsageError(f"--seeds must be between 1 and {MAX_SEEDS}")
     spec = ([ns.corpus] if ns.corpus else []) + list(ns.traces)
     if ns.corpus not in (None, "calibrated"):
         raise UsageError(f"unknown corpus {ns.corpus!r}: 'calibrated', or give trace paths")

@@ -147,3 +147,29 @@ async def test_audit_screen_shows_the_ledger(tmp_path):
         header = str(app.query_one("#audit-header").render())
         assert "SYNTHETIC" in header
         await pilot.press("q")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"corpus_spec": ["/etc/passwd"]},  # not a trace
+        {"corpus_spec": ["/dev/null"]},  # a device, not a file
+        {"seeds": 10**400},  # more than any int type
+        {"seeds": 10**9},  # hours of work asked by a file
+        {"seeds": -3},
+    ],
+    ids=["passwd", "device", "seeds-10e400", "seeds-10e9", "seeds-negative"],
+)
+def test_a_hostile_ledger_is_one_line_and_exit_3(tmp_path, capsys, change):
+    """Issue 36: a ledger is input. Its corpus must be readable traces (or 'calibrated') and its
+    seeds within MAX_SEEDS — checked before any work; each case was a crash (exit 1) or a run
+    that did not end."""
+    from gitm_tui.cli import main
+
+    led = json.loads(run_audit(["calibrated"], seeds=1).model_dump_json())
+    led.update(change)
+    path = tmp_path / "ledger.json"
+    path.write_text(json.dumps(led))
+    rc = main(["audit", "--verify", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 3 and len(err) == 1 and err[0].startswith("gitm-tui: error:"), err
