@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import signal
 import sys
-from typing import TextIO
+import threading
+from collections.abc import Callable
+from typing import Protocol, TextIO
 
 from engine.runtime import Engine, RunConfig
 from engine.runtime.budget import format_seconds
@@ -23,17 +26,26 @@ from engine.runtime.events import (
 from engine.text import clean
 from gitm_tui.exit_codes import ExitCode
 
+
+class Writes(Protocol):
+    """What the runner writes lines to (a stream, or ``_Stream``)."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 #: the most characters of one narration line (a note may quote a program's whole output)
 _LINE_CHARS = 8192
 
 
-def _say(text: str, err: TextIO) -> None:
+def _say(text: str, err: Writes) -> None:
     """Write one narration line, cleaned (engine.text.clean): notes and log messages quote a
     program's output and trace names, which must not put an escape sequence on the terminal."""
     print(clean(text, _LINE_CHARS), file=err)
 
 
-def _narrate(ev: Event, err: TextIO) -> None:
+def _narrate(ev: Event, err: Writes) -> None:
     """Write the human line for an event (only the ones a person wants to read)."""
     if isinstance(ev, RunStarted):
         where = f"{ev.device.upper()} (no GPU used)" if ev.simulated else ev.device
@@ -77,6 +89,65 @@ def _narrate(ev: Event, err: TextIO) -> None:
             )
 
 
+#: seconds the end of a run waits for stdout's and stderr's readers to take the last lines
+DRAIN_S = 60.0
+
+
+class _Lines:
+    """Every line the runner writes, written by one thread in order: a reader that stalls
+    (``gitm-tui --no-ui | (sleep 40; cat)``: a full pipe blocks the write) never stalls the run,
+    whose measurements would count the wait. The run's end waits for the readers (``drain``),
+    so no line is lost unless they stall past ``DRAIN_S``."""
+
+    def __init__(self, on_broken_out: Callable[[], None]) -> None:
+        self.q: queue.SimpleQueue[tuple[TextIO, str] | None] = queue.SimpleQueue()
+        self.broken: set[int] = set()
+        self.on_broken_out = on_broken_out
+        self.out: TextIO | None = None
+        self.t = threading.Thread(target=self._run, name="gitm-lines", daemon=True)
+        self.t.start()
+
+    def stream(self, real: TextIO, is_out: bool = False) -> _Stream:
+        if is_out:
+            self.out = real
+        return _Stream(self, real)
+
+    def _run(self) -> None:
+        while (item := self.q.get()) is not None:
+            real, text = item
+            if id(real) in self.broken:
+                continue
+            try:
+                real.write(text)
+                real.flush()
+            except BrokenPipeError:  # the reader went away (| head): finish quietly
+                self.broken.add(id(real))
+                if real is self.out:
+                    self.on_broken_out()
+            except (OSError, ValueError):  # closed or failing: nothing more to write there
+                self.broken.add(id(real))
+
+    def drain(self) -> bool:
+        """Wait for every line to be written (at most ``DRAIN_S``); False if a reader stalled."""
+        self.q.put(None)
+        self.t.join(DRAIN_S)
+        return not self.t.is_alive()
+
+
+class _Stream:
+    """A text stream whose writes go to ``_Lines`` (never block the caller)."""
+
+    def __init__(self, lines: _Lines, real: TextIO) -> None:
+        self.lines, self.real = lines, real
+
+    def write(self, text: str) -> int:
+        self.lines.q.put((self.real, text))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 async def run_headless(
     config: RunConfig, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> ExitCode:
@@ -85,6 +156,13 @@ async def run_headless(
     sub = engine.bus.subscribe()
     loop = asyncio.get_running_loop()
     interrupted = False
+
+    def stop_soon() -> None:  # (from the writer thread: the loop runs engine.stop)
+        loop.call_soon_threadsafe(engine.stop)
+
+    lines = _Lines(stop_soon)
+    real_err = err
+    out_s, err_s = lines.stream(out, is_out=True), lines.stream(err)
 
     def on_signal() -> None:
         nonlocal interrupted
@@ -96,17 +174,14 @@ async def run_headless(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
     task = asyncio.ensure_future(engine.run())
-    prompter = _Prompter(engine, err) if config.approve == "manual" and sys.stdin.isatty() else None
+    prompter = (
+        _Prompter(engine, err_s) if config.approve == "manual" and sys.stdin.isatty() else None
+    )
     final: RunFinished | None = None
     try:
         async for ev in sub:
-            try:
-                out.write(json.dumps(ev.to_json(), separators=(",", ":")) + "\n")
-                out.flush()
-            except BrokenPipeError:  # reader went away (| head): finish quietly
-                engine.stop()
-                out = open("/dev/null", "w")  # noqa: SIM115 - lives until the process exits
-            _narrate(ev, err)
+            out_s.write(json.dumps(ev.to_json(), separators=(",", ":")) + "\n")
+            _narrate(ev, err_s)
             if isinstance(ev, InterventionUpdate) and ev.state == "PROPOSED":
                 if prompter is not None:
                     prompter.ask(ev)
@@ -114,7 +189,7 @@ async def run_headless(
                     _say(
                         f"gitm-tui: to decide: gitm-tui approve {engine.run_id} {ev.id} "
                         f"(or reject) from another terminal",
-                        err,
+                        err_s,
                     )
             if isinstance(ev, RunFinished):
                 final = ev
@@ -123,6 +198,13 @@ async def run_headless(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
+        if not await asyncio.to_thread(lines.drain):  # (the run is over: its output goes out)
+            with contextlib.suppress(OSError, ValueError):
+                print(
+                    f"gitm-tui: a reader of the output took no lines for {DRAIN_S:g} s after "
+                    "the run ended; the rest is in the run store's journal",
+                    file=real_err,
+                )
     if prompter is not None:
         prompter.close()
     if final is None or final.status == "failed":
@@ -138,7 +220,7 @@ class _Prompter:
     """``manual`` on a terminal: ask y/n for each proposal, one at a time, in a thread (the
     engine keeps running while the question waits)."""
 
-    def __init__(self, engine: Engine, err: TextIO) -> None:
+    def __init__(self, engine: Engine, err: Writes) -> None:
         import queue
         import threading
 
