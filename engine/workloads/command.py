@@ -9,16 +9,20 @@ user declares — environment variables or command-line arguments::
         --check 'checksum=42' -- python job.py --n 512
 
 The first value of each lever is the baseline. A measurement fails — and the trial is rolled
-back — when the program exits non-zero, times out, prints no metric, or (with ``--check``)
-does not print the check pattern. Output (stdout and stderr together) is read line by line as
-it streams: the metric is the last match in any line, a pattern never spans lines, and only the
-last few hundred characters are kept. Every run ends by the run's budget at the latest, and a
+back — when the program exits non-zero, times out, prints no metric or one that is not a finite
+positive number (nan, inf, 0: no ratio can be taken, so never a gain), or (with ``--check``)
+does not print the check pattern. A ``--metric`` or ``--check`` pattern that can backtrack
+without bound (a repeat around a repeat or an alternation) is refused before anything runs.
+Output (stdout and stderr together) is read line by line as it streams: the metric is the last
+match in any line, a pattern never spans lines, and only the last few hundred characters are
+kept. Every run ends by the run's budget at the latest, and a
 stop (SIGINT/SIGTERM, the dashboard quitting) ends the running program's process group.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import signal
@@ -33,6 +37,68 @@ from typing import Any, Literal
 
 class CommandError(ValueError):
     """A bad command-workload definition (one line for the user)."""
+
+
+def _backtracks(pattern: str) -> bool:
+    """Whether ``pattern`` has an unbounded repeat around a part that can match the same text in
+    more than one way: another repeat (``(a+)+``, ``(\\w+\\s?)*``) or an alternation
+    (``(a|aa)+``). Python's ``re`` tries every split of such a line — 2^n steps on n characters,
+    minutes on one 34-character line — and holds the GIL while it does, so no thread, timer or
+    signal can stop it; a pattern of this shape is refused before the program runs. Possessive
+    repeats (``a++``) and atomic groups (``(?>…)``) do not backtrack and are allowed inside."""
+    import re._parser as sre
+    from re._constants import MAXREPEAT
+
+    def parts(name: str, av: Any) -> list[Any]:  # the sub-patterns of one parsed item
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            return [av[2]]
+        if name == "BRANCH":
+            return list(av[1])
+        if name == "SUBPATTERN":
+            return [av[3]]
+        if name in ("ASSERT", "ASSERT_NOT"):
+            return [av[1]]
+        if name == "ATOMIC_GROUP":
+            return [av]
+        if name == "GROUPREF_EXISTS":
+            return [b for b in av[1:] if b]
+        return []
+
+    def ambiguous(items: Any) -> bool:  # can match one text in several ways (atomic parts not)
+        for op, av in items:
+            name = str(op)
+            if name == "BRANCH" or (name in ("MAX_REPEAT", "MIN_REPEAT") and av[1] > 1):
+                return True
+            if name not in ("POSSESSIVE_REPEAT", "ATOMIC_GROUP") and any(
+                ambiguous(p) for p in parts(name, av)
+            ):
+                return True
+        return False
+
+    def walk(items: Any) -> bool:
+        for op, av in items:
+            name = str(op)
+            unbounded = name.endswith("_REPEAT") and av[1] == MAXREPEAT
+            if (unbounded and ambiguous(av[2])) or any(walk(p) for p in parts(name, av)):
+                return True
+        return False
+
+    return walk(sre.parse(pattern).data)
+
+
+def _compile(flag: str, pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled, or CommandError (one line) when it is not a regex or backtracks."""
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise CommandError(f"bad {flag} {pattern!r}: {e}") from None
+    if _backtracks(pattern):
+        raise CommandError(
+            f"bad {flag} {pattern!r}: a repeat around a repeat or an alternation can backtrack "
+            "for hours on one line of output; write it without the nesting, or make the inner "
+            "part possessive (a++) or atomic ((?>…))"
+        )
+    return rx
 
 
 @dataclass(frozen=True)
@@ -74,19 +140,13 @@ class CommandSpec:
     def __post_init__(self) -> None:
         if not self.argv:
             raise CommandError("--workload command needs the program after '--'")
-        try:
-            rx = re.compile(self.metric)
-        except re.error as e:
-            raise CommandError(f"bad --metric {self.metric!r}: {e}") from None
+        rx = _compile("--metric", self.metric)
         if rx.groups != 1:
             raise CommandError(
                 f"bad --metric {self.metric!r}: it needs exactly one (group) around the number"
             )
         if self.check is not None:
-            try:
-                re.compile(self.check)
-            except re.error as e:
-                raise CommandError(f"bad --check {self.check!r}: {e}") from None
+            _compile("--check", self.check)
         names = [lv.name for lv in self.levers]
         if len(set(names)) != len(names):
             raise CommandError("lever names must be unique")
@@ -353,6 +413,15 @@ class CommandWorkload:
             v = float(scan.last)
         except ValueError:
             return CommandRun(None, wall, False, f"metric {scan.last!r} is not a number", tail, log)
+        if not (math.isfinite(v) and v > 0):  # nan, inf, 0, negative: no ratio, never a gain
+            return CommandRun(
+                None,
+                wall,
+                False,
+                f"metric {scan.last!r} is not a finite positive number (a failed measurement)",
+                tail,
+                log,
+            )
         if self._check is not None and not scan.checked:
             return CommandRun(
                 v, wall, False, f"check pattern {self.spec.check!r} not in the output", tail, log
