@@ -43,7 +43,7 @@ from engine.runtime.events import (
     RunFinished,
     TelemetryEvent,
 )
-from engine.runtime.phases import OptimizePhases, recover_earlier_runs
+from engine.runtime.phases import OptimizePhases, end_early, recover_earlier_runs
 from engine.runtime.stream import DecodedStream
 from engine.runtime.warmup import in_daemon_thread
 from engine.store.runs import RunLock, new_run_id, run_path
@@ -277,6 +277,8 @@ class Engine:
                 self._warm.cancel()
             if phases.opt is not None:
                 status, report = phases.end_journal(status, report)
+            elif cfg.optimize and self.backend is None:  # cut short before the loop began
+                report = end_early(self, status)
             for sink in self._sinks:
                 sink.close()
             await sources.mirror(self)

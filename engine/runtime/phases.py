@@ -468,6 +468,44 @@ class OptimizePhases:
         return status, report
 
 
+def end_early(eng: Engine, status: str) -> str:
+    """A run cut short before its optimize loop began (Ctrl-C in its first seconds): still a
+    journal that says how it ended and a report that says nothing was measured or applied (a
+    stop must never leave an unmarked folder). Returns the report's path ('' if it could not
+    be written: said in the log)."""
+    from engine.optimizer.report import rewrite_recovered
+
+    cfg = eng.config
+    try:
+        journal = Journal(eng.run_dir / "journal.jsonl")
+        journal.append(
+            {
+                "type": "run_started",
+                "run_id": eng.run_id,
+                "workload": cfg.workload,
+                "budget_s": cfg.budget_s,
+                "target": cfg.target,
+                "approve": cfg.approve,
+                "seed": cfg.seed,
+                "device": eng.device_label,
+                "simulated": eng.workload is not None and eng.backend is None,
+                "traced": False,
+            }
+        )
+        journal.append(
+            {
+                "type": "run_finished",
+                "status": status,
+                "note": "ended before the optimize loop began: nothing measured or applied",
+            }
+        )
+        journal.close()
+        return str(rewrite_recovered(eng.run_dir, [], cut_short=status))
+    except Exception as e:  # the run store cannot be written: say so, keep the status
+        eng.log("error", f"the run's journal or report could not be written ({e!r})")
+        return ""
+
+
 async def recover_earlier_runs(eng: Engine) -> None:
     """Put back every dead run of this run store (DESIGN §6) and say what was done."""
     from engine.optimizer.report import rewrite_recovered

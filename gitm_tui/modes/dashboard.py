@@ -4,7 +4,9 @@ one engine run (``gitm-tui``). The screen drives the engine and shows its events
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import signal
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -94,6 +96,9 @@ class DashboardScreen(Screen[None]):
         Binding("f", "finish", "Finish apply"),
         Binding("q", "quit_run", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
+        # Ctrl-C stops the run as headless does (stopped, report, exit 130), not Textual's
+        # "press ctrl+q" notice
+        Binding("ctrl+c", "interrupt", "Stop", show=False, priority=True),
     ]
 
     #: the run's phase (starting, warmup, profile … report, paused, done): the keys on offer
@@ -117,6 +122,7 @@ class DashboardScreen(Screen[None]):
         self._strips: dict[int, RegimeStrip] = {}
         self.run_id = ""
         self.finished: RunFinished | None = None
+        self._stopping = False
         #: the run failed because the file system refused a write (disk full, read-only):
         #: the user's environment, not a bug — run_dashboard re-raises it for its one line
         self.write_error: OSError | None = None
@@ -152,6 +158,33 @@ class DashboardScreen(Screen[None]):
     def on_mount(self) -> None:
         self.consume_events()
         self.drive_engine()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # as headless: stop, report, exit 130
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self.action_interrupt)
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
+
+    #: seconds a stopped run has to write its report before the dashboard exits anyway
+    STOP_GRACE_S = 20.0
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C, SIGTERM, SIGHUP: stop the run, let it journal and write its report, then
+        exit 130 (the terminal restored as on any exit). Again while stopping: exit now."""
+        if self._stopping:
+            self.app.exit(int(ExitCode.INTERRUPTED))
+            return
+        self._stopping = True
+        self.engine.stop()
+        self._log_line("stopping: the run journals and writes its report, then exits", "bold")
+        if self.finished is not None:  # the run had ended already
+            self.app.exit(int(ExitCode.INTERRUPTED))
+        else:
+            self.set_timer(self.STOP_GRACE_S, lambda: self.app.exit(int(ExitCode.INTERRUPTED)))
 
     # ---------------------------------------------------------------- workers
     @work(group="engine", exit_on_error=False, name="engine run")
@@ -323,7 +356,9 @@ class DashboardScreen(Screen[None]):
                 timeout=30,
             )
             self.query_one("#loop", TabbedContent).active = "tab-log"
-        if self.settings.quit_when_done:
+        if self._stopping:  # stopped by Ctrl-C or a signal: the report is written
+            self.app.exit(int(ExitCode.INTERRUPTED))
+        elif self.settings.quit_when_done:
             self.app.exit(int(self._exit_code()))
 
     def _exit_code(self) -> ExitCode:

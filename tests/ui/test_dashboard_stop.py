@@ -1,0 +1,40 @@
+"""Ctrl-C and SIGTERM/SIGHUP stop a dashboard run as headless does (issue 36): the run stops,
+journals, writes its report, and the app exits 130 (Textual then restores the terminal)."""
+
+from __future__ import annotations
+
+from engine.runtime import Engine, RunConfig
+from engine.store.journal import read
+from gitm_tui.app import Settings, make_app
+
+
+async def _stopped(tmp_path, monkeypatch, how: str) -> None:
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    eng = Engine(RunConfig(workload="kitti", budget_s=60, tick_s=0.05))
+    app = make_app(Settings(), eng)
+    async with app.run_test(size=(120, 36)) as pilot:
+        for _ in range(100):  # until the run has started (a bound for the test only)
+            await pilot.pause(0.05)
+            if app.dashboard.run_id:
+                break
+        if how == "key":
+            await pilot.press("ctrl+c")
+        else:  # what the SIGTERM / SIGHUP handler calls
+            app.dashboard.action_interrupt()
+        for _ in range(400):
+            await pilot.pause(0.05)
+            if app.return_value is not None:
+                break
+    assert app.return_value == 130  # what run() returns: the exit code (run_dashboard)
+    (journal,) = (tmp_path / "runs").glob("*/journal.jsonl")
+    finished = [r for r in read(journal) if r.get("type") == "run_finished"]
+    assert finished and finished[-1]["status"] == "stopped"
+    assert (journal.parent / "report.md").exists()
+
+
+async def test_ctrl_c_stops_the_run_with_a_report_and_exit_130(tmp_path, monkeypatch):
+    await _stopped(tmp_path, monkeypatch, "key")
+
+
+async def test_a_termination_signal_stops_the_run_with_a_report_and_exit_130(tmp_path, monkeypatch):
+    await _stopped(tmp_path, monkeypatch, "signal")
