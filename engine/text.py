@@ -108,3 +108,17 @@ def map_strings(data: Any, fn: Callable[[str], str]) -> Any:
     if isinstance(data, list | tuple):
         return type(data)(map_strings(x, fn) for x in data)
     return data
+
+
+#: characters that make outside text active in Markdown (CommonMark/GFM) or HTML: a tag or an
+#: autolink (``<``, ``>``), a link or an image — a remote fetch when the report is rendered —
+#: (``[``, ``]``), a table cell's end (``|``), a code span (a backtick), and the escape itself.
+#: Escaped with a backslash by :func:`md_escape`; the rest (emphasis, parentheses) is left as
+#: written: it cannot fetch or run anything, and a raw report stays readable
+_MD_SPECIAL = re.compile(r"([\\`\[\]<>|])")
+
+
+def md_escape(text: str) -> str:
+    """Outside text (already :func:`clean`-ed) as Markdown prose or a table cell: every markup
+    character backslash-escaped (a ``<script>`` stays text, ``![x](url)`` is no image)."""
+    return _MD_SPECIAL.sub(r"\\\1", text)

@@ -83,3 +83,15 @@ def test_limit_is_a_bound(s, limit):
     out = clean(s, limit)
     assert len(out) <= limit
     assert out == clean(s) or out.endswith("…")
+
+
+def test_outside_text_in_markdown_is_never_markup():
+    """Issue 36: a device name or $USER holding ``<script>`` or an image link reached report.md
+    raw — rendered, the image is fetched from its server. md_escape leaves such text text."""
+    from engine.text import md_escape
+
+    hostile = "<script>alert(1)</script> ![x](http://evil.example/p.png) [a](b) a|b `c`"
+    out = md_escape(hostile)
+    # every markup character is escaped (preceded by a backslash that is not itself escaped)
+    assert re.findall(r"(?<!\\)[<>\[\]|`]", out) == []
+    assert out.replace("\\", "") == hostile  # the reader still sees what was written

@@ -12,7 +12,7 @@ from engine.analyze.compute import AnalysisResult
 from engine.analyze.model import Analysis
 from engine.regimes import Label, Regime
 from engine.store.runs import atomic_write_text
-from engine.text import clean, escape_json_text, map_strings, valid_unicode
+from engine.text import clean, escape_json_text, map_strings, md_escape, valid_unicode
 from engine.trace.evidence import Tier, tiers
 
 #: Chrome-trace reserved colour names per regime (ui.perfetto.dev and chrome://tracing honour them)
@@ -185,8 +185,9 @@ def md_code(name: str, width: int = 80) -> str:
 
 
 def md_text(text: str) -> str:
-    """Outside text as prose on one Markdown line or in a table cell: cleaned, pipes escaped."""
-    return clean(text, _REPORT_CHARS).replace("|", "\\|")
+    """Outside text as prose on one Markdown line or in a table cell: cleaned, its markup
+    characters escaped (engine.text.md_escape)."""
+    return md_escape(clean(text, _REPORT_CHARS))
 
 
 def _ms(ns: float) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.store.journal import read
 from engine.store.runs import atomic_write_text
-from engine.text import clean, map_strings
+from engine.text import clean, map_strings, md_escape
 
 #: the most characters of one string in report.md (a note holds a program's output, a lever
 #: name the user's flag): about one screen of text
@@ -33,8 +33,10 @@ def _clean(text: str) -> str:
 
 
 def _cell(x: Any) -> str:
-    """A cleaned value in a Markdown table cell: its pipes escaped."""
-    return str(x).replace("|", "\\|")
+    """A cleaned value in Markdown prose or a table cell: its markup characters escaped
+    (engine.text.md_escape: a device name or $USER holding ``<script>`` or an image link stays
+    text)."""
+    return md_escape(str(x))
 
 
 def _code(x: Any) -> str:
@@ -122,7 +124,7 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
     else:
         where = " (a real process, measured for real" + ("; no device trace)" if black_box else ")")
     lines.append(
-        f"Run `{p.get('run_id', '?')}` on **{p.get('device', '?')}**"
+        f"Run `{_code(p.get('run_id', '?'))}` on **{_cell(p.get('device', '?'))}**"
         + where
         + f", budget {p.get('budget_s', 0):g} s, target {p.get('target', 0):.0%} "
         + ("better on its metric, " if "metric" in res else "less time per sample, ")

@@ -540,7 +540,10 @@ def test_the_optimize_report_quotes_notes_and_names_without_their_escapes():
     assert unsafe(md) == [], unsafe(md)
     row = next(line for line in md.splitlines() if line.startswith("| I1 |"))
     assert row.count(" | ") == 7  # eight cells: the pipes in lever and note are escaped
-    assert "metric printed as [/] \\x1b]0;pwned\\x07" in row and "\\|" in row
+    # quoted as text: the escapes visible, markup characters backslash-escaped (md_escape)
+    from engine.text import md_escape
+
+    assert md_escape("metric printed as [/] \\x1b]0;pwned\\x07") in row and "\\|" in row
 
 
 def test_headless_narration_is_one_clean_line_per_event():
