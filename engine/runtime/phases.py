@@ -511,6 +511,8 @@ async def recover_earlier_runs(eng: Engine) -> None:
     from engine.optimizer.report import rewrite_recovered
 
     for rec in await asyncio.to_thread(recover, eng.run_dir.parent):
+        if rec.ended_program:
+            eng.log("warning", f"run {rec.run_dir.name}: {rec.ended_program}")
         if rec.error is not None:
             eng.log(
                 "warning",

@@ -29,6 +29,7 @@ from engine.store.runs import (
     RunLock,
     append_line,
     atomic_write_text,
+    end_orphans,
     sweep_temp_files,
 )
 
@@ -205,6 +206,8 @@ class Recovered:
     unrestored: dict[str, str] = field(default_factory=dict)
     #: set when the run's journal could not be read: nothing was changed
     error: str | None = None
+    #: what was ended of the program the dead run had left running ('' nothing)
+    ended_program: str = ""
 
 
 def recover(runs_dir: Path) -> list[Recovered]:
@@ -224,7 +227,11 @@ def recover(runs_dir: Path) -> list[Recovered]:
             out.append(Recovered(jpath.parent, error=f"{type(e).__name__}: {e}"))
             continue
         try:
+            ended = end_orphans(jpath.parent)  # a SIGKILLed run's program, still running
             rec = _recover_run(jpath)
+            if ended:
+                rec = rec or Recovered(jpath.parent)
+                rec.ended_program = ended
         except (OSError, ValueError, JournalError) as e:  # a damaged earlier run: say so, go on
             rec = Recovered(jpath.parent, error=f"{type(e).__name__}: {e}")
         finally:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import tempfile
 import time
 import uuid
@@ -218,3 +219,59 @@ def sweep_temp_files(run_dir: Path) -> int:
             p.unlink()
             n += 1
     return n
+
+
+#: the running program of a command workload, in its run folder while it runs: its process
+#: group and its start time (so a later start can end what a killed run left running)
+PROGRAM = "program.json"
+
+
+def _start_ticks(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def record_program(run_dir: Path, pgid: int) -> None:
+    """Note the program's process group in ``run_dir`` (PROGRAM) while it runs."""
+    with contextlib.suppress(OSError):
+        atomic_write_text(
+            Path(run_dir) / PROGRAM, json.dumps({"pgid": pgid, "start": _start_ticks(pgid)})
+        )
+
+
+def forget_program(run_dir: Path) -> None:
+    """The program's group has ended: remove the note."""
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / PROGRAM).unlink()
+
+
+def end_orphans(run_dir: Path) -> str:
+    """A dead run's program still running (the run was SIGKILLed): end its process group —
+    only when the process that led it is still the one the run started (same start time: a
+    recycled pid is never signalled). Returns what was done ('' when nothing was left)."""
+    path = Path(run_dir) / PROGRAM
+    if not path.is_file() or path.is_symlink():
+        return ""
+    try:
+        note = json.loads(path.read_text(encoding="utf-8"))
+        pgid, start = int(note["pgid"]), note.get("start")
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    done = ""
+    if pgid > 1 and pgid != os.getpgrp() and start is not None and _start_ticks(pgid) == start:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.5)
+        done = f"ended its program's process group {pgid}, left running when the run died"
+    forget_program(run_dir)
+    return done

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from engine.store.runs import forget_program, record_program
+
 
 class CommandError(ValueError):
     """A bad command-workload definition (one line for the user)."""
@@ -350,7 +352,7 @@ class CommandWorkload:
         """Start the program: no shell, its own process group (its children are stopped with
         it), stdout and stderr together on one pipe; CommandError (one line) if it cannot."""
         try:
-            return subprocess.Popen(
+            p = subprocess.Popen(
                 argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -359,6 +361,9 @@ class CommandWorkload:
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
+            if self.log_dir is not None:  # a killed run's next start ends what it left
+                record_program(self.log_dir, p.pid)
+            return p
         except FileNotFoundError:
             raise CommandError(f"cannot run {argv[0]!r}: no such program") from None
         except PermissionError:
@@ -380,10 +385,16 @@ class CommandWorkload:
                 ended = why
             if ended:
                 _stop_group(p)
+                self._forget()
                 return ended
             self._cancelled.wait(0.02)
         _end_leftovers(p)
+        self._forget()
         return ""
+
+    def _forget(self) -> None:
+        if self.log_dir is not None:
+            forget_program(self.log_dir)
 
     def run_once(self, state: CommandState) -> CommandRun:
         """Run the program once (no shell, its own process group) and read its metric."""

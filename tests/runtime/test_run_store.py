@@ -127,3 +127,48 @@ def test_a_decisions_author_is_bounded_where_it_is_read(tmp_path):
     )
     (d,) = CommandReader(tmp_path).poll()
     assert d.iid == "I1" and len(d.by) == MAX_BY and d.by.endswith("…")
+
+
+def test_a_killed_runs_program_is_ended_by_the_next_start(tmp_path):
+    """Issue 36: SIGKILL of gitm left the command workload running. The run folder notes the
+    program's process group while it runs; recovery of the dead run ends that group — only if
+    its leader is still the process the run started (a recycled pid is never signalled)."""
+    import subprocess
+    import sys
+
+    from engine.store.journal import recover
+    from engine.store.runs import PROGRAM, record_program
+
+    rid, _ = _run({"I1": [State.PROPOSED]})
+    prog = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    try:
+        record_program(run_path(rid), prog.pid)
+        (found,) = [r for r in recover(runs_dir()) if r.run_dir.name == rid]
+        assert "ended its program's process group" in found.ended_program
+        assert prog.wait(timeout=10) != 0  # ended by a signal
+        assert not (run_path(rid) / PROGRAM).exists()
+    finally:
+        if prog.poll() is None:
+            prog.kill()
+
+
+def test_a_recycled_pid_is_never_signalled(tmp_path):
+    import subprocess
+    import sys
+
+    from engine.store.journal import recover
+    from engine.store.runs import PROGRAM
+
+    rid, _ = _run({"I1": [State.PROPOSED]})
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    try:  # the note names this group, but with another start time: not the run's program
+        (run_path(rid) / PROGRAM).write_text(json.dumps({"pgid": other.pid, "start": 1}))
+        recover(runs_dir())
+        assert other.poll() is None  # still running: not signalled
+    finally:
+        other.kill()
+        other.wait()
