@@ -633,11 +633,8 @@ def _levers(
     replayed, regimes, window = steady_window(trace, regimes)
     if window is not None:
         notes.append(window)
-    out = replay_levers(replayed, hw or by_id(REFERENCE_HARDWARE), regimes, device=hw)
-    if window is not None:  # what is already in use: over the whole trace, not the window
-        from engine.analyze.in_use import in_use
-
-        out.in_use = in_use(trace)
+    # what is already in use: counted over the whole trace, not the replayed window
+    out = replay_levers(replayed, hw or by_id(REFERENCE_HARDWARE), regimes, device=hw, whole=trace)
     if not len(trace.host):
         notes.append(
             "no host runtime rows in this trace: launch/sync structure unknown, no lever replayed"

@@ -37,35 +37,6 @@ def busy_ns(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> float:
     return float((reach[last] - s[first]).sum())
 
 
-def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals as disjoint sorted intervals (starts, ends)."""
-    if not len(start):
-        return np.zeros(0), np.zeros(0)
-    order = np.argsort(start, kind="stable")
-    s, e = np.asarray(start, np.float64)[order], np.asarray(end, np.float64)[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), bool)
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], reach[last]
-
-
-def covered(u: tuple[np.ndarray, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per [lo, hi): how much of it the disjoint sorted intervals ``u`` cover."""
-    us, ue = u
-    if not len(us):
-        return np.zeros(len(lo))
-    cum = np.concatenate(([0.0], np.cumsum(ue - us)))
-
-    def below(x: np.ndarray) -> np.ndarray:  # covered length of (-inf, x)
-        k = np.searchsorted(us, x, "right")  # intervals starting at or before x
-        inside = np.clip(x - us[np.maximum(k - 1, 0)], 0.0, (ue - us)[np.maximum(k - 1, 0)])
-        return cum[np.maximum(k - 1, 0)] + np.where(k > 0, inside, 0.0)
-
-    return np.maximum(0.0, below(np.asarray(hi, np.float64)) - below(np.asarray(lo, np.float64)))
-
-
 def fidelity(dag: ReplayDag, base: Schedule) -> ReplayFidelity:
     """The unedited replay ``base`` of ``dag`` against the observed window."""
     span = float(dag.observed_ns)

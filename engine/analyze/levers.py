@@ -104,6 +104,7 @@ def replay_levers(
     regimes: np.ndarray,
     threads: int | None = None,
     device: GpuPeaks | Literal["same"] | None = "same",
+    whole: Trace | None = None,
 ) -> LeverReport:
     """Every lever whose transform finds a target in ``trace``, estimated as the module
     docstring says, ranked by ``rank_estimates``; with the no-lever replay's fidelity (printed
@@ -113,7 +114,8 @@ def replay_levers(
     ``threads``: how many levers are estimated at once (default ``lever_threads()``);
     ``device``: the trace's own device for the levers' capability checks — "same" (``hw``),
     or None where the catalogue does not know it (``hw`` is then only the replay's reference
-    rates, and levers that depend on the device are not judged)."""
+    rates, and levers that depend on the device are not judged); ``whole``: the whole trace
+    when ``trace`` is a replay window of it (what is already in use is counted over it)."""
     if not len(trace.host):
         return LeverReport()  # no host rows: launch, sync and copy structure unknown
     if not np.isin(trace.segments.kind, _TIMED).any():
@@ -123,7 +125,7 @@ def replay_levers(
     if base.makespan_ns <= 0:
         return LeverReport()
     fid = fidelity(dag, base)
-    used = in_use(trace)
+    used = in_use(whole if whole is not None else trace)
     ob = observe(dag)
     obs = Observation(dag, base, [], hw, 1)
     # already-fused kernels are not fused again: the fusion levers see them as OTHER

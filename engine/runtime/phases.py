@@ -73,20 +73,7 @@ class OptimizePhases:
 
         opt = sources.make_optimizer(eng)
         self.opt = eng.optimizer = opt
-        opt.journal.append(
-            {
-                "type": "run_started",
-                "run_id": eng.run_id,
-                "workload": cfg.workload,
-                "budget_s": cfg.budget_s,
-                "target": cfg.target,
-                "approve": cfg.approve,
-                "seed": cfg.seed,
-                "device": eng.device_label,
-                "simulated": eng.workload is not None and eng.backend is None,
-                "traced": bool(opt.traced),
-            }
-        )
+        opt.journal.append(run_started(eng, traced=bool(opt.traced)))
         loop = asyncio.get_running_loop()
         opt.target = cfg.target
         opt.time_left = lambda: eng.deadline("apply") - eng.elapsed()
@@ -468,6 +455,23 @@ class OptimizePhases:
         return status, report
 
 
+def run_started(eng: Engine, traced: bool) -> dict[str, Any]:
+    """The journal's first record: what the run is (the report's heading reads it)."""
+    cfg = eng.config
+    return {
+        "type": "run_started",
+        "run_id": eng.run_id,
+        "workload": cfg.workload,
+        "budget_s": cfg.budget_s,
+        "target": cfg.target,
+        "approve": cfg.approve,
+        "seed": cfg.seed,
+        "device": eng.device_label,
+        "simulated": eng.workload is not None and eng.backend is None,
+        "traced": traced,
+    }
+
+
 def end_early(eng: Engine, status: str) -> str:
     """A run cut short before its optimize loop began (Ctrl-C in its first seconds): still a
     journal that says how it ended and a report that says nothing was measured or applied (a
@@ -475,23 +479,9 @@ def end_early(eng: Engine, status: str) -> str:
     be written: said in the log)."""
     from engine.optimizer.report import rewrite_recovered
 
-    cfg = eng.config
     try:
         journal = Journal(eng.run_dir / "journal.jsonl")
-        journal.append(
-            {
-                "type": "run_started",
-                "run_id": eng.run_id,
-                "workload": cfg.workload,
-                "budget_s": cfg.budget_s,
-                "target": cfg.target,
-                "approve": cfg.approve,
-                "seed": cfg.seed,
-                "device": eng.device_label,
-                "simulated": eng.workload is not None and eng.backend is None,
-                "traced": False,
-            }
-        )
+        journal.append(run_started(eng, traced=False))
         journal.append(
             {
                 "type": "run_finished",
