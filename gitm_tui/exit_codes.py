@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import errno
 from enum import IntEnum
 
-#: errnos that say the disk or file system refused a write (full, over quota, read-only, file
-#: too large): the user's environment, never a bug in gitm-tui
-_WRITE_REFUSED = frozenset(
-    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EFBIG") if hasattr(errno, name)
-)
+from engine.errors import write_refused
+
+__all__ = ["ExitCode", "write_refused"]
 
 
 class ExitCode(IntEnum):
@@ -24,9 +21,3 @@ class ExitCode(IntEnum):
     BACKEND = 4
     #: the run was stopped by the operator (Ctrl-C / stop command) before its budget ended
     INTERRUPTED = 130
-
-
-def write_refused(e: BaseException) -> bool:
-    """Return whether ``e`` is the file system refusing a write (disk full, quota, read-only):
-    exit INPUT ("an output cannot be written") with one line, wherever it surfaces."""
-    return isinstance(e, OSError) and e.errno in _WRITE_REFUSED

@@ -24,7 +24,7 @@ from engine.runtime.events import (
     RunStarted,
 )
 from engine.text import clean
-from gitm_tui.exit_codes import ExitCode
+from gitm_tui.exit_codes import ExitCode, write_refused
 
 
 class Writes(Protocol):
@@ -193,7 +193,11 @@ async def run_headless(
                     )
             if isinstance(ev, RunFinished):
                 final = ev
-        await task
+        try:
+            await task
+        except OSError as e:  # the run store refused a write: the engine's log line said so
+            if not (engine.store_refused and write_refused(e)):
+                raise
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -207,6 +211,8 @@ async def run_headless(
                 )
     if prompter is not None:
         prompter.close()
+    if engine.store_refused:  # disk full, read-only: the environment, not a bug
+        return ExitCode.INPUT
     if final is None or final.status == "failed":
         return ExitCode.INTERNAL
     if final.status == "workload_failed":  # the error line was narrated

@@ -15,7 +15,7 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-from engine.store.journal import read
+from engine.store.journal import check, read
 from engine.store.runs import atomic_write_text
 from engine.text import clean, map_strings, md_escape
 
@@ -132,6 +132,19 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         + f"at least {p.get('repeats', 0)} interleaved pairs per comparison."
     )
     lines.append("")
+    if p.get("journal_broken"):
+        lines += [
+            f"> **Journal not intact.** {p.get('journal', '')}. This report is built only from "
+            "the records that pass the check; the others are not believed.",
+            "",
+        ]
+    if p.get("died"):
+        lines += [
+            "> **This run did not finish.** It ended without closing its journal (killed, its "
+            "machine stopped, or its run store full); the next start found it, closed its "
+            "journal and wrote this report. Nothing after its last journal record is known.",
+            "",
+        ]
     if p.get("stopped"):
         lines += [
             "> **Stopped by the operator** before the budget ended: interventions still pending "
@@ -262,15 +275,25 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         "## Provenance",
         "",
         f"gitm-tui {p.get('gitm_tui', '?')}, Python {p.get('python', '?')}, started {p.get('started', '?')}. "
-        "Every state transition is in `journal.jsonl` (appended and fsync'd before it took effect); "
+        "Every state transition is in `journal.jsonl` (appended and fsync'd before it took effect, "
+        "each line sealed and chained to the one before); "
         "the workload state before and after each apply is in `states/`.",
         "",
     ]
+    if p.get("journal"):
+        lines += [f"Journal check: {p['journal']}.", ""]
     return "\n".join(lines)
 
 
+def journal_check(path: Path) -> dict[str, Any]:
+    """The journal's integrity for a report's provenance (``journal``, ``journal_broken``)."""
+    integrity = check(path)[1]
+    return {"journal": integrity.line(), "journal_broken": not integrity.intact}
+
+
 def from_journal(path: Path) -> list[dict[str, Any]]:
-    """Rebuild each intervention's record from the journal (the report's source of truth)."""
+    """Rebuild each intervention's record from the journal's believed records (the report's
+    source of truth)."""
     out: dict[str, dict[str, Any]] = {}
     for r in read(path):
         if r.get("type") != "transition":
@@ -309,7 +332,7 @@ def _no_nan(x: Any) -> Any:
 def write_run(opt: Any, result: dict[str, Any], provenance: dict[str, Any]) -> tuple[Path, Path]:
     """Write report.md and report.json of an optimize run; return their paths."""
     hyps = opt.baseline_hypotheses
-    prov = {**provenance, "result": result}
+    prov = {**provenance, "result": result, **journal_check(opt.journal.path)}
     if hyps is not None:
         prov["hypotheses"] = [
             {
@@ -356,15 +379,18 @@ def rewrite_recovered(
     recovered: list[str],
     cut_short: str = "",
     not_restored: dict[str, str] | None = None,
+    died: bool = False,
 ) -> Path:
-    """Rewrite report.md from the run's journal: a run recovered after it died, or one cut
-    short (``cut_short``: its final status) before its own report phase."""
+    """Rewrite report.md from the run's journal: a run recovered after it died (``died``), or
+    one cut short (``cut_short``: its final status) before its own report phase."""
     start = next((r for r in read(run_dir / "journal.jsonl") if r.get("type") == "run_started"), {})
     prov = {
         **start,
         "recovered": recovered,
         "cut_short": cut_short,
         "not_restored": not_restored or {},
+        "died": died,
+        **journal_check(run_dir / "journal.jsonl"),
     }
     md = write(from_journal(run_dir / "journal.jsonl"), prov)
     atomic_write_text(run_dir / "report.md", md)

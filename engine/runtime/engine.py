@@ -31,6 +31,7 @@ from typing import Any
 from engine.device.simulator import SimulatedGPU
 from engine.eesm.live import LiveDecoder, compile_early, warm_up_elsewhere
 from engine.eesm.pipeline import EesmModel
+from engine.errors import write_refused
 from engine.manifest import load_hardware
 from engine.measure import finite_or_none
 from engine.runtime import sources
@@ -98,6 +99,8 @@ class Engine:
         self._paused.set()  # set = running
         self._stop = False
         self._t0 = 0.0
+        #: the run store refused a write (disk full, read-only): said once, in the log
+        self.store_refused = False
         self._paused_s = 0.0
         self._warm: asyncio.Future[float] | None = None
 
@@ -268,7 +271,16 @@ class Engine:
             raise
         except Exception as e:  # a bug: report it as an event, then re-raise for the caller
             status = "failed"
-            self.log("error", f"engine failed: {e!r}")
+            if isinstance(e, OSError) and write_refused(e):  # the disk, not a bug: one line
+                self.store_refused = True
+                self.log(
+                    "error",
+                    f"the run store refused a write: cannot write {e.filename} "
+                    f"({e.strerror}); the run stopped, what it wrote before is kept — free "
+                    "space there or set GITM_SCRATCH",
+                )
+            else:
+                self.log("error", f"engine failed: {e!r}")
             raise
         finally:
             if ticker is not None:

@@ -16,6 +16,7 @@ import platform
 import time
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import write_refused
 from engine.measure import finite_or_none
 from engine.runtime import sources
 from engine.runtime.events import (
@@ -451,7 +452,8 @@ class OptimizePhases:
                     )
                 )
         except Exception as e:  # the journal itself cannot be written: say so, keep the status
-            eng.log("error", f"the run's journal or report could not be written ({e!r})")
+            if not (eng.store_refused and write_refused(e)):  # (a full store: said once)
+                eng.log("error", f"the run's journal or report could not be written ({e!r})")
         return status, report
 
 
@@ -492,7 +494,8 @@ def end_early(eng: Engine, status: str) -> str:
         journal.close()
         return str(rewrite_recovered(eng.run_dir, [], cut_short=status))
     except Exception as e:  # the run store cannot be written: say so, keep the status
-        eng.log("error", f"the run's journal or report could not be written ({e!r})")
+        if not (eng.store_refused and write_refused(e)):  # (a full store: said once)
+            eng.log("error", f"the run's journal or report could not be written ({e!r})")
         return ""
 
 
@@ -512,15 +515,23 @@ async def recover_earlier_runs(eng: Engine) -> None:
             continue
         try:
             await asyncio.to_thread(
-                rewrite_recovered, rec.run_dir, rec.interventions, not_restored=rec.unrestored
+                rewrite_recovered,
+                rec.run_dir,
+                rec.interventions,
+                not_restored=rec.unrestored,
+                died=True,
             )
         except Exception as e:  # the journal is put right; only its report stays stale
             eng.log("warning", f"run {rec.run_dir.name}: report not rewritten ({e!r})")
         what = (
             f"rolled back {', '.join(rec.interventions)}"
             if rec.interventions
+            else "it died before its first journal record"
+            if rec.unstarted
             else "nothing was being applied"
         )
+        if rec.broken:
+            what += f"; its {rec.broken} — only believed records were acted on"
         if rec.unrestored:
             what += (
                 "; NOT restored ("

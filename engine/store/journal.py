@@ -11,12 +11,24 @@ the intervention is journalled as *not restored* and the report says so.
 Reading is defensive: the journal is a file anyone with the user's rights can edit, so each
 record's fields are checked (types, known states) and a record that fails is skipped, never
 trusted — one bad line cannot stop later starts.
+
+Each line is sealed and chained: it ends with ``"h"``, the SHA-256 of the line before that
+field, and carries ``"prev"``, the ``h`` of the record before it (``GENESIS`` for the first).
+``check`` believes a line only when its seal matches its content, it follows the line before
+it and the line after it follows it; anything else — an edited, inserted, deleted, unsealed
+or reordered line, or one written after the run finished — is named in the journal's
+``Integrity`` and not believed (reports, recovery and ``approve`` read only believed records).
+The seal is not a signature: anyone who can write the file and recompute SHA-256 can forge a
+chain, and an edit of the last line that recomputes its seal is not caught. It makes a naive
+edit or an appended line visible; it does not authenticate the user's own account.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,8 +38,10 @@ from typing import Any
 
 from engine.store.runs import (
     JOURNAL,
+    LOCK,
+    RUN_ID,
     RunLock,
-    append_line,
+    append_bytes,
     atomic_write_text,
     end_orphans,
     sweep_temp_files,
@@ -85,7 +99,7 @@ class JournalError(RuntimeError):
 
 
 class Journal:
-    """Append-only JSON lines with fsync, one file per run."""
+    """Append-only, sealed and chained JSON lines with fsync, one file per run."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -94,21 +108,28 @@ class Journal:
         self.seq = 0
         self._lock = threading.Lock()
         self._closed = False
+        #: the seal the next record chains to, and whether the file ends in a torn line
+        self._head, self._torn = GENESIS, False
         if path.exists():
-            for rec in read(path):
+            recs, integrity = check(path)
+            for rec in recs:
                 self.seq = max(self.seq, rec.get("seq") or 0)
                 if rec.get("type") == "transition":
                     self.states[rec["id"]] = State(rec["to"])
+            self._head, self._torn = integrity.head, integrity.torn
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Write one record durably (write + flush + fsync) and return it; a non-finite number
-        is written as null (NaN is not JSON)."""
+        """Write one record durably (write + flush + fsync), sealed and chained to the one
+        before, and return it; a non-finite number is written as null (NaN is not JSON)."""
         with self._lock:
             if self._closed:
                 raise JournalError(f"{self.path}: journal closed (the run has ended)")
             self.seq += 1
-            rec = _finite({"seq": self.seq, "t": time.time(), **record})
-            append_line(self.path, rec)
+            rec = _finite({"seq": self.seq, "t": time.time(), **record, "prev": self._head})
+            line, seal = _seal(rec)
+            # a line torn by a death mid-write is ended first, so this one stands alone
+            append_bytes(self.path, b"\n" + line if self._torn else line)
+            self._head, self._torn = seal, False
             return rec
 
     def close(self) -> None:
@@ -170,19 +191,136 @@ def _valid(rec: Any) -> bool:
     return True
 
 
-def read(path: Path) -> list[dict[str, Any]]:
-    """Return a journal's valid records; a torn last line (the process died mid-write), a line
-    that is not JSON, nests too deep, or holds fields of the wrong type is skipped."""
-    out = []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except (ValueError, RecursionError):
+#: the ``prev`` of a journal's first record
+GENESIS = "0" * 64
+_SEALED = re.compile(rb'(\{.*),"h":"([0-9a-f]{64})"\}')
+
+
+def _seal(rec: dict[str, Any]) -> tuple[bytes, str]:
+    """``rec`` as one sealed line (with its newline) and its seal."""
+    body = json.dumps(rec, separators=(",", ":"), allow_nan=False, default=str).encode()
+    seal = hashlib.sha256(body).hexdigest()
+    return body[:-1] + b',"h":"' + seal.encode() + b'"}\n', seal
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """What ``check`` found: how many records it believed and, line by line, what it did not
+    believe and why."""
+
+    believed: int
+    #: (line number, why) of every line not believed
+    doubts: tuple[tuple[int, str], ...] = ()
+    #: the seal of the last sealed line (what the next record chains to)
+    head: str = GENESIS
+    #: the file ends in a line without its newline (a death mid-write)
+    torn: bool = False
+
+    @property
+    def intact(self) -> bool:
+        return not self.doubts
+
+    def line(self) -> str:
+        """One line for people: the chain is intact, or which lines are not believed."""
+        if self.intact:
+            return f"journal hash chain intact ({self.believed} records)"
+        shown = "; ".join(f"line {n}: {why}" for n, why in self.doubts[:3])
+        more = f"; and {len(self.doubts) - 3} more" if len(self.doubts) > 3 else ""
+        return (
+            f"journal hash chain BROKEN — {len(self.doubts)} line(s) not believed "
+            f"({shown}{more}); {self.believed} records believed"
+        )
+
+
+@dataclass
+class _Line:
+    no: int
+    rec: Any
+    seal_ok: bool
+    seal: str
+    prev: Any
+
+
+def _parse(path: Path) -> tuple[list[_Line], list[tuple[int, str]], bool]:
+    """Each sealed line of ``path``, the lines that are not, and whether the last is torn."""
+    sealed: list[_Line] = []
+    doubts: list[tuple[int, str]] = []
+    torn = False
+    with path.open("rb") as f:
+        raw_lines = f.read().split(b"\n")
+    last = len(raw_lines)
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+        last = 0  # the file ends with a newline: no torn line
+    for no, raw in enumerate(raw_lines, 1):
+        if not raw.strip():
+            continue
+        m = _SEALED.fullmatch(raw)
+        if m is None:
+            if no == last:
+                torn = True  # the process died mid-write: not a claim, not a doubt
                 continue
-            if _valid(rec):
-                out.append(rec)
-    return out
+            doubts.append((no, _unsealed_why(raw)))
+            continue
+        body = m[1] + b"}"
+        try:
+            rec = json.loads(body)
+        except (ValueError, RecursionError):
+            rec = None
+        ok = rec is not None and hashlib.sha256(body).hexdigest() == m[2].decode()
+        prev = rec.get("prev") if isinstance(rec, dict) else None
+        sealed.append(_Line(no, rec, ok, m[2].decode(), prev))
+    return sealed, doubts, torn
+
+
+def _unsealed_why(raw: bytes) -> str:
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return "not a record"
+    return "carries no seal (not written by gitm-tui)"
+
+
+def check(path: Path) -> tuple[list[dict[str, Any]], Integrity]:
+    """A journal's believed records and its ``Integrity``. A line is believed when its seal
+    matches its content, its ``prev`` is the seal of the sealed line before it and the sealed
+    line after it (if any) names it (a ``run_finished`` need not be named: what follows the
+    end is not believed anyway); records after the run's ``run_finished`` are not; a
+    believed record with fields of the wrong type is skipped as before. A torn last line (the
+    process died mid-write) is neither."""
+    sealed, doubts, torn = _parse(path)
+    out: list[dict[str, Any]] = []
+    finished = False
+    for i, ln in enumerate(sealed):
+        before = sealed[i - 1].seal if i else GENESIS
+        # nothing after a run's end is believed, so nothing after it casts doubt on the end
+        ends = isinstance(ln.rec, dict) and ln.rec.get("type") == "run_finished"
+        after_ok = ends or i + 1 == len(sealed) or sealed[i + 1].prev == ln.seal
+        why = ""
+        if not ln.seal_ok:
+            why = "its content does not match its seal (edited)"
+        elif ln.prev != before:
+            why = "it does not follow the line before it (inserted, or a line deleted)"
+        elif not after_ok:
+            why = "the line after it does not follow it (it or that line was rewritten)"
+        elif finished:
+            why = "written after the run finished"
+        if why:
+            doubts.append((ln.no, why))
+            continue
+        if _valid(ln.rec):
+            out.append(ln.rec)
+            finished = finished or ln.rec.get("type") == "run_finished"
+    doubts.sort()
+    head = sealed[-1].seal if sealed else GENESIS
+    return out, Integrity(len(out), tuple(doubts), head, torn)
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """Return a journal's believed records (``check``): a torn last line (the process died
+    mid-write), a line that is not JSON, nests too deep, holds fields of the wrong type, or
+    breaks the hash chain is skipped."""
+    return check(path)[0]
 
 
 def states(path: Path) -> dict[str, State]:
@@ -208,6 +346,10 @@ class Recovered:
     error: str | None = None
     #: what was ended of the program the dead run had left running ('' nothing)
     ended_program: str = ""
+    #: the journal's check when it is not intact ('' when it is)
+    broken: str = ""
+    #: the run died before its first journal record (its folder had only its lock)
+    unstarted: bool = False
 
 
 def recover(runs_dir: Path) -> list[Recovered]:
@@ -218,7 +360,14 @@ def recover(runs_dir: Path) -> list[Recovered]:
     out: list[Recovered] = []
     if not runs_dir.is_dir():
         return out
-    for jpath in sorted(runs_dir.glob(f"*/{JOURNAL}")):
+    # a run's folder: one with a journal, or one named like a run that holds only its lock
+    # (killed before its first record: it gets a journal and a report that say so)
+    folders = {j.parent for j in runs_dir.glob(f"*/{JOURNAL}")}
+    folders |= {k.parent for k in runs_dir.glob(f"*/{LOCK}") if RUN_ID.fullmatch(k.parent.name)}
+    for run in sorted(folders):
+        if run.is_symlink():
+            continue  # the store never makes a link: not a run of ours
+        jpath = run / JOURNAL
         lock = RunLock(jpath.parent)
         try:
             if not lock.acquire():
@@ -228,7 +377,7 @@ def recover(runs_dir: Path) -> list[Recovered]:
             continue
         try:
             ended = end_orphans(jpath.parent)  # a SIGKILLed run's program, still running
-            rec = _recover_run(jpath)
+            rec = _recover_run(jpath) if jpath.exists() else _recover_unstarted(jpath)
             if ended:
                 rec = rec or Recovered(jpath.parent)
                 rec.ended_program = ended
@@ -266,15 +415,30 @@ def _saved_state(jpath: Path, recs: list[dict[str, Any]], iid: str) -> tuple[Pat
     return src, ""
 
 
+def _recover_unstarted(jpath: Path) -> Recovered:
+    """A dead run with no journal (killed before its first record): journal that it died."""
+    sweep_temp_files(jpath.parent)
+    j = Journal(jpath)
+    j.append({"type": "run_started", "run_id": jpath.parent.name})
+    j.append(
+        {
+            "type": "run_finished",
+            "status": "interrupted",
+            "note": "died before its first journal record: nothing was measured or applied",
+        }
+    )
+    return Recovered(jpath.parent, unstarted=True)
+
+
 def _recover_run(jpath: Path) -> Recovered | None:
     """Recover one dead run's journal (None when the run had finished)."""
-    recs = read(jpath)
+    recs, integrity = check(jpath)
     if any(r.get("type") == "run_finished" for r in recs):
         return None
     sweep_temp_files(jpath.parent)
     j = Journal(jpath)
     pending = [iid for iid, st in j.states.items() if st in UNFINISHED]
-    rec = Recovered(jpath.parent)
+    rec = Recovered(jpath.parent, broken="" if integrity.intact else integrity.line())
     for iid in pending:
         src, why = _saved_state(jpath, recs, iid)
         text = None

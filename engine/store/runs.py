@@ -183,11 +183,19 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line to ``path`` durably (one write, then fsync): concurrent writers'
     lines never interleave, and NaN/∞ are refused (they are not JSON)."""
     line = json.dumps(record, separators=(",", ":"), allow_nan=False, default=str) + "\n"
+    append_bytes(path, line.encode())
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` in one write, then fsync. A refused write (a full disk)
+    raises OSError naming ``path``: os.write's own error names no file."""
     # never through a link someone planted in the run's folder
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
-        os.write(fd, line.encode())
+        os.write(fd, data)
         os.fsync(fd)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
     finally:
         os.close(fd)
 
@@ -206,6 +214,11 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk: name the file (a write's own error names none)
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
