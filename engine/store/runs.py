@@ -251,11 +251,73 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
-def record_program(run_dir: Path, pgid: int) -> None:
-    """Note the program's process group in ``run_dir`` (PROGRAM) while it runs."""
+#: the environment variable every process a command workload starts inherits, set to a fresh
+#: tag per program: how what left its process group (``setsid``, a daemon) is found again
+TAG_VAR = "GITM_TUI_PROGRAM"
+
+
+def new_tag() -> str:
+    """A fresh program tag (``TAG_VAR``'s value)."""
+    return uuid.uuid4().hex
+
+
+def tagged(tag: str) -> list[int]:
+    """The pids of this user's processes whose environment carries ``TAG_VAR=tag`` (Linux's
+    /proc; [] elsewhere). A process that cleared its environment is not found."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    me, out = os.getpid(), []
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:  # gone, or not ours
+            continue
+        if needle in env.split(b"\0"):
+            out.append(pid)
+    return out
+
+
+def end_tagged(tag: str, grace_s: float = 1.0) -> int:
+    """End every process still carrying ``tag`` (SIGTERM, then SIGKILL after ``grace_s``):
+    the program's descendants that left its process group. Returns how many there were."""
+    if not tag:
+        return 0
+    pids = tagged(tag)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    left = pids
+    while left and time.monotonic() < end:
+        time.sleep(0.05)
+        left = [p for p in left if _alive(p)]
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended and waiting for its parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :][:1] != "Z"
+
+
+def record_program(run_dir: Path, pgid: int, tag: str = "") -> None:
+    """Note the program's process group and tag in ``run_dir`` (PROGRAM) while it runs."""
     with contextlib.suppress(OSError):
         atomic_write_text(
-            Path(run_dir) / PROGRAM, json.dumps({"pgid": pgid, "start": _start_ticks(pgid)})
+            Path(run_dir) / PROGRAM,
+            json.dumps({"pgid": pgid, "start": _start_ticks(pgid), "tag": tag}),
         )
 
 
@@ -275,9 +337,10 @@ def end_orphans(run_dir: Path) -> str:
     try:
         note = json.loads(path.read_text(encoding="utf-8"))
         pgid, start = int(note["pgid"]), note.get("start")
-    except (OSError, ValueError, KeyError, TypeError):
+        tag = note.get("tag") or ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return ""
-    done = ""
+    done = []
     if pgid > 1 and pgid != os.getpgrp() and start is not None and _start_ticks(pgid) == start:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
@@ -285,6 +348,10 @@ def end_orphans(run_dir: Path) -> str:
             except (ProcessLookupError, PermissionError):
                 break
             time.sleep(0.5)
-        done = f"ended its program's process group {pgid}, left running when the run died"
+        done.append(f"ended its program's process group {pgid}")
+    # the tag is a fresh random hex string: only the run's own descendants carry it
+    n = end_tagged(tag) if isinstance(tag, str) and re.fullmatch(r"[0-9a-f]{32}", tag) else 0
+    if n:
+        done.append(f"ended {n} process(es) its program had started outside that group")
     forget_program(run_dir)
-    return done
+    return " and ".join(done) + (", left running when the run died" if done else "")

@@ -17,6 +17,8 @@ Output (stdout and stderr together) is read line by line as it streams: the metr
 match in any line, a pattern never spans lines, and only the last few hundred characters are
 kept. Every run ends by the run's budget at the latest, and a
 stop (SIGINT/SIGTERM, the dashboard quitting) ends the running program's process group.
+Whatever the program started outside that group (``setsid``, a daemon) carries ``TAG_VAR`` in
+its environment and is ended with it (Linux; engine/store/runs.py ``end_tagged``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.store.runs import forget_program, record_program
+from engine.store.runs import TAG_VAR, end_tagged, forget_program, new_tag, record_program
 
 
 class CommandError(ValueError):
@@ -282,6 +284,8 @@ class CommandWorkload:
         #: the run folder: each run's output is copied to logs/run-NNNN.log there (None: not)
         self.log_dir: Path | None = None
         self._runs = 0
+        #: each running program's tag (TAG_VAR), by pid
+        self._tags: dict[int, str] = {}
 
     def output_log(self) -> tuple[Any, str]:
         """A binary file for the next run's output and its path relative to the run folder;
@@ -351,18 +355,20 @@ class CommandWorkload:
     ) -> subprocess.Popen[bytes]:
         """Start the program: no shell, its own process group (its children are stopped with
         it), stdout and stderr together on one pipe; CommandError (one line) if it cannot."""
+        tag = new_tag()  # every descendant inherits it: found again if it leaves the group
         try:
             p = subprocess.Popen(
                 argv,
-                env=env,
+                env={**env, TAG_VAR: tag},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
+            self._tags[p.pid] = tag
             if self.log_dir is not None:  # a killed run's next start ends what it left
-                record_program(self.log_dir, p.pid)
+                record_program(self.log_dir, p.pid, tag)
             return p
         except FileNotFoundError:
             raise CommandError(f"cannot run {argv[0]!r}: no such program") from None
@@ -385,14 +391,16 @@ class CommandWorkload:
                 ended = why
             if ended:
                 _stop_group(p)
-                self._forget()
+                self._forget(p)
                 return ended
             self._cancelled.wait(0.02)
         _end_leftovers(p)
-        self._forget()
+        self._forget(p)
         return ""
 
-    def _forget(self) -> None:
+    def _forget(self, p: subprocess.Popen[bytes]) -> None:
+        """The program has ended: end what it started outside its group, forget its note."""
+        end_tagged(self._tags.pop(p.pid, ""))
         if self.log_dir is not None:
             forget_program(self.log_dir)
 

@@ -4,6 +4,9 @@ decisions are checked against the run before they are sent (issue 13 items 1 and
 from __future__ import annotations
 
 import json
+import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +175,75 @@ def test_a_recycled_pid_is_never_signalled(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+#: a program that starts a grandchild in a session of its own (outside its process group),
+#: writes the grandchild's pid to argv[1], prints the metric and exits at once
+_ESCAPES = (
+    "import subprocess, sys\n"
+    "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+    " start_new_session=True)\n"
+    "open(sys.argv[1], 'w').write(str(g.pid))\n"
+    "print('time=1')\n"
+)
+
+
+def _gone(pid: int) -> bool:
+    from engine.store.runs import _alive
+
+    return not _alive(pid)
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_a_grandchild_that_leaves_the_group_is_ended_with_the_program(tmp_path):
+    """Issue 36: `setsid` grandchildren survived even a normal end (12 orphans over the probes).
+    Every process a command workload starts carries its tag; the end of the program ends them."""
+    import sys
+
+    from engine.workloads.command import CommandSpec, CommandWorkload
+
+    pidfile = tmp_path / "grandchild.pid"
+    argv = (sys.executable, "-c", _ESCAPES, str(pidfile))
+    wl = CommandWorkload(CommandSpec(argv=argv, metric=r"time=(\d+)"))
+    assert wl.run_once(wl.base).ok
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:  # bounded: proves it ends, no timing
+        time.sleep(0.05)
+    assert _gone(pid), "the grandchild outlived the measurement"
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_recovery_ends_what_a_killed_runs_program_started_outside_its_group(tmp_path):
+    import subprocess
+    import sys
+
+    from engine.store.journal import recover
+    from engine.store.runs import TAG_VAR, new_tag, record_program
+
+    rid, _ = _run({"I1": [State.PROPOSED]})
+    tag = new_tag()
+    env = {**os.environ, TAG_VAR: tag}
+    leader = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    leader.wait()  # the program itself ended with the run; its escapee did not
+    escapee = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"], env=env, start_new_session=True
+    )
+    bystander = subprocess.Popen(  # same program, another tag: not the dead run's
+        [sys.executable, "-c", "import time; time.sleep(300)"],
+        env={**os.environ, TAG_VAR: new_tag()},
+        start_new_session=True,
+    )
+    try:
+        record_program(run_path(rid), leader.pid, tag)
+        (found,) = [r for r in recover(runs_dir()) if r.run_dir.name == rid]
+        assert "ended 1 process(es) its program had started outside that group" in (
+            found.ended_program
+        )
+        assert escapee.wait(timeout=10) != 0
+        assert bystander.poll() is None
+    finally:
+        for p in (escapee, bystander):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
