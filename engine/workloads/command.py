@@ -11,8 +11,8 @@ user declares — environment variables or command-line arguments::
 The first value of each lever is the baseline. A measurement fails — and the trial is rolled
 back — when the program exits non-zero, times out, prints no metric or one that is not a finite
 positive number (nan, inf, 0: no ratio can be taken, so never a gain), or (with ``--check``)
-does not print the check pattern. A ``--metric`` or ``--check`` pattern that can backtrack
-without bound (a repeat around a repeat or an alternation) is refused before anything runs.
+does not print the check pattern — or when a ``--metric`` or ``--check`` pattern runs longer
+than ``LINE_S`` on one line of output (it backtracks: ``(a|aa)+b``), which is said, never a hang.
 Output (stdout and stderr together) is read line by line as it streams: the metric is the last
 match in any line, a pattern never spans lines, and only the last few hundred characters are
 kept. Every run ends by the run's budget at the latest, and a
@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import regex
+
 from engine.store.runs import TAG_VAR, end_tagged, forget_program, new_tag, record_program
 
 
@@ -43,66 +45,18 @@ class CommandError(ValueError):
     """A bad command-workload definition (one line for the user)."""
 
 
-def _backtracks(pattern: str) -> bool:
-    """Whether ``pattern`` has an unbounded repeat around a part that can match the same text in
-    more than one way: another repeat (``(a+)+``, ``(\\w+\\s?)*``) or an alternation
-    (``(a|aa)+``). Python's ``re`` tries every split of such a line — 2^n steps on n characters,
-    minutes on one 34-character line — and holds the GIL while it does, so no thread, timer or
-    signal can stop it; a pattern of this shape is refused before the program runs. Possessive
-    repeats (``a++``) and atomic groups (``(?>…)``) do not backtrack and are allowed inside."""
-    import re._parser as sre
-    from re._constants import MAXREPEAT
-
-    def parts(name: str, av: Any) -> list[Any]:  # the sub-patterns of one parsed item
-        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            return [av[2]]
-        if name == "BRANCH":
-            return list(av[1])
-        if name == "SUBPATTERN":
-            return [av[3]]
-        if name in ("ASSERT", "ASSERT_NOT"):
-            return [av[1]]
-        if name == "ATOMIC_GROUP":
-            return [av]
-        if name == "GROUPREF_EXISTS":
-            return [b for b in av[1:] if b]
-        return []
-
-    def ambiguous(items: Any) -> bool:  # can match one text in several ways (atomic parts not)
-        for op, av in items:
-            name = str(op)
-            if name == "BRANCH" or (name in ("MAX_REPEAT", "MIN_REPEAT") and av[1] > 1):
-                return True
-            if name not in ("POSSESSIVE_REPEAT", "ATOMIC_GROUP") and any(
-                ambiguous(p) for p in parts(name, av)
-            ):
-                return True
-        return False
-
-    def walk(items: Any) -> bool:
-        for op, av in items:
-            name = str(op)
-            unbounded = name.endswith("_REPEAT") and av[1] == MAXREPEAT
-            if (unbounded and ambiguous(av[2])) or any(walk(p) for p in parts(name, av)):
-                return True
-        return False
-
-    return walk(sre.parse(pattern).data)
+#: seconds a --metric or --check pattern may take on one line of output. The ``regex`` engine
+#: checks its own clock while it matches (Python's ``re`` cannot be stopped: a pattern like
+#: ``(a|aa)+b`` on one line of output held the GIL for hours) and lets go of the GIL meanwhile
+LINE_S = 0.5
 
 
-def _compile(flag: str, pattern: str) -> re.Pattern[str]:
-    """``pattern`` compiled, or CommandError (one line) when it is not a regex or backtracks."""
+def _compile(flag: str, pattern: str) -> Any:
+    """``pattern`` compiled by ``regex``, or CommandError (one line) when it is not a regex."""
     try:
-        rx = re.compile(pattern)
-    except re.error as e:
+        return regex.compile(pattern)
+    except (regex.error, ValueError, OverflowError, RecursionError) as e:
         raise CommandError(f"bad {flag} {pattern!r}: {e}") from None
-    if _backtracks(pattern):
-        raise CommandError(
-            f"bad {flag} {pattern!r}: a repeat around a repeat or an alternation can backtrack "
-            "for hours on one line of output; write it without the nesting, or make the inner "
-            "part possessive (a++) or atomic ((?>…))"
-        )
-    return rx
 
 
 @dataclass(frozen=True)
@@ -220,10 +174,10 @@ class _OutputScanner:
     """Scans a program's output line by line as it arrives: the last metric match, whether the
     check pattern was seen, and the last ``TAIL_CHARS`` characters — nothing else is kept."""
 
-    def __init__(
-        self, metric: re.Pattern[str], check: re.Pattern[str] | None, sink: Any = None
-    ) -> None:
+    def __init__(self, metric: Any, check: Any, sink: Any = None) -> None:
         self._metric, self._check = metric, check
+        #: why a pattern was given up on (it ran over LINE_S on a line); '' while none was
+        self.slow = ""
         self._sink = sink  # a binary file the output is copied to (up to LOG_CAP), or None
         self._logged = 0
         self._partial = b""
@@ -256,12 +210,23 @@ class _OutputScanner:
             self._sink = None
 
     def _line(self, text: str) -> None:
-        found = self._metric.findall(text)
-        if found:
-            self.last = found[-1]
-        if self._check is not None and not self.checked and self._check.search(text):
-            self.checked = True
         self.tail = (self.tail + text + "\n")[-TAIL_CHARS:]
+        if self.slow:
+            return
+        which = "--metric"
+        try:
+            found = self._metric.findall(text, timeout=LINE_S, concurrent=True)
+            if found:
+                self.last = found[-1]
+            which = "--check"
+            if self._check is not None and not self.checked:
+                self.checked = bool(self._check.search(text, timeout=LINE_S, concurrent=True))
+        except TimeoutError:
+            self.slow = (
+                f"the {which} pattern ran over {LINE_S:g} s on one line of output "
+                f"({len(text):,} characters): it backtracks; write it without a repeat around a "
+                "repeat or an alternation"
+            )
 
 
 class CommandWorkload:
@@ -277,8 +242,8 @@ class CommandWorkload:
     def __init__(self, spec: CommandSpec) -> None:
         self.spec = spec
         self.base = CommandState(tuple((lv.name, lv.values[0]) for lv in spec.levers))
-        self._metric = re.compile(spec.metric)
-        self._check = re.compile(spec.check) if spec.check else None
+        self._metric = _compile("--metric", spec.metric)
+        self._check = _compile("--check", spec.check) if spec.check else None
         self.deadline: float | None = None
         self._cancelled = threading.Event()
         #: the run folder: each run's output is copied to logs/run-NNNN.log there (None: not)
@@ -422,6 +387,8 @@ class CommandWorkload:
         tail = scan.tail
         if ended:
             return CommandRun(None, wall, False, ended, tail, log)
+        if scan.slow:
+            return CommandRun(None, wall, False, scan.slow, tail, log)
         if p.returncode != 0:
             return CommandRun(None, wall, False, f"exit status {p.returncode}", tail, log)
         if scan.last is None:

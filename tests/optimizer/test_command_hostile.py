@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.workloads.command import CommandError, CommandSpec, CommandWorkload
+from engine.workloads.command import LINE_S, CommandError, CommandSpec, CommandWorkload
 from tests.paths import ROOT
 
 CLI = [sys.executable, "-m", "gitm_tui"]
@@ -94,59 +94,59 @@ def test_a_baseline_metric_of_zero_is_one_line_and_exit_3(tmp_path):
     _strict_lines(r.stdout)
 
 
+#: patterns that backtrack on the line they are given (Python's re: minutes to hours each)
+SLOW = [
+    (r"(?:a|aa)+b=([0-9]+)", "a" * 60),
+    (r"t=([0-9]+)(?:a|aa)*c", "t=1" + "a" * 60),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("pattern", "line"), SLOW)
+def test_a_backtracking_metric_fails_the_run_at_its_time_limit(pattern, line):
+    """Issue 36: a backtracking --metric ran past the budget and SIGTERM then gave 143 and no
+    report. The matcher stops itself after LINE_S on a line: the run fails and says why."""
+    code = f"print({line!r}); print('t=5')"
+    wl = CommandWorkload(CommandSpec(argv=(sys.executable, "-c", code), metric=pattern))
+    r = wl.run_once(wl.base)
+    assert not r.ok and r.value is None
+    assert r.reason.startswith(f"the --metric pattern ran over {LINE_S:g} s on one line")
+    assert "backtracks" in r.reason
+
+
+@pytest.mark.timeout(120)
+def test_a_backtracking_check_is_named_as_the_check():
+    pattern, line = SLOW[0]
+    code = f"print({line!r}); print('t=5')"
+    spec = CommandSpec(argv=(sys.executable, "-c", code), metric=r"t=(\d+)", check=pattern)
+    wl = CommandWorkload(spec)
+    r = wl.run_once(wl.base)
+    assert not r.ok and r.reason.startswith("the --check pattern ran over")
+
+
 @pytest.mark.parametrize(
     "pattern",
     [
         BACKTRACKING,
-        r"(a|aa)+b=([0-9]+)",
-        r"(x+x+)+y",
-        r"(\w+\s?)*t=([0-9]+)",
-        r"(?:(?:a*)*)+t=([0-9]+)",
-        r"t=([0-9]+)(?:a|aa)*c",
-        r"(?=(?:a+)+b)t=([0-9]+)",
-        r"(?:(?:a+)+)++t=([0-9]+)",
-    ],
-)
-def test_a_backtracking_metric_or_check_is_refused(pattern):
-    with pytest.raises(CommandError, match="backtrack"):
-        CommandSpec(argv=("true",), metric=pattern)
-    with pytest.raises(CommandError, match=r"bad --check .*backtrack"):
-        CommandSpec(argv=("true",), metric=r"t=([0-9]+)", check=pattern)
-
-
-@pytest.mark.parametrize(
-    "pattern",
-    [
         r"time_s=([0-9.]+)",
         r"t=([0-9]+(?:\.[0-9]+)?)",
-        r"(?:\d+\.){3}(\d+)",
+        r"version ((?:\d+\.)+\d+)",  # a repeat around a repeat that cannot blow up
         r"(?:\d|\.)+ t=(\d+)",
-        r"(?:ab)+ t=(\d+)",
         r"^(?:a++)+b|time=([0-9]+)",
         r"^(?:(?>a+))+b|time=([0-9]+)",
-        r"x=\d+|time=([0-9]+)",
     ],
 )
-def test_patterns_that_cannot_blow_up_are_accepted(pattern):
+def test_patterns_are_accepted_and_only_a_bad_regex_is_refused(pattern):
     CommandSpec(argv=("true",), metric=pattern)
-
-
-def test_the_possessive_rewrite_reads_the_metric_after_34_as():
-    code = "print('a' * 34); print('time=5')"
-    wl = CommandWorkload(
-        CommandSpec(argv=(sys.executable, "-c", code), metric=r"^(?:a++)+b|time=([0-9]+)")
-    )
-    r = wl.run_once(wl.base)
-    assert r.ok and r.value == 5.0
+    with pytest.raises(CommandError, match=r"bad --metric '\(unclosed'"):
+        CommandSpec(argv=("true",), metric="(unclosed")
 
 
 @pytest.mark.timeout(180)
-def test_the_backtracking_metric_from_issue_36_ends_at_once_with_exit_2(tmp_path):
+def test_the_backtracking_metric_from_issue_36_reads_the_metric(tmp_path):
+    """The probe's own pattern on its own 34 a's: the matcher finishes it at once now."""
     code = "print('a' * 34); print('time=5')"
     r = _cli(tmp_path, BACKTRACKING, "v=env:V=1,2", [sys.executable, "-c", code])
-    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gitm-tui: error: bad --metric ")
-    assert "backtrack" in lines[0]
-    assert r.stdout == ""
+    assert "baseline 5" in r.stderr
