@@ -97,8 +97,9 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         load_hardware(ns.hardware)
     except (BudgetError, ManifestError) as e:
         raise UsageError(str(e)) from None
-    if ns.seed < 0:
-        raise UsageError(f"bad seed {ns.seed}: must be >= 0")
+    if not 0 <= ns.seed < 2**63:  # numpy takes any size; a 400-digit seed is a mistake
+        shown = str(ns.seed) if len(str(ns.seed)) <= 20 else f"of {len(str(ns.seed))} digits"
+        raise UsageError(f"bad seed {shown}: must be between 0 and 2^63 - 1")
     if ns.approve not in ("manual", "auto", "none"):
         raise UsageError(f"unknown approval policy {ns.approve!r}; one of manual, auto, none")
     if not 2 <= ns.repeats <= 50:

@@ -1,0 +1,254 @@
+"""The hostile corpus (issue 36 item 6): inputs a hostile or unlucky user gives gitm-tui — broken
+and booby-trapped traces, ledgers and flags, an unusable run store — each generated here (all
+synthetic) with the exit code the README documents for it.
+
+``tests/test_hostile_corpus.py`` runs every case as the real program and holds it to the rule:
+no traceback, no hang, its documented exit code with one clear line, no raw escape byte on
+the terminal, nothing written outside the run store. Run this module to see each case's
+figures (exit code, time, first line)::
+
+    python -m tests.hostile_corpus            # a table, one row per case
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.paths import ROOT
+from tests.trace import hostile_inputs as hi
+
+#: exit codes (README "Exit codes")
+OK, USAGE, INPUT, BACKEND = 0, 2, 3, 4
+
+
+@dataclass
+class Case:
+    """One hostile input: the arguments after ``gitm-tui`` (``{d}`` is the case's folder),
+    how to make its files, the exit code and words its one error line must carry."""
+
+    name: str
+    args: list[str]
+    code: int
+    words: tuple[str, ...] = ()
+    make: Callable[[Path], None] = lambda d: None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def argv(self, d: Path) -> list[str]:
+        return [a.replace("{d}", str(d)) for a in self.args]
+
+
+# ------------------------------------------------------------------ traces
+def _file(name: str, data: bytes) -> Callable[[Path], None]:
+    def make(d: Path) -> None:
+        (d / name).write_bytes(data)
+
+    return make
+
+
+def _fifo(d: Path) -> None:
+    os.mkfifo(d / "pipe.json")
+
+
+def _loop(d: Path) -> None:
+    (d / "a.json").symlink_to(d / "b.json")
+    (d / "b.json").symlink_to(d / "a.json")
+
+
+def _empty_dir(d: Path) -> None:
+    (d / "traces").mkdir()
+    (d / "traces" / "notes.txt").write_text("not a trace\n")
+
+
+def _nsys_blob(d: Path) -> None:
+    shutil.copyfile(hi.NSYS, d / "t.sqlite")
+    con = sqlite3.connect(d / "t.sqlite")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = x'00ff' WHERE rowid = 1")
+    con.commit()
+    con.close()
+
+
+def _hostile_names(d: Path) -> None:
+    """Kernel names with a terminal escape, markup and an image link; one kernel without dur."""
+    evs = hi.events()
+    evs[0]["name"] = "\x1b]0;pwned\x07\x1b[31mred<script>alert(1)</script>![x](http://x/y.png)"
+    k = next(e for e in evs if e.get("cat") == "kernel")
+    k.pop("dur")
+    (d / "names.json").write_bytes(hi.trace_bytes(evs))
+
+
+# ------------------------------------------------------------------ audit ledgers
+def _ledger(d: Path, **over: object) -> None:
+    led = {
+        "ledger_version": 1,
+        "created": "2026-12-04T00:00:00+0000",
+        "corpus_spec": ["calibrated"],
+        "seeds": 1,
+        "operators": {},
+        "corpus": [],
+        "results": [],
+        "equivalence": [],
+        "kappa_geometry": [],
+        "versions": {},
+    }
+    text = json.dumps({**led, **over})
+    (d / "ledger.json").write_text(text.replace('"SEEDS_400"', "1" + "0" * 400))
+
+
+def _ledger_corpus(source: str) -> Callable[[Path], None]:
+    def make(d: Path) -> None:
+        if source == "fifo":
+            os.mkfifo(d / "corpus.pipe")
+        item = {
+            "name": "x",
+            "kind": "trace",
+            "source": str(d / "corpus.pipe") if source == "fifo" else source,
+            "generated_by": "hostile",
+            "synthetic": True,
+            "seeds": [1],
+            "rows": 1,
+            "sha256": "0" * 64,
+        }
+        _ledger(d, corpus=[item], corpus_spec=[item["source"]])
+
+    return make
+
+
+# ------------------------------------------------------------------ the run store
+def _scratch_is_a_file(d: Path) -> None:
+    (d / "scratch-file").write_text("x")
+
+
+CASES: list[Case] = [
+    # traces
+    Case("empty gzip", ["analyze", "{d}/e.json.gz", "--no-write"], INPUT, ("empty file",),
+         _file("e.json.gz", gzip.compress(b"", mtime=0))),
+    Case("not gzip", ["analyze", "{d}/n.json.gz", "--no-write"], INPUT, ("n.json.gz",),
+         _file("n.json.gz", b"this is not gzip\n")),
+    Case("truncated JSON", ["analyze", "{d}/t.json", "--no-write"], INPUT, ("t.json",),
+         _file("t.json", hi.trace_bytes()[:-400])),
+    Case("binary garbage", ["analyze", "{d}/g.json", "--no-write"], INPUT, ("g.json",),
+         _file("g.json", bytes(range(256)) * 64)),
+    Case("JSON, not a trace", ["analyze", "{d}/a.json", "--no-write"], INPUT, ("a.json",),
+         _file("a.json", b"[1, 2, 3]")),
+    Case("deep nesting", ["analyze", "{d}/deep.json", "--no-write"], INPUT, ("deep.json",),
+         lambda d: hi.deep_event(d).rename(d / "deep.json")),
+    Case("a FIFO", ["analyze", "{d}/pipe.json", "--no-write"], INPUT, ("pipe.json",), _fifo),
+    Case("a character device", ["analyze", "/dev/zero", "--no-write"], INPUT, ("/dev/zero",)),
+    Case("a symlink loop", ["analyze", "{d}/a.json", "--no-write"], INPUT, ("a.json",), _loop),
+    Case("no such file", ["analyze", "{d}/missing.json", "--no-write"], INPUT, ("missing",)),
+    Case("a folder of no traces", ["analyze", "{d}/traces", "--no-write"], INPUT, ("traces",),
+         _empty_dir),
+    Case("Nsight BLOB in an integer", ["analyze", "{d}/t.sqlite", "--no-write"], INPUT,
+         ("t.sqlite",), _nsys_blob),
+    Case("not SQLite", ["analyze", "{d}/x.sqlite", "--no-write"], INPUT, ("x.sqlite",),
+         _file("x.sqlite", b"SQLite format 3\x00" + b"\xff" * 4096)),
+    Case("escapes, markup, no dur", ["analyze", "{d}/names.json", "--no-write"], OK,
+         ("malformed",), _hostile_names),
+    Case("a ucx:// cluster", ["analyze", "{d}/e.json", "--cluster", "ucx://host:1"], USAGE,
+         ("--cluster",)),
+    # audit ledgers
+    Case("ledger seeds 10**9", ["audit", "--verify", "{d}/ledger.json"], INPUT,
+         ("ledger.json",), lambda d: _ledger(d, seeds=10**9)),
+    Case("ledger seeds 10^400", ["audit", "--verify", "{d}/ledger.json"], INPUT,
+         ("ledger.json",), lambda d: _ledger(d, seeds="SEEDS_400")),
+    Case("ledger corpus /etc/passwd", ["audit", "--verify", "{d}/ledger.json"], INPUT,
+         ("passwd",), _ledger_corpus("/etc/passwd")),
+    Case("ledger corpus a FIFO", ["audit", "--verify", "{d}/ledger.json"], INPUT,
+         ("corpus.pipe",), _ledger_corpus("fifo")),
+    Case("ledger not JSON", ["audit", "--verify", "{d}/ledger.json"], INPUT, ("ledger.json",),
+         _file("ledger.json", b"{\"ledger_version\": 1,")),
+    # flags and the run store
+    Case("budget nan", ["--no-ui", "--budget", "nan"], USAGE, ("bad budget",)),
+    Case("seed 10^400", ["--no-ui", "--seed", "1" + "0" * 400], USAGE, ("bad seed", "of 401 digits")),
+    Case("target inf", ["--no-ui", "--target", "inf"], USAGE, ("bad target",)),
+    Case("metric not a regex", ["--no-ui", "--workload", "command", "--metric", "(unclosed",
+         "--lever", "v=env:V=1,2", "--", "true"], USAGE, ("--metric",)),
+    Case("program that does not exist", ["--no-ui", "--workload", "command", "--metric",
+         "t=(\\d+)", "--lever", "v=env:V=1,2", "--", "{d}/no-such-program"], USAGE,
+         ("no such program",)),
+    Case("GITM_SCRATCH is a file", ["--no-ui", "--budget", "5s"], INPUT, ("GITM_SCRATCH",),
+         _scratch_is_a_file, {"GITM_SCRATCH": "{d}/scratch-file"}),
+    Case("approve a path", ["approve", "../../x", "I1"], USAGE, ("not a run id",)),
+    Case("approve a run that is not there", ["approve", "20261204-000000-abcdef", "I1"],
+         USAGE, ("20261204-000000-abcdef",)),
+]  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    case: Case
+    code: int
+    seconds: float
+    stdout: str
+    stderr: str
+    #: files written outside the run store (the case's own folder aside)
+    outside: list[str]
+
+    @property
+    def first_line(self) -> str:
+        lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
+        return lines[0] if lines else ""
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def run(case: Case, base: Path, timeout: float = 120.0) -> Outcome:
+    """Run ``case`` as the real program in a fresh folder under ``base``: its own run store,
+    home and working folder (each watched for what is written there)."""
+    d = base / "case"
+    home, cwd, scratch = base / "home", base / "cwd", base / "scratch"
+    for p in (d, home, cwd):
+        p.mkdir(parents=True)
+    case.make(d)
+    before = {p: _tree(p) for p in (d, home, cwd)}
+    env = {
+        **os.environ,
+        "GITM_SCRATCH": str(scratch),
+        "HOME": str(home),
+        "PYTHONPATH": str(ROOT),
+        **{k: v.replace("{d}", str(d)) for k, v in case.env.items()},
+    }
+    t0 = time.monotonic()
+    # the timeout is the rule's "no hang": a case that reaches it fails (TimeoutExpired)
+    r = subprocess.run(
+        [sys.executable, "-m", "gitm_tui", *case.argv(d)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    secs = time.monotonic() - t0
+    outside = [f"{p.name}/{f}" for p, seen in before.items() for f in sorted(_tree(p) - seen)]
+    return Outcome(case, r.returncode, secs, r.stdout, r.stderr, outside)
+
+
+def main() -> int:
+    """Print one row per case: exit code (and the documented one), seconds, first line."""
+    bad = 0
+    print(f"{'case':34} {'exit':>4} {'want':>4} {'s':>5}  first line of output")
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            o = run(case, Path(tmp))
+        bad += o.code != case.code
+        line = o.first_line.replace(str(Path(tmp)), "…")[:110]
+        print(f"{case.name:34} {o.code:>4} {case.code:>4} {o.seconds:5.1f}  {line}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
