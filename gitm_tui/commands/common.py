@@ -61,7 +61,15 @@ def say(message: str) -> None:
 
 
 def first_line(e: Exception) -> str:
-    """The first line of an exception's message (pydantic's run to many)."""
+    """The first line of an exception's message; for a pydantic validation error, its first
+    error as ``where: what`` (its own first line only counts the errors)."""
+    from pydantic import ValidationError
+
+    if isinstance(e, ValidationError) and e.errors():
+        err = e.errors()[0]
+        where = ".".join(str(part) for part in err.get("loc", ())) or "the file"
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        return f"{where}: {err.get('msg', 'invalid')}{more}"
     return next(iter(str(e).splitlines()), repr(e))
 
 
