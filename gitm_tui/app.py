@@ -24,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 
-from gitm_tui import theme
+from gitm_tui import terminal, theme
 from gitm_tui.exit_codes import ExitCode
 from gitm_tui.modes.analysis import AnalysisScreen
 from gitm_tui.modes.audit import AuditScreen
@@ -99,7 +99,8 @@ class GitmApp(App[int]):
         screens = list(screens)
         # the first mode is the one Textual starts in (no blank default screen first)
         self.DEFAULT_MODE = str(screens[0].id)  # type: ignore[misc]
-        super().__init__()
+        # a terminal that goes away never blocks the app (gitm_tui/terminal.py)
+        super().__init__(driver_class=terminal.driver_class())
         self.screens: dict[str, Screen[None]] = {}
         for screen in screens:
             assert screen.id in MODES_SHOWN, screen.id
@@ -121,6 +122,15 @@ class GitmApp(App[int]):
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # the app is gone: what it froze may be collected again
+
+    def on_terminal_gone(self, _msg: terminal.TerminalGone) -> None:
+        """Nobody can see the app any more: a live run stops as on SIGHUP (journal, report,
+        exit 130); any other mode quits."""
+        dash = self.mode(DashboardScreen)
+        if dash is not None:
+            dash.interrupt_once()
+        else:
+            self.exit(int(ExitCode.INTERRUPTED))
 
     def _theme_changed(self, _new: object) -> None:
         """Widgets that draw Rich text read the colours through theme.tone: give it the new ones."""

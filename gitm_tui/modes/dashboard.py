@@ -161,7 +161,7 @@ class DashboardScreen(Screen[None]):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):  # as headless: stop, report, exit 130
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self.action_interrupt)
+                loop.add_signal_handler(sig, self.interrupt_once)
 
     def on_unmount(self) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -171,6 +171,12 @@ class DashboardScreen(Screen[None]):
 
     #: seconds a stopped run has to write its report before the dashboard exits anyway
     STOP_GRACE_S = 20.0
+
+    def interrupt_once(self) -> None:
+        """SIGTERM, SIGHUP, a terminal that went away: stop as Ctrl-C does; a repeat changes
+        nothing (the run is already stopping and writing its report)."""
+        if not self._stopping:
+            self.action_interrupt()
 
     def action_interrupt(self) -> None:
         """Ctrl-C, SIGTERM, SIGHUP: stop the run, let it journal and write its report, then
