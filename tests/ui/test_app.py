@@ -90,14 +90,6 @@ def test_render_helpers():
     assert spark([97], 0, 100, 4) == "   █"
 
 
-def test_snapshot_dashboard(snap_compare):
-    async def run_before(pilot):
-        await _settle(pilot, pilot.app)
-
-    app = make_app(Settings(), ScriptedEngine())
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
-
-
 async def test_kernel_table_starts_over_when_the_configuration_changes():
     import numpy as np
     from textual.app import App
