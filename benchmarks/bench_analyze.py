@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 from bench_import import REAL, traces  # noqa: E402
 
 from engine.analyze.run import INTERPRET_MAX_ROWS  # noqa: E402
-from engine.trace.json_twin import MAX_BYTES as TWIN_MAX_BYTES  # noqa: E402
+from engine.trace.kineto.json_twin import MAX_BYTES as TWIN_MAX_BYTES  # noqa: E402
 
 HTA_SCRIPT = """
 import logging, sys, warnings
@@ -151,10 +151,10 @@ with open(sys.argv[1], "rb") as f:
         d.decompress(b)
 """
 
-#: gitm's own reader alone (engine.trace.kineto.read_kineto), nothing analysed
+#: gitm's own reader alone (engine.trace.kineto.kineto.read_kineto), nothing analysed
 FLOOR_READ = (
     "import gc, sys\ngc.disable()\n"  # the imports as gitm-tui analyze makes them
-    "from engine.trace.kineto import read_kineto\ngc.freeze()\ngc.enable()\n"
+    "from engine.trace.kineto.kineto import read_kineto\ngc.freeze()\ngc.enable()\n"
     "read_kineto(sys.argv[1])\n"
     "gc.freeze()\n"  # as gitm-tui does before it ends
 )

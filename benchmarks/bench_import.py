@@ -71,7 +71,7 @@ def worker(tool: str, path: str) -> dict[str, float]:
     t_start = time.perf_counter()
     if tool == "gitm":
         sys.path.insert(0, str(ROOT))
-        from engine.trace.kineto import read_kineto
+        from engine.trace.kineto.kineto import read_kineto
 
         t0 = time.perf_counter()
         tr = read_kineto(path)
@@ -108,8 +108,8 @@ def stages(path: str) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from engine.trace import json_scan as js
-    from engine.trace import kineto
+    from engine.trace.kineto import json_scan as js
+    from engine.trace.kineto import kineto
 
     t0 = time.perf_counter()
     kineto.read_kineto(REAL)  # loads every kernel the import uses
@@ -213,7 +213,7 @@ def main() -> None:
             sys.executable,
             "-c",
             f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-            f"from engine.trace.kineto import read_kineto; read_kineto({str(REAL)!r})",
+            f"from engine.trace.kineto.kineto import read_kineto; read_kineto({str(REAL)!r})",
         ],
         check=True,
     )

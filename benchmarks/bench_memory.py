@@ -39,7 +39,7 @@ from bench_import import traces  # noqa: E402
 #: the stages timed, in the order analyze runs them (module: function); a boundary is a call's
 #: start and its end, and what runs between two stages is a row of its own
 STAGES = (
-    ("engine.trace.kineto", "_build", "join the columns, derive kernels' work from shapes"),
+    ("engine.trace.kineto.kineto", "_build", "join the columns, derive kernels' work from shapes"),
     ("engine.analyze.compute", "_label", "decode regimes (embedding, Viterbi, κ)"),
     ("engine.analyze.compute", "_launch_times", "each row's launch call"),
     ("engine.analyze.compute", "_roofline", "roofline bounds"),

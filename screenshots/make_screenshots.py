@@ -85,7 +85,7 @@ async def shoot(name: str, workload: str, approve: str) -> None:
 async def shoot_analysis() -> None:
     """The analysis screen on the real 3-stream A100 training trace the tests carry."""
     from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
     from gitm_tui.app import make_analysis_app
 
     trace = HERE.parent / "tests" / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"

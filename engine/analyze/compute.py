@@ -80,7 +80,7 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
     reported = str(devices[0].get("name")) if devices and devices[0].get("name") else None
     notes: list[str] = []
     if trace.device_properties.get("platform") == "mtia":  # the catalogue holds GPUs only
-        from engine.trace.kineto import mtia_device
+        from engine.trace.kineto.kineto import mtia_device
 
         name, note = mtia_device(trace, hardware)
         return (

@@ -3,9 +3,9 @@ cross-rank analysis a distributed-training engineer needs.
 
 ``summarize(trace)`` keeps, per rank, what crossing ranks needs: the collectives (NCCL/RCCL
 kernels: op, start, end, the ProfilerStep#N their launch call fell in, and what the kernels'
-args say of their communicator — engine.trace.collectives), the profiler steps, and compute /
-communication time and their overlap. A summary is a few kB whatever the trace's size, so the
-summaries of thousands of ranks fit in one process; the per-rank work runs anywhere (Dask:
+args say of their communicator — engine.trace.kineto.collectives), the profiler steps, and
+compute / communication time and their overlap. A summary is a few kB whatever the trace's size,
+so the summaries of thousands of ranks fit in one process; the per-rank work runs anywhere (Dask:
 engine.analyze.cluster).
 
 ``cross_rank(summaries)``:
@@ -222,7 +222,7 @@ def summarize(trace: Trace) -> RankSummary:
     idx = idx[np.argsort(seg.start_ns[idx], kind="stable")]
     ops = [collective_op(names[int(seg.name[i])]) for i in idx]
     props = trace.device_properties
-    # what the kernels' args say of their communicator (engine.trace.collectives)
+    # what the kernels' args say of their communicator (engine.trace.kineto.collectives)
     facts = {(a, b): m for a, b, m in props.get("collectives", []) or []}
     groups, peers, nbytes, seqs, nelems = [], [], [], [], []
     group_ranks: dict[str, list[tuple[int, int, int]]] = {}

@@ -21,10 +21,8 @@ from engine.analyze.steady import exact_at
 from engine.analyze.warm import kernels
 from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
 from engine.trace.errors import TraceImportError
-from engine.trace.files import not_regular, open_regular
-from engine.trace.idle_calls import merge_idle_calls
-from engine.trace.kineto import read_kineto
-from engine.trace.nsys import read_nsys
+from engine.trace.files import not_regular
+from engine.trace.read import read_trace
 from engine.trace.trace import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
@@ -111,31 +109,6 @@ def _is_trace_file(f: Path) -> bool:
         return stat.S_ISREG(f.stat().st_mode)
     except OSError:
         return False
-
-
-def read_trace(
-    path: Path,
-    interpreted: bool = False,
-    declined: Callable[[], None] | None = None,
-    merge_idle: Callable[[Trace], Sequence[int]] | None = None,
-) -> Trace:
-    """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON.
-    TraceImportError for any file that cannot be read (not a regular file included).
-    ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it
-    (``declined`` is called when the twin leaves the file to the compiled reader).
-    ``merge_idle``: runs of calls that only take host time kept as one row, exact at the
-    times it names (engine.trace.idle_calls: as Kineto files are read; Nsight's once read)."""
-    with open_regular(path) as f:
-        try:
-            head = f.read(16)
-        except OSError as e:
-            raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
-    if head.startswith(b"SQLite format 3"):
-        trace = read_nsys(path)
-        if merge_idle is not None and len(trace.host) > 1:
-            merge_idle_calls(trace.host, trace.segments.correlation, merge_idle(trace))
-        return trace
-    return read_kineto(path, interpreted=interpreted, declined=declined, merge_idle=merge_idle)
 
 
 def _stem(name: str) -> str:

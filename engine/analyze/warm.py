@@ -15,7 +15,8 @@ from typing import Any
 def kernels(kind: str) -> tuple[Any, ...]:
     """The kernels whose cache files say whether ``kind`` is compiled."""
     if kind == "import":
-        from engine.trace import idle_calls, json_scan, order, shapes
+        from engine.trace import idle_calls, order
+        from engine.trace.kineto import json_scan, shapes
 
         return (
             json_scan.scan_stream,
@@ -43,8 +44,8 @@ def warm_analysis() -> None:
     analyze_trace(Trace(segments=batch.segments, names=names, host=batch.host, source="warm-up"))
 
 
-#: two framework ops of known work (engine.trace.shapes) and the kernel one launches: the reader's
-#: shape kernels run only on such ops, which the generated ranks do not have
+#: two framework ops of known work (engine.trace.kineto.shapes) and the kernel one launches: the
+#: reader's shape kernels run only on such ops, which the generated ranks do not have
 _OPS = [
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1 + i, "dur": 9,
      "args": {"External id": i, "Input Dims": [[2, 2], [2, 2]], "Input type": ["float", "float"]}}
@@ -67,7 +68,7 @@ def warm_import() -> None:
 
     from engine.analyze.steady import exact_at
     from engine.analyze.synth_ranks import write_ranks
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     with tempfile.TemporaryDirectory(prefix="gitm-warm-") as d:
         (path,) = write_ranks(Path(d), ranks=1, steps=1)

@@ -82,7 +82,7 @@ def make_optimizer(eng: Engine) -> Any:
 def _analyze_file(path: Any) -> Any:
     """``gitm-tui analyze`` of one trace file (a live program's captured steps)."""
     from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     return analyze_trace(read_kineto(path))
 
@@ -308,7 +308,7 @@ async def watch_device(eng: Engine) -> None:
 
 async def stream_capture(eng: Engine, decoder: LiveDecoder) -> None:
     """Run the program in a thread under CUPTI; decode its batches as they arrive."""
-    from engine.trace.cupti import capture, run_python_program
+    from engine.trace.cupti.cupti import capture, run_python_program
 
     cfg = eng.config
     loop = asyncio.get_running_loop()

@@ -166,7 +166,7 @@ def _load_corpus(spec: list[str], seeds: int) -> list[tuple[CorpusItem, list[Run
                     )
                 )
         else:
-            from engine.analyze.run import read_trace
+            from engine.trace.read import read_trace
 
             p = Path(s)
             tr = read_trace(p)

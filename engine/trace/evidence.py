@@ -3,7 +3,7 @@
 * MEASURED — hardware counters (FLOPs, issue activity or stall fraction; CUPTI profiler, the
   simulator's CUPTI-like records);
 * DERIVED — FLOPs and bytes computed from the launching operator's recorded shapes and dtypes
-  (PyTorch profiler ``record_shapes``; engine/trace/shapes.py);
+  (PyTorch profiler ``record_shapes``; engine/trace/kineto/shapes.py);
 * PRIOR — only the kernel's name class (manifests/kernel_taxonomy.json) and its duration;
 * NONE — a class the taxonomy does not know and nothing measured: the regime is unknown.
 

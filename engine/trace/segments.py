@@ -49,7 +49,7 @@ class Provenance(IntFlag):
     OCCUPANCY = 16
     GEOMETRY = 32
     #: FLOPs / DRAM bytes were *derived* from the launching op's recorded shapes and dtypes
-    #: (engine/trace/shapes.py), not measured by hardware counters
+    #: (engine/trace/kineto/shapes.py), not measured by hardware counters
     DERIVED = 64
     #: set by O_θ on its output when any pressure had to be estimated from priors
     ESTIMATED = 128

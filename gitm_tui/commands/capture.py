@@ -13,7 +13,7 @@ def cmd_capture(argv: Sequence[str]) -> ExitCode:
     """Run a Python program in-process under CUPTI capture (like `python -m cProfile`)."""
     import json
 
-    from engine.trace.cupti import CuptiUnavailable, capture, load_cupti, run_python_program
+    from engine.trace.cupti.cupti import CuptiUnavailable, capture, load_cupti, run_python_program
 
     p = Parser(
         prog=f"{PROG} capture",

@@ -17,10 +17,10 @@ from engine.analyze.compute import analyze_trace
 from engine.analyze.fidelity import TOLERANCE
 from engine.analyze.levers import replay_levers
 from engine.analyze.model import Analysis
-from engine.analyze.run import read_trace
 from engine.levers.library import LEVERS
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, schedule
+from engine.trace.read import read_trace
 from engine.trace.trace import ApiKind
 from tests.paths import TRACES
 
@@ -155,7 +155,7 @@ def _generated() -> list[tuple[str, object]]:
 
     from engine.analyze.synth_ranks import write_ranks
     from engine.device.simulator import simulate
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
     from engine.trace.trace import Trace
 
     out: list[tuple[str, object]] = []

@@ -104,7 +104,7 @@ def test_analysis_replays_the_levers_on_the_trace():
 
     path = TRACES / "kineto" / "a100_training_3streams.json.gz"
     from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     tr = read_kineto(path)
     kinds = set(tr.host.api.tolist())

@@ -234,7 +234,7 @@ def test_real_trace_predictions_carry_interval_and_basis_within_their_share():
     basis names (the time its transform took out; for CUDA graphs the launch-API time it
     removes); prior-scaled levers say which prior. Tolerance: the share is printed to 0.01 %."""
     from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     a = analyze_trace(read_kineto(REAL)).analysis
     predicted = [e for e in a.interventions if e.status == "predicted"]
@@ -260,7 +260,7 @@ def test_levers_on_two_threads_equal_one_thread():
     """Real trace (A100, 3 streams, PyTorch profiler) and a synthetic allocator trace: the
     levers estimated on two threads are those estimated on one, field for field, in the same
     order."""
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     real = read_kineto(REAL)
     synthetic = _trace([("malloc", 0, 50_000), *_launches(40), ("malloc", 1_000, 30_000)] * 3)
@@ -304,7 +304,7 @@ def test_idle_host_rows_merged_replay_and_estimate_the_same(monkeypatch):
     ulp: see merge_idle_host_rows)."""
     import engine.analyze.levers as levers_mod
     from engine.schedule.dag import merge_idle_host_rows
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     tr = read_kineto(REAL)
     regimes = np.full(len(tr.segments), 255, np.uint8)

@@ -18,9 +18,9 @@ from engine.planner.catalogue import detect
 from engine.planner.graph import planner_priors
 from engine.regimes import Label
 from engine.trace.evidence import Tier, tiers
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto.kineto import read_kineto
+from engine.trace.kineto.shapes import innermost_known, op_work
 from engine.trace.segments import Kind, Klass, Provenance, Segments
-from engine.trace.shapes import innermost_known, op_work
 from engine.trace.taxonomy import classify
 from tests.paths import TRACES
 
@@ -315,7 +315,7 @@ def test_innermost_known_op_on_the_launching_thread(compiled):
 
 def _hand_flops(events: list[dict]) -> dict[int, float]:
     """FLOPs of every aten::mm / aten::addmm in the raw trace, computed here from its recorded
-    Input Dims with 2·M·N·K — independently of engine/trace/shapes.py."""
+    Input Dims with 2·M·N·K — independently of engine/trace/kineto/shapes.py."""
     out = {}
     for i, e in enumerate(events):
         if e.get("cat") != "cpu_op" or e.get("name") not in ("aten::mm", "aten::addmm"):
@@ -467,7 +467,7 @@ def test_copy_names_and_fbgemm_classes():
 
 
 def test_unknown_class_is_unknown_not_memory():
-    from engine.trace.nsys import read_nsys
+    from engine.trace.nsys.nsys import read_nsys
 
     a = analyze_trace(read_nsys(TRACES / "nsys" / "a100_cloverleaf.sqlite")).analysis
     unknown = [k for k in a.top_kernels if k.klass == "OTHER"]
@@ -523,7 +523,7 @@ def test_shapes_read_from_the_three_values_equal_a_full_parse_of_each_event(monk
     derives each distinct one once); a full json.loads of every event gives the same work."""
     import json
 
-    from engine.trace import kineto
+    from engine.trace.kineto import kineto
 
     fast = read_kineto(TRAINING).segments
 
@@ -549,7 +549,7 @@ def test_op_groups_seen_in_an_earlier_block_are_not_decoded_again(monkeypatch):
     are byte for byte those of a group in an earlier block takes that group's work instead of
     being decoded again — and the kernels' derived work is the same as with every block's
     groups decoded afresh."""
-    from engine.trace import kineto
+    from engine.trace.kineto import kineto
 
     monkeypatch.setattr(kineto, "CHUNK", 1 << 20)  # the trace in ~30 blocks
     calls: list[bool] = []  # per _op_work call: did it decode values decoded before?

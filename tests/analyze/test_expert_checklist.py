@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine.analyze.compute import analyze_trace
-from engine.analyze.run import read_trace
 from engine.levers.library import LEVERS
+from engine.trace.read import read_trace
 from tests.paths import TRACES
 
 CHECKLISTS = sorted((TRACES / "checklists").glob("*.json"))

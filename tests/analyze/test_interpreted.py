@@ -11,7 +11,7 @@ import pytest
 from engine import jit
 from engine.analyze.compute import analyze_trace
 from engine.device.simulator import simulate
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto.kineto import read_kineto
 from engine.trace.trace import Trace
 from tests.paths import TRACES
 

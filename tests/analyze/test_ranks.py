@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from engine.analyze.ranks import K_MAD, collective_op, cross_rank, summarize
-from engine.analyze.run import read_trace
 from engine.analyze.synth_ranks import write_ranks
+from engine.trace.read import read_trace
 
 
 def test_the_planted_straggler_is_named_in_every_step_despite_clock_offsets(tmp_path):
@@ -111,7 +111,7 @@ def test_group_ranks_are_kept_as_ranges_and_come_back_whole():
 
 
 def test_collective_facts_from_hostile_args_are_dropped_not_trusted():
-    from engine.trace.collectives import collective_meta
+    from engine.trace.kineto.collectives import collective_meta
 
     assert collective_meta({"args": 1}) is None and collective_meta("x") is None
     m = collective_meta(
@@ -460,7 +460,7 @@ def test_negative_stream_ids_merge_and_no_temporary_file_is_left(tmp_path):
 
 
 def test_a_number_too_large_for_a_rank_or_seq_is_dropped():
-    from engine.trace.collectives import collective_meta
+    from engine.trace.kineto.collectives import collective_meta
 
     m = collective_meta({"Seq": "99999999999999999999", "Dst Rank": str(2**63), "dtype": "Float",
                          "In msg nelems": 4, "Process Group Name": "g"})  # fmt: skip

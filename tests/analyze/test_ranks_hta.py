@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from engine.analyze.ranks import RankSummary, cross_rank, not_one_job, summarize
-from engine.analyze.run import read_trace
 from engine.analyze.synth_ranks import second_rank
+from engine.trace.read import read_trace
 from tests.paths import ROOT
 
 KINETO = ROOT / "tests" / "data" / "traces" / "kineto"

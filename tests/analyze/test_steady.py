@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.analyze import steady
-from engine.analyze.run import read_trace
 from engine.analyze.synth_ranks import write_ranks
+from engine.trace.read import read_trace
 from tests.paths import TRACES
 
 

@@ -137,7 +137,7 @@ def test_catalogue_has_the_required_gpus_with_sources_and_clocks():
 def test_predicted_graph_of_an_imported_trace():
 
     from engine.planner import predict_trace_graph
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     path = TRACES / "kineto" / "a100_cupti_counters.json.gz"
     tr = read_kineto(path)

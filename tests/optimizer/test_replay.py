@@ -131,7 +131,7 @@ def test_kineto_wait_links_to_its_exact_record():
     """Kineto's cuda_sync rows name the cudaEventRecord a cudaStreamWaitEvent waits for: the
     replay of the imported trace makes stream 24's next kernel wait for stream 20's work."""
 
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     path = TRACES / "kineto/a100_event_sync_multistream.json.gz"
     tr = read_kineto(path)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.trace.cupti import CuptiUnavailable, capture, load_cupti
-from engine.trace.kineto import read_kineto
+from engine.trace.cupti.cupti import CuptiUnavailable, capture, load_cupti
+from engine.trace.kineto.kineto import read_kineto
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind
 from tests.fakes import FakeCupti
@@ -96,7 +96,7 @@ def test_capture_command_runs_a_python_program_in_process(tmp_path, monkeypatch,
     decoded, and the trace lands in the run store."""
     import json
 
-    import engine.trace.cupti as cupti_mod
+    import engine.trace.cupti.cupti as cupti_mod
     from gitm_tui.cli import main
 
     fake = FakeCupti()
@@ -122,7 +122,7 @@ def test_capture_command_runs_a_python_program_in_process(tmp_path, monkeypatch,
 async def test_capture_streams_into_the_dashboard(tmp_path, monkeypatch):
     """`gitm-tui capture --ui -- python train.py`: the program runs in a thread under capture and
     its kernels reach the regime strips live."""
-    import engine.trace.cupti as cupti_mod
+    import engine.trace.cupti.cupti as cupti_mod
     from engine.runtime import Engine, RunConfig
     from gitm_tui.app import Settings, make_app
     from gitm_tui.widgets.regime_strip import RegimeStrip

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.trace import json_scan as js
-from engine.trace import kineto
 from engine.trace.errors import TraceImportError
-from engine.trace.nsys import read_nsys
+from engine.trace.kineto import json_scan as js
+from engine.trace.kineto import kineto
+from engine.trace.nsys.nsys import read_nsys
 from gitm_tui.cli import main
 from tests.trace import hostile_inputs as hi
 
@@ -291,7 +291,7 @@ def test_both_readers_judge_the_gzip_ratio_at_the_same_points(tmp_path):
     answered on a first run what every later run refused)."""
     import gzip
 
-    from engine.trace import json_twin
+    from engine.trace.kineto import json_twin
     from engine.trace.limits import ReadLimits
 
     path = tmp_path / "early_bomb.json.gz"

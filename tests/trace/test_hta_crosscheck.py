@@ -45,7 +45,7 @@ import pytest
 
 from engine.analyze.compute import analyze_trace
 from engine.analyze.semantics import apply_counting
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto.kineto import read_kineto
 from engine.trace.segments import Kind, Provenance, Segments
 from engine.trace.trace import Trace
 from tests.paths import TRACES

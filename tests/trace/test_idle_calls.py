@@ -15,7 +15,7 @@ from engine.analyze.run import read_and_analyse
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, merge_idle_host_rows
 from engine.trace import idle_calls, order
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto.kineto import read_kineto
 from engine.trace.segments import Kind, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
 from tests.paths import TRACES

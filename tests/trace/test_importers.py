@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.trace.errors import TraceImportError
-from engine.trace.kineto import read_kineto
-from engine.trace.nsys import read_nsys
+from engine.trace.kineto.kineto import read_kineto
+from engine.trace.nsys.nsys import read_nsys
 from engine.trace.segments import Kind, Klass, Provenance
 from engine.trace.taxonomy import classify
 from tests.paths import TRACES
@@ -301,7 +301,7 @@ def test_scanner_terminates_on_stray_closers_and_wild_numbers(tmp_path, body):
 def test_nsys_stream_synchronize_waits_for_its_own_stream(tmp_path):
     """The SYNCHRONIZATION table names the stream a cudaStreamSynchronize waited for; without
     it the replay would treat the call as a device-wide synchronize."""
-    from engine.trace.nsys import read_nsys
+    from engine.trace.nsys.nsys import read_nsys
     from engine.trace.trace import ApiKind
 
     db = tmp_path / "mini.sqlite"
@@ -342,7 +342,7 @@ def test_mutated_nsys_exports_raise_only_the_importer_error(tmp_path):
     import shutil
 
     from engine.trace.errors import TraceImportError
-    from engine.trace.nsys import read_nsys
+    from engine.trace.nsys.nsys import read_nsys
 
     con = sqlite3.connect(NSYS)
     tables = {
@@ -452,8 +452,8 @@ _EVENT = st.dictionaries(
 
 
 def _extract(raw: bytes):
-    from engine.trace import json_scan as js
-    from engine.trace import kineto
+    from engine.trace.kineto import json_scan as js
+    from engine.trace.kineto import kineto
 
     buf = np.frombuffer(raw, np.uint8)  # read-only, as the importer's chunks are
     return js.extract_fields(  # as a profiler range: its SASS counter keys are read too
@@ -501,7 +501,7 @@ def test_kept_events_are_parsed_exactly_as_strictly_as_json(event, compact, asci
     ints, ts, _, _, _, ns, ne, _, _, bad_row, _ = _extract(raw)
     assert (bad_row < 0) == valid, raw
     if valid and not edits:  # and the fields read are the json module's
-        from engine.trace import json_scan as js
+        from engine.trace.kineto import json_scan as js
 
         for key, col in (("pid", js.F_PID), ("tid", js.F_TID)):
             v = event.get(key)
@@ -590,7 +590,7 @@ def test_scanner_finds_every_element_and_its_category_like_json(
     module: each object element's exact span and its top-level "cat" (kept categories only),
     the array's closing bracket; and scanning a prefix then the rest from ``resume``, as the
     importer does at chunk boundaries, finds the same elements."""
-    from engine.trace import json_scan as js
+    from engine.trace.kineto import json_scan as js
 
     body = json.dumps(elements, indent=indent, ensure_ascii=ascii_only).encode()
     pad = data.draw(st.integers(0, 70))  # the array's position in the buffer varies
@@ -631,7 +631,7 @@ def test_scanning_in_pieces_carries_the_state_and_scans_each_byte_once(elements,
     with the next piece): the same elements, categories and closing bracket as one scan of the
     whole, each byte scanned once. An element cut by a boundary is reported where it ends
     (first_end, first_code) and is its pieces joined."""
-    from engine.trace import json_scan as js
+    from engine.trace.kineto import json_scan as js
 
     body = json.dumps(elements, indent=indent).encode()
     raw = body + b" " * data.draw(st.integers(0, 70))
@@ -677,7 +677,7 @@ def test_chunk_boundaries_anywhere_give_the_same_trace(monkeypatch, chunk, name)
     """The importer scans each inflated chunk in place, carrying the scanner's state to the
     next one (the last LOOKAHEAD bytes of a chunk are scanned with the head of the next, and
     chunks shorter than that are carried whole): any chunk size gives the same trace."""
-    from engine.trace import kineto
+    from engine.trace.kineto import kineto
 
     path = TRACES / "kineto" / f"{name}.json.gz"
     want = read_kineto(path)
@@ -686,7 +686,7 @@ def test_chunk_boundaries_anywhere_give_the_same_trace(monkeypatch, chunk, name)
     for field in ("start_ns", "end_ns", "stream", "kind", "correlation", "grid", "name"):
         assert np.array_equal(getattr(got.segments, field), getattr(want.segments, field))
     # names are interned in the order they first appear, however the file falls into blocks
-    # (the first-run twin reads it as one block: engine.trace.json_twin)
+    # (the first-run twin reads it as one block: engine.trace.kineto.json_twin)
     assert list(got.names) == list(want.names)
     assert np.array_equal(got.host.correlation, want.host.correlation)
     assert got.device_properties == want.device_properties

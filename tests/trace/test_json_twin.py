@@ -1,6 +1,7 @@
-"""The JSON scanner's Python twin (engine.trace.json_twin), which a first run reads with instead
-of compiling the scanner: on every input it reads the very trace the compiled reader reads, or
-declines and leaves the file to it — never a different trace, never a different error."""
+"""The JSON scanner's Python twin (engine.trace.kineto.json_twin), which a first run reads with
+instead of compiling the scanner: on every input it reads the very trace the compiled reader
+reads, or declines and leaves the file to it — never a different trace, never a different
+error."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.analyze.synth_ranks import write_ranks
-from engine.trace import json_scan as js
-from engine.trace import json_twin
 from engine.trace.errors import TraceImportError
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto import json_scan as js
+from engine.trace.kineto import json_twin
+from engine.trace.kineto.kineto import read_kineto
 from engine.trace.limits import ReadLimits
 from engine.trace.segments import COLUMNS
 from engine.trace.trace import Trace

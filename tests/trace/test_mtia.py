@@ -11,7 +11,7 @@ import pytest
 
 from engine.analyze.compute import analyze_trace
 from engine.trace.errors import TraceImportError
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto.kineto import read_kineto
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind
 from tests.paths import TRACES

@@ -15,8 +15,8 @@ import pytest
 
 from engine.analyze.run import analyze_paths
 from engine.analyze.semantics import DEFAULT_COUNTING, apply_counting
-from engine.trace.kineto import read_kineto
-from engine.trace.nsys import read_nsys
+from engine.trace.kineto.kineto import read_kineto
+from engine.trace.nsys.nsys import read_nsys
 from engine.trace.segments import Kind, NameTable, Segments
 from engine.trace.trace import ApiKind, HostEvents, Trace
 from gitm_tui.cli import main
@@ -391,7 +391,7 @@ def test_an_nsight_exports_idle_calls_are_merged_and_the_analysis_is_the_same(tm
     analysis is what the unmerged trace gives."""
     from engine.analyze import steady
     from engine.analyze.compute import analyze_trace
-    from engine.analyze.run import read_trace
+    from engine.trace.read import read_trace
 
     rows, kernels = [], []
     for i in range(40):

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.trace import json_scan as js
-from engine.trace import kineto
-from engine.trace.shapes import op_work
+from engine.trace.kineto import json_scan as js
+from engine.trace.kineto import kineto
+from engine.trace.kineto.shapes import op_work
 
 NAMES = ["aten::mm", "aten::addmm", "aten::bmm", "aten::add", "aten::native_layer_norm"]
 

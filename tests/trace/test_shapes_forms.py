@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.trace.derive import _does_the_math
+from engine.trace.kineto.derive import _does_the_math
+from engine.trace.kineto.shapes import OpWork, op_work
 from engine.trace.segments import Klass, NameTable
-from engine.trace.shapes import OpWork, op_work
 
 F = "float"
 

@@ -8,7 +8,7 @@ import numpy as np
 from rich.console import Console
 
 from engine.analyze.compute import analyze_trace
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto.kineto import read_kineto
 from gitm_tui.app import make_analysis_app
 from gitm_tui.modes.analysis import RegimeTimeline, kernel_details
 from gitm_tui.timeline import bin_regimes, covered_until

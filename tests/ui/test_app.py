@@ -214,7 +214,7 @@ async def test_the_palette_offers_the_keys_the_screen_offers_and_runs_them():
 
 async def test_one_app_holds_several_modes_and_m_switches_between_them():
     from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
     from gitm_tui.app import GitmApp
     from gitm_tui.modes.analysis import AnalysisScreen, RegimeTimeline
     from gitm_tui.modes.dashboard import DashboardScreen

@@ -36,7 +36,7 @@ from engine.runtime.events import (
 )
 from engine.study.audit import AuditLedger
 from engine.telemetry.sample import TelemetrySample
-from engine.trace.kineto import read_kineto
+from engine.trace.kineto.kineto import read_kineto
 from gitm_tui.app import Settings, make_analysis_app, make_app
 from gitm_tui.cli import main
 from gitm_tui.modes.analysis import kernel_details

@@ -110,7 +110,7 @@ def test_snapshot_analysis(snap_compare, monkeypatch):
     its path from the repository root, as `gitm-tui analyze tests/data/… --ui` would be: the
     header shows that path, the same on every checkout."""
     from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto import read_kineto
+    from engine.trace.kineto.kineto import read_kineto
 
     monkeypatch.chdir(ROOT)
     res = analyze_trace(

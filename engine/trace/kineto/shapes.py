@@ -348,7 +348,7 @@ def innermost_known(
     for every Kineto version; older ones write the launch's own correlation as "External id".
 
     In three steps, each the caller may run alone so that it drops each step's inputs before
-    the next (engine.trace.derive: the import's peak): ops_in_order, queries_in_order,
+    the next (engine.trace.kineto.derive: the import's peak): ops_in_order, queries_in_order,
     innermost_in. ``compiled``: the sweep runs as the kernel ``_sweep`` (the compiled reader's
     path; 70 ms of a 2 M-event import in Python), else in Python (the twin reader's first run,
     which compiles nothing)."""

@@ -1,6 +1,6 @@
 """The DERIVED evidence tier of a Kineto trace: each kernel gets the work (FLOPs, bytes, arithmetic
 type) of the innermost framework op around its launch, as the op's recorded shapes give it
-(engine.trace.shapes)."""
+(engine.trace.kineto.shapes)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ import numpy as np
 
 from engine.trace.evidence import Tier, tiers
 from engine.trace.import_memory import give_back
+from engine.trace.kineto.shapes import (
+    OpWork,
+    innermost_in,
+    kernel_dtype,
+    ops_in_order,
+    queries_in_order,
+)
 from engine.trace.segments import DTYPE_CODE, Kind, Klass, NameTable, Provenance, Segments
-from engine.trace.shapes import OpWork, innermost_in, kernel_dtype, ops_in_order, queries_in_order
 from engine.trace.trace import HostEvents
 
 
@@ -34,7 +40,7 @@ def derive_work(
     ``host_parts`` and ``op_parts`` are the reader's blocks: each host block's "tid" (the
     thread of each host row) and the op blocks' columns are popped as they are joined, and each
     joined array is dropped once read — the import's peak is here. ``compiled``: the sweep that
-    finds each launch's op may run as a kernel (engine.trace.shapes.innermost_known)."""
+    finds each launch's op may run as a kernel (engine.trace.kineto.shapes.innermost_known)."""
     if not op_parts or not work or not len(host) or not len(seg):
         return seg
     ops = {k: np.concatenate([o.pop(k) for o in op_parts]) for k in list(op_parts[0])}

@@ -1,5 +1,11 @@
 """Import PyTorch-profiler (Kineto) / Chrome-trace JSON, plain or gzip, NVIDIA or AMD, into a Trace.
 
+One module (~900 lines) on purpose: every step here reads or fills the reader's one private
+accumulator, ``_Columns`` — a block's rows (``_add``), its framework ops (``_framework``,
+``_works``), the join into a Trace (``_build``); split, that accumulator would become an interface.
+What stands alone is in modules of its own: the byte stream (chrome_stream), the scanner
+(json_scan) and its Python twin (json_twin), shapes, derive, collectives.
+
 Pipeline: stream-decompress in chunks (every member of a multi-member gzip file) → the numba
 scanner (json_scan) follows the top-level object to its own ``traceEvents`` array, finds every
 event and keeps the GPU and runtime categories, its state carried from chunk to chunk so each
@@ -40,17 +46,17 @@ from typing import Any
 
 import numpy as np
 
-from engine.trace import json_scan as js
-from engine.trace import json_twin
-from engine.trace.chrome_stream import READ_CHUNK, EventStream, chunks, metadata, prefetched
-from engine.trace.collectives import collective_meta
-from engine.trace.derive import derive_work
 from engine.trace.errors import TraceImportError
 from engine.trace.idle_calls import merge_idle_calls
 from engine.trace.import_memory import chunk_buffers_reused, gc_paused, give_back
+from engine.trace.kineto import json_scan as js
+from engine.trace.kineto import json_twin
+from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, chunks, metadata, prefetched
+from engine.trace.kineto.collectives import collective_meta
+from engine.trace.kineto.derive import derive_work
+from engine.trace.kineto.shapes import OpWork, may_derive, op_work
 from engine.trace.limits import ReadLimits, check_times
 from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
-from engine.trace.shapes import OpWork, may_derive, op_work
 from engine.trace.taxonomy import classify, classify_table
 from engine.trace.trace import ApiKind, HostEvents, Trace, api_kind_from_name
 
@@ -224,7 +230,7 @@ def _add(
     grouped: bool,
 ) -> None:
     """Append the kept events, whose fields extract_fields read (``_fields``; or the
-    interpreted twin, engine.trace.json_twin), as device rows / host events. ``grouped``: the
+    interpreted twin, engine.trace.kineto.json_twin), as device rows / host events. ``grouped``: the
     compiled reader's (see ``_works``)."""
     # names of device rows are kernels; of host rows, the runtime calls that give API kinds
     ints, ts, dur, occ, flops, ns, ne, esc, h = fields
@@ -357,8 +363,8 @@ def _collectives(
     start_ns: np.ndarray,
     stream: np.ndarray,
 ) -> None:
-    """Keep what collective kernels' args say of their communicator (engine.trace.collectives):
-    only those kernels are parsed again, a few per step."""
+    """Keep what collective kernels' args say of their communicator
+    (engine.trace.kineto.collectives): only those kernels are parsed again, a few per step."""
     kern = codes == js.CAT_KERNEL
     if not kern.any():
         return
@@ -530,7 +536,7 @@ def _framework(
         pos = np.flatnonzero(derivable[inv.reshape(-1)])  # of the ops whose shapes are read
         idx[pos] = _works(cols, buf, starts, ends, op[pos], h, grouped)
         # only ops of known work are kept: the innermost-known-op sweep needs no other
-        # (engine.trace.shapes.innermost_known), and a 2 M-event trace has ~730k ops
+        # (engine.trace.kineto.shapes.innermost_known), and a 2 M-event trace has ~730k ops
         cols.framework_ops += int(op.size)
         keep = idx >= 0
         if keep.any():
@@ -555,8 +561,8 @@ def _framework(
 
 
 def _chunks(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
-    """The file's decompressed chunks of at most CHUNK bytes (engine.trace.chrome_stream.chunks;
-    limits from the environment unless given)."""
+    """The file's decompressed chunks of at most CHUNK bytes
+    (engine.trace.kineto.chrome_stream.chunks; limits from the environment unless given)."""
     return chunks(path, limits or ReadLimits.from_env(path), CHUNK)
 
 
@@ -570,8 +576,8 @@ def read_kineto(
     """Import one Kineto/Chrome-trace JSON file (.json or .json.gz); raise TraceImportError.
     ``limits``: what the file may make the reader do (default: ReadLimits.from_env, the
     defaults moved by any GITM_MAX_* variable; see engine.trace.limits). ``interpreted``: try
-    the scanner's Python twin first (engine.trace.json_twin: the same trace, without compiling
-    the scanner; for a first run), and compile only when it declines the file (then
+    the scanner's Python twin first (engine.trace.kineto.json_twin: the same trace, without
+    compiling the scanner; for a first run), and compile only when it declines the file (then
     ``declined`` is called first). ``merge_idle``: keep each run of back-to-back calls that
     only take host time as one host row (engine.trace.idle_calls), exact for a replay window
     that starts or ends at any of the times it returns for the trace read (every call kept,

@@ -5,6 +5,11 @@ carried so each byte is scanned once (``scan_stream``), nesting bounded; then pa
 we keep strictly, reading the fields we use into columns — ``ts`` and ``dur`` *exactly* (decimal
 µs → int64 ns, no float64 rounding; beyond ±MAX_TIME_NS, OUT_OF_RANGE rather than an overflow).
 
+One module (~1,300 lines) on purpose: numba compiles each kernel with the helpers it calls and
+caches the result keyed on the *calling* kernel's source file, so a helper moved to a file of its
+own could be edited while the cached scanners kept its old code (bytemask.py, the one exception,
+says so at its top).
+
 Why not a JSON library alone: a 2 M-event trace is ~0.5 GB of text; decoding it whole costs
 over a gigabyte of objects, and float64 ``ts`` values of epoch-µs lose the nanoseconds. Scanning
 bytes in chunks keeps memory flat, and only the GPU/runtime events (a fraction of a trace) are
@@ -16,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.jit import jit
-from engine.trace.bytemask import ctz, eq64, escaped, load64, masks64, prefix_xor
+from engine.trace.kineto.bytemask import ctz, eq64, escaped, load64, masks64, prefix_xor
 from engine.trace.limits import MAX_TIME_NS
 
 _QUOTE, _BSLASH = 34, 92
@@ -1085,7 +1090,7 @@ def extract_fields(
 
 
 # ------------------------------------------------------------------ framework ops' shapes
-#: the args a framework op's work is read from (engine.trace.kineto._op_work), quoted as keys
+#: the args a framework op's work is read from (engine.trace.kineto.kineto._op_work), quoted as keys
 SHAPE_KEYS = (b'"Input Dims"', b'"Input type"', b'"Concrete Inputs"')
 #: arrays nested deeper than this are left to Python (whose json module may refuse them)
 _SHAPE_DEPTH = 64

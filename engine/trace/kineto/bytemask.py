@@ -10,8 +10,8 @@ generic sequence). Correct on every target, fast where there are vectors.
 The caller guarantees ``i + 64 <= len(buf)``: the load is not bounds-checked.
 
 Editing this file: numba's on-disk cache is keyed on the *calling* kernel's source file, so
-also touch ``json_scan.py`` (or delete ``engine/trace/__pycache__/*.nbi``) or its cached kernels
-keep the old code.
+also touch ``json_scan.py`` (or delete ``engine/trace/kineto/__pycache__/*.nbi``) or its cached
+kernels keep the old code.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The Kineto reader's scan and field extraction in plain Python, for a first run: numba takes
-~7 s to compile the scanner (engine.trace.json_scan), longer than this takes to read a trace of
-100k events. It returns exactly what ``json_scan`` returns for the events it keeps (a test holds
-them equal, field for field, on every trace in the repository and on generated variations), and
-declines — returns None, and the compiled reader reads the file — whenever it could not be sure
-of that:
+~7 s to compile the scanner (engine.trace.kineto.json_scan), longer than this takes to read a
+trace of 100k events. It returns exactly what ``json_scan`` returns for the events it keeps (a
+test holds them equal, field for field, on every trace in the repository and on generated
+variations), and declines — returns None, and the compiled reader reads the file — whenever it
+could not be sure of that:
 
 * the file decompresses to more than ``MAX_BYTES`` (past it, compiling is the faster way);
 * a kept event holds a backslash (escapes: the compiled reader hashes and compares raw bytes),
@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.trace import json_scan as js
-from engine.trace.chrome_stream import READ_CHUNK, chunks
 from engine.trace.errors import TraceImportError
 from engine.trace.import_memory import gc_paused
+from engine.trace.kineto import json_scan as js
+from engine.trace.kineto.chrome_stream import READ_CHUNK, chunks
 from engine.trace.limits import MAX_TIME_NS, ReadLimits
 
 #: decompressed bytes past which the twin declines (a trace of 100k events is ~35 MB; reading

@@ -3,7 +3,8 @@ of a gzip file), the top-level object around the ``traceEvents`` array, and the 
 elements, scanned once each with the scanner's state carried from chunk to chunk.
 
 Nothing here knows what an event means: the kept ones are handed to a ``parse`` callback
-(engine.trace.kineto reads their fields). Every limit of engine.trace.limits is enforced here.
+(engine.trace.kineto.kineto reads their fields). Every limit of engine.trace.limits is enforced
+here.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ try:  # ISA-L's inflate is ~3x zlib's on x86-64 and arm64 (python-isal); plain z
 except ImportError:  # pragma: no cover - isal is a core dependency; this keeps odd platforms going
     _zlib = zlib  # type: ignore[misc]
 
-from engine.trace import json_scan as js
 from engine.trace.errors import TraceImportError
 from engine.trace.files import open_regular
+from engine.trace.kineto import json_scan as js
 from engine.trace.limits import RATIO_FLOOR, ReadLimits, size_text
 
 #: decompressed bytes per chunk, for both readers (the compiled one and json_twin): the gzip

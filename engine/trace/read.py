@@ -1,0 +1,41 @@
+"""Read a trace file into a Trace, whichever importer it needs: the one entry point the analysis
+uses (engine.analyze.run). The importers' internals live in their own packages —
+engine.trace.kineto (PyTorch profiler / Chrome-trace JSON) and engine.trace.nsys (Nsight
+Systems SQLite exports); what they produce (Segments, HostEvents, Trace) is this package's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from engine.trace.errors import TraceImportError
+from engine.trace.files import open_regular
+from engine.trace.idle_calls import merge_idle_calls
+from engine.trace.kineto.kineto import read_kineto
+from engine.trace.nsys.nsys import read_nsys
+from engine.trace.trace import Trace
+
+
+def read_trace(
+    path: Path,
+    interpreted: bool = False,
+    declined: Callable[[], None] | None = None,
+    merge_idle: Callable[[Trace], Sequence[int]] | None = None,
+) -> Trace:
+    """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON.
+    TraceImportError for any file that cannot be read (not a regular file included).
+    ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it
+    (``declined`` is called when the twin leaves the file to the compiled reader).
+    ``merge_idle``: runs of calls that only take host time kept as one row, exact at the
+    times it names (engine.trace.idle_calls: as Kineto files are read; Nsight's once read)."""
+    with open_regular(path) as f:
+        try:
+            head = f.read(16)
+        except OSError as e:
+            raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
+    if head.startswith(b"SQLite format 3"):
+        trace = read_nsys(path)
+        if merge_idle is not None and len(trace.host) > 1:
+            merge_idle_calls(trace.host, trace.segments.correlation, merge_idle(trace))
+        return trace
+    return read_kineto(path, interpreted=interpreted, declined=declined, merge_idle=merge_idle)
