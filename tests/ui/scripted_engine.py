@@ -1,7 +1,8 @@
 """A scripted stand-in for the Engine: publishes a fixed, deterministic event sequence.
 
 Used by Pilot and snapshot tests so that what the screen shows depends on nothing but this file
-(no wall clock, no simulator, no thread timing).
+(no wall clock, no simulator, no thread timing). ``run_shown`` waits until a dashboard has shown
+the whole script.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from engine.runtime.events import (
     ViolationView,
 )
 from engine.telemetry.sample import ClockEventReason, TelemetrySample
+from gitm_tui.widgets.interventions import InterventionTable
+from gitm_tui.widgets.kernel_table import KernelTable
+from tests.ui.waiting import until
 
 NAMES = {
     7: (
@@ -251,3 +255,12 @@ class ScriptedEngine:
         self._iv("I2", "copy_overlap", "SAFE", "PROPOSED", 0.132)
         self._iv("I3", "bf16_autocast", "NUMERICS", "PROPOSED", 0.098)
         await self._stopped.wait()
+
+
+async def run_shown(pilot, last: str = "I3") -> None:
+    """Wait until the dashboard has shown the scripted run's every event (its last one is the
+    intervention ``last``), then have the kernel table rewrite its rows at once (its own timer
+    would do it some 100 ms later)."""
+    table = pilot.app.query_one(InterventionTable)
+    await until(pilot, lambda: last in table.latest, what=f"the scripted run's last event ({last})")
+    pilot.app.query_one(KernelTable).flush()

@@ -13,6 +13,7 @@ from gitm_tui.app import make_analysis_app
 from gitm_tui.modes.analysis import RegimeTimeline, kernel_details
 from gitm_tui.timeline import bin_regimes, covered_until
 from tests.paths import TRACES
+from tests.ui.waiting import until
 
 TRACE = TRACES / "kineto" / "a100_training_3streams.json.gz"
 
@@ -30,33 +31,30 @@ async def test_analysis_screen_zoom_and_details():
     res = analyze_trace(read_kineto(TRACE))
     app = make_analysis_app(res)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
         tl = app.query_one(RegimeTimeline)
+        await until(pilot, lambda: tl.has_focus, what="the filled screen (its timeline focused)")
         lines = tl.render().plain.splitlines()
         assert len(lines) == 1 + len(res.analysis.streams)
         whole = tl.window
         await pilot.press("plus")
-        await pilot.pause(0.05)
+        await until(pilot, lambda: tl.window != whole, what="the zoom")
         zoomed = tl.window
         assert zoomed[1] - zoomed[0] < whole[1] - whole[0]
         await pilot.press("right")
-        await pilot.pause(0.05)
+        await until(pilot, lambda: tl.window != zoomed, what="the scroll")
         assert tl.window[0] > zoomed[0]
         await pilot.press("0")
-        await pilot.pause(0.05)
-        assert tl.window == whole
+        await until(pilot, lambda: tl.window == whole, what="the whole trace again")
         assert app.analysis.selected == res.analysis.top_kernels[0]
         await pilot.press("tab")
         await pilot.press("down")
-        await pilot.pause(0.1)
-        assert app.analysis.selected == res.analysis.top_kernels[1]
+        await until(pilot, lambda: app.analysis.selected == res.analysis.top_kernels[1])
         console = Console(width=100, record=True)
         console.print(kernel_details(app.analysis.selected))
         text = console.export_text()
         assert app.analysis.selected.name[:20] in text and "calls" in text
-        await pilot.press("s")
-        await pilot.pause(0.1)
-        await pilot.press("q")
+        await pilot.press("s")  # a key is handled before press returns: a sort that failed
+        await pilot.press("q")  # would have ended the app with its error
 
 
 async def test_analysis_screen_opens_at_once_and_loads_in_a_worker():
@@ -67,7 +65,6 @@ async def test_analysis_screen_opens_at_once_and_loads_in_a_worker():
     from textual.widgets import DataTable, Static
 
     gate = threading.Event()
-    seen_stage: list[str] = []
 
     def load(progress):
         progress("reading a100_training_3streams.json.gz…")
@@ -77,22 +74,20 @@ async def test_analysis_screen_opens_at_once_and_loads_in_a_worker():
 
     app = make_analysis_app(load=load, source=str(TRACE))
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(50):
-            await pilot.pause(0.02)
-            stage = app.query("#analysis-stage")
-            if stage and "reading" in str(stage.first(Static).render()):
-                seen_stage.append("reading")
-                break
-        assert seen_stage and app.analysis.res is None
+        await until(
+            pilot,
+            lambda: "reading" in str(app.query_one("#analysis-stage", Static).render()),
+            what="the loader's stage line",
+        )
+        assert app.analysis.res is None  # the loader is held at its gate
         await pilot.press("s")  # nothing to sort yet: must not fail
         gate.set()
-        for _ in range(200):  # the result arrives, the screen is rebuilt, then filled
-            await pilot.pause(0.05)
+
+        def filled() -> bool:  # the result arrives, the screen is rebuilt, then filled
             tables = app.query("#analysis-kernels")
-            if app.analysis.res is not None and tables and tables.first(DataTable).row_count:
-                break
-        await pilot.pause(0.1)
-        assert app.query_one("#analysis-kernels", DataTable).row_count > 0
+            return bool(tables) and tables.first(DataTable).row_count > 0
+
+        await until(pilot, filled, what="the kernel table's rows")
         assert app.analysis.selected == app.analysis.res.analysis.top_kernels[0]
 
 
@@ -104,9 +99,6 @@ async def test_analysis_screen_loader_error_ends_the_app_with_its_line():
 
     app = make_analysis_app(load=load, source="x.json.gz")
     async with app.run_test(size=(100, 30)) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if app.analysis.error:
-                break
+        await until(pilot, lambda: app.analysis.error, what="the loader's error")
     assert app.analysis.error is not None and "truncated gzip" in app.analysis.error
     assert app.return_code == 1

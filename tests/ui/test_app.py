@@ -1,4 +1,4 @@
-"""Pilot tests of the dashboard and one SVG snapshot with a scripted engine."""
+"""Pilot tests of the dashboard with a scripted engine (its snapshots: test_snapshots.py)."""
 
 from __future__ import annotations
 
@@ -12,23 +12,17 @@ from gitm_tui.widgets.kappa_panel import KappaPanel
 from gitm_tui.widgets.kernel_table import KernelTable
 from gitm_tui.widgets.regime_strip import RegimeStrip
 from gitm_tui.widgets.run_header import RunHeader
-from tests.ui.scripted_engine import PATTERN, ScriptedEngine
+from tests.ui.scripted_engine import PATTERN, ScriptedEngine, run_shown
+from tests.ui.waiting import until
 
 SIZE = (120, 36)
-
-
-async def _settle(pilot, app, rounds=20):
-    for _ in range(rounds):
-        await pilot.pause(0.02)
-    app.query_one(KernelTable).flush()
-    await pilot.pause(0.05)
 
 
 async def test_scripted_segments_reach_the_regime_strips():
     eng = ScriptedEngine()
     app = make_app(Settings(), eng)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot, app)
+        await run_shown(pilot)
         strips = {s.stream: s for s in app.query(RegimeStrip)}
         assert set(strips) == {7, 13}
         assert strips[7].segments == 72 and strips[13].segments == 72
@@ -46,16 +40,15 @@ async def test_pause_key_sends_the_command_and_quit_stops_the_engine():
     eng = ScriptedEngine()
     app = make_app(Settings(), eng)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot, app)
+        await run_shown(pilot)
         await pilot.press("p")
-        await pilot.pause(0.1)
-        assert eng.commands == ["pause"] and app.dashboard.phase == "paused"
+        await until(pilot, lambda: app.dashboard.phase == "paused")
+        assert eng.commands == ["pause"]
         await pilot.press("p")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: app.dashboard.phase == "profile")
         assert eng.commands == ["pause", "resume"]
         await pilot.press("question_mark")
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, HelpScreen)
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         shown = str(app.screen.query_one("#help", Static).render())
         for (
             b
@@ -63,9 +56,8 @@ async def test_pause_key_sends_the_command_and_quit_stops_the_engine():
             assert f"{b.key_display or b.key} {b.description.lower()}" in shown
         assert "COPY" in shown and "COMM" in shown
         await pilot.press("escape")
-        await pilot.pause(0.05)
-        await pilot.press("q")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: app.screen is app.dashboard)
+        await pilot.press("q")  # the key's action stops the engine, then exits the app
     assert eng.commands[-1] == "stop"
 
 
@@ -73,13 +65,13 @@ async def test_live_engine_decodes_into_strips():
     eng = Engine(RunConfig(workload="hft-lob", budget_s=30, tick_s=0.05))
     app = make_app(Settings(), eng)
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.05)
+
+        def decoded() -> bool:
             strips = list(app.query(RegimeStrip))
-            if strips and all(s.segments > 0 for s in strips):
-                break
-        assert {s.stream for s in strips} == {7, 13}
-        assert all(s.segments > 0 for s in strips)
+            return len(strips) == 2 and all(s.segments > 0 for s in strips)
+
+        await until(pilot, decoded, what="segments on both streams' strips")
+        assert {s.stream for s in app.query(RegimeStrip)} == {7, 13}
         await pilot.press("q")
 
 
@@ -103,16 +95,14 @@ async def test_kernel_table_starts_over_when_the_configuration_changes():
         return ("k",) * n, start, start + 50, np.zeros(n, np.uint8), np.zeros(n, np.bool_)
 
     app = One()
-    async with app.run_test() as pilot:
+    async with app.run_test():  # flush() rewrites the rows at once: nothing to wait for
         t = app.query_one(KernelTable)
         t.add(7, *rows(5), config="baseline")
         t.add(7, *rows(3), config="baseline")
         t.flush()
-        await pilot.pause(0.05)
         assert t._agg[(7, "k")].calls == 8 and t.border_title == "kernels — baseline"
         t.add(7, *rows(2), config="baseline + cuda_graphs")
         t.flush()
-        await pilot.pause(0.05)
         assert t._agg[(7, "k")].calls == 2 and t.row_count == 1
         assert t.border_title == "kernels — baseline + cuda_graphs"
 
@@ -143,19 +133,17 @@ async def test_kernel_table_ranks_rows_and_brings_rows_scrolled_into_view_up_to_
         t = app.query_one(KernelTable)
         names = [f"k{i:03d}" for i in range(60)]
         t.add(0, *batch(names, [1000 * (i + 1) for i in range(60)]))  # k059 heaviest
-        t.flush()
-        await pilot.pause(0.05)
+        t.flush()  # rewrites the rows at once: nothing to wait for
         shown = [str(t.get_row_at(r)[0]) for r in range(t.row_count)]
         assert shown == [f"k{i:03d}" for i in reversed(range(60))]
         # the lightest kernel becomes the heaviest: on screen at once, elsewhere when seen
         t.add(0, *batch(["k000"], [10**9]))
         t.flush(visible_only=True)
-        await pilot.pause(0.05)
         assert str(t.get_row_at(0)[0]) == "k000"
         assert str(t.get_row_at(59)[0]) == "k000"  # off screen: not rewritten yet
         t.scroll_end(animate=False)
-        await pilot.pause(0.1)
-        assert str(t.get_row_at(59)[0]) == "k001"  # scrolled into view: up to date
+        # scrolled into view: up to date
+        await until(pilot, lambda: str(t.get_row_at(59)[0]) == "k001")
         t.flush()  # an explicit flush rewrites every row
         assert [str(t.get_row_at(r)[0]) for r in range(60)] == ["k000"] + [
             f"k{i:03d}" for i in reversed(range(1, 60))
@@ -174,39 +162,46 @@ async def test_a_failed_run_is_shown_and_quits_with_exit_code_1(monkeypatch):
     eng = Engine(RunConfig(workload="hft-lob", budget_s=10, tick_s=0.05))
     app = make_app(Settings(), eng)
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.dashboard.finished is not None:
-                break
-        await pilot.pause(0.1)
-        assert app.dashboard.finished is not None and app.dashboard.finished.status == "failed"
+        await until(pilot, lambda: app.dashboard.finished is not None, what="the run's end")
+        assert app.dashboard.finished.status == "failed"
         assert app.query_one("#loop", TabbedContent).active == "tab-log"
-        log = "\n".join(str(line.text) for line in app.query_one(RichLog).lines)
-        assert "planted failure" in log
+
+        def log() -> str:  # a hidden log shows its lines once its tab gives it a size
+            return "\n".join(str(line.text) for line in app.query_one(RichLog).lines)
+
+        await until(pilot, lambda: "planted failure" in log())
         await pilot.press("q")
-        await pilot.pause(0.1)
     assert app.return_value == 1  # run_dashboard turns it into the exit code
 
 
 async def test_the_palette_offers_the_keys_the_screen_offers_and_runs_them():
     """ctrl+p lists the dashboard's keys as commands (only those on offer now) and running one
     does what the key does."""
+    from textual.command import CommandList, CommandPalette
+
     from gitm_tui.app import KeysProvider
 
     eng = ScriptedEngine()
     app = make_app(Settings(), eng)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot, app)
+        await run_shown(pilot)
         names = [hit.text async for hit in KeysProvider(app.screen).discover()]
         assert app.dashboard.phase == "apply"  # where the scripted run ends
         assert {"Pause/Resume (p)", "Help (?)", "Finish apply (f)"} <= set(names)
         await pilot.press("ctrl+p")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"pause/res")
-        await pilot.pause(0.3)
+        hits = app.screen.query_one(CommandList)
+        await until(
+            pilot,
+            lambda: (
+                hits.option_count == 1 and "Pause/Resume" in str(hits.get_option_at_index(0).prompt)
+            ),
+            what="the palette's one hit for 'pause/res'",
+        )
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert eng.commands == ["pause"] and app.dashboard.phase == "paused"
+        await until(pilot, lambda: app.dashboard.phase == "paused")
+        assert eng.commands == ["pause"]
         names = [hit.text async for hit in KeysProvider(app.screen).discover()]
         assert "Pause/Resume (p)" in names
         assert "Finish apply (f)" not in names  # as its key: only in the apply phase
@@ -224,20 +219,20 @@ async def test_one_app_holds_several_modes_and_m_switches_between_them():
     eng = ScriptedEngine()
     app = GitmApp([DashboardScreen(Settings(), eng), AnalysisScreen(res)])
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot, app)
+        await run_shown(pilot)
         assert app.current_mode == "dashboard" and app.screen is app.dashboard
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Analysis mode" in titles and "Dashboard mode" not in titles
         await pilot.press("m")
-        await pilot.pause(0.1)
-        assert app.current_mode == "analysis" and app.screen.query_one(RegimeTimeline)
+        await until(pilot, lambda: app.current_mode == "analysis")
+        assert app.screen.query_one(RegimeTimeline)
         await pilot.press("m")
-        await pilot.pause(0.1)
-        assert app.screen is app.dashboard and {s.stream for s in app.query(RegimeStrip)} == {7, 13}
+        await until(pilot, lambda: app.screen is app.dashboard)
+        assert {s.stream for s in app.query(RegimeStrip)} == {7, 13}
     # with one mode, m is not on offer
     solo = make_app(Settings(), ScriptedEngine())
     async with solo.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.1)
+        await run_shown(pilot)
         assert "m" not in solo.screen.active_bindings
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from engine.runtime import Engine, RunConfig
 from engine.store.journal import read
 from gitm_tui.app import Settings, make_app
+from tests.ui.waiting import until
 
 
 async def _stopped(tmp_path, monkeypatch, how: str) -> None:
@@ -13,18 +14,12 @@ async def _stopped(tmp_path, monkeypatch, how: str) -> None:
     eng = Engine(RunConfig(workload="kitti", budget_s=60, tick_s=0.05))
     app = make_app(Settings(), eng)
     async with app.run_test(size=(120, 36)) as pilot:
-        for _ in range(100):  # until the run has started (a bound for the test only)
-            await pilot.pause(0.05)
-            if app.dashboard.run_id:
-                break
+        await until(pilot, lambda: app.dashboard.run_id, what="the run's start")
         if how == "key":
             await pilot.press("ctrl+c")
         else:  # what the SIGTERM / SIGHUP handler calls
             app.dashboard.action_interrupt()
-        for _ in range(400):
-            await pilot.pause(0.05)
-            if app.return_value is not None:
-                break
+        await until(pilot, lambda: app.return_value is not None, what="the app's exit")
     assert app.return_value == 130  # what run() returns: the exit code (run_dashboard)
     (journal,) = (tmp_path / "runs").glob("*/journal.jsonl")
     finished = [r for r in read(journal) if r.get("type") == "run_finished"]

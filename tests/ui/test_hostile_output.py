@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, RichLog, Static
 
 from engine.analyze.compute import analyze_trace
 from engine.regimes import Regime
@@ -46,6 +46,7 @@ from gitm_tui.widgets.interventions import CauseTable, InterventionTable, Violat
 from tests.paths import ROOT, TRACES
 from tests.ui.hostile_names import HOSTILE_FILE_STEM, write_corpus
 from tests.ui.scripted_engine import ScriptedEngine
+from tests.ui.waiting import until
 
 KINETO = TRACES / "kineto"
 
@@ -185,18 +186,18 @@ async def test_analysis_screen_shows_hostile_names_literally(corpus):
     res = analyze_trace(read_kineto(corpus["names"]))
     app = make_analysis_app(res, source=str(corpus["names"]))
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
-        assert unsafe(_svg_text(app)) == []
         table = app.query_one("#analysis-kernels", DataTable)
+        await until(pilot, lambda: app.analysis.selected is not None, what="the filled screen")
+        assert unsafe(_svg_text(app)) == []
         cells = [str(table.get_row_at(r)[0]) for r in range(table.row_count)]
         assert table.row_count == len(res.analysis.top_kernels)
         assert all(unsafe(c) == [] for c in cells)
         assert any(c.startswith("[bold red]x[/]") for c in cells)  # literal, not styled
         assert any(c.startswith("[/]") for c in cells)
+        shown = app.analysis.shown.top_kernels  # the table's rows, in order (not sorted)
         for row in range(min(table.row_count, 12)):  # every payload in the details panel
             table.move_cursor(row=row)
-            await pilot.pause(0.02)
-            assert app.analysis.selected is not None
+            await until(pilot, lambda row=row: app.analysis.selected is shown[row])
             details = app.query_one("#analysis-details", Static)
             assert unsafe(str(details.render())) == []
         await pilot.press("q")
@@ -208,8 +209,8 @@ async def test_analysis_screen_cuts_an_8_mb_name_and_still_quits():
     res.analysis.top_kernels[0].name = "\x1b[2J" + "k" * (8 * 2**20)
     app = make_analysis_app(res)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.3)
         table = app.query_one("#analysis-kernels", DataTable)
+        await until(pilot, lambda: app.analysis.selected is not None, what="the filled screen")
         shown = str(table.get_row_at(0)[0])
         assert len(shown) <= SHOWN_CHARS and shown.startswith("\\x1b[2J") and shown[-1] == "…"
         assert app.analysis.selected is not None and len(app.analysis.selected.name) <= SHOWN_CHARS
@@ -232,24 +233,22 @@ async def test_the_stage_line_names_a_hostile_file_literally():
 
     app = make_analysis_app(load=load, source=HOSTILE_FILE_STEM)
     async with app.run_test(size=(140, 40)) as pilot:
-        stage = ""
-        for _ in range(200):
-            await pilot.pause(0.02)
-            found = app.query("#analysis-stage")
-            stage = str(found.first(Static).render()) if found else ""
-            if stage.startswith("reading"):
-                break
+
+        def stage_line() -> str:
+            return str(app.query_one("#analysis-stage", Static).render())
+
+        await until(pilot, lambda: stage_line().startswith("reading"), what="the stage line")
+        stage = stage_line()
         assert "[bold red]x" in stage and "[/]" in stage and unsafe(stage) == [], stage
         assert unsafe(_svg_text(app)) == []
         gate.set()
-        for _ in range(200):  # the result arrives, the screen is rebuilt, then filled
-            await pilot.pause(0.05)
+
+        def filled() -> bool:  # the result arrives, the screen is rebuilt, then filled
             tables = app.query("#analysis-kernels")
-            if app.analysis.res is not None and tables and tables.first(DataTable).row_count:
-                break
-        assert (
-            app.analysis.error is None and app.query_one("#analysis-kernels", DataTable).row_count
-        )
+            return bool(tables) and tables.first(DataTable).row_count > 0
+
+        await until(pilot, filled, what="the kernel table's rows")
+        assert app.analysis.error is None
 
 
 @pytest.mark.timeout(120)
@@ -262,6 +261,7 @@ def test_q_quits_at_once_while_a_trace_is_still_loading(tmp_path):
         """
         import threading
         from gitm_tui.app import make_analysis_app
+        from tests.ui.waiting import until
 
         started = threading.Event()
 
@@ -271,8 +271,7 @@ def test_q_quits_at_once_while_a_trace_is_still_loading(tmp_path):
             threading.Event().wait()  # a load that outlives the app
 
         async def press_q(pilot):
-            while not started.is_set():
-                await pilot.pause(0.02)
+            await until(pilot, started.is_set, what="the load's start")
             await pilot.press("q")
 
         app = make_analysis_app(load=load, source="slow.json.gz")
@@ -396,11 +395,7 @@ async def test_markup_and_escapes_from_outside_never_crash_or_reach_the_dashboar
     app = make_app(Settings(), eng)
     async with app.run_test(size=(140, 44)) as pilot:
         table = app.query_one(InterventionTable)
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if table.row_count == 2:
-                break
-        assert table.row_count == 2
+        await until(pilot, lambda: table.row_count == 2, what="both interventions")
         note = str(table.get_cell("I1", "note"))
         assert note.startswith("metric printed as [/] \\x1b]0;pwned\\x07")  # literal, visible
         assert unsafe(_svg_text(app)) == []
@@ -410,25 +405,24 @@ async def test_markup_and_escapes_from_outside_never_crash_or_reach_the_dashboar
             assert cells and all(unsafe(c) == [] for c in cells), cells
         assert any("[/]" in str(c) for c in app.query_one(ViolationTable).get_row_at(0))
         app.query_one("#loop").active = "tab-log"
-        await pilot.pause(0.1)
+        # a hidden log shows its lines once its tab gives it a size
+        await until(pilot, lambda: app.query_one(RichLog).lines, what="the log's lines")
         assert unsafe(_svg_text(app)) == []
         app.query_one("#loop").active = "tab-interventions"
         table.focus()
         table.move_cursor(row=table.get_row_index("I1"))
         await pilot.press("d")  # the details screen quotes evidence, note, lever
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, InterventionScreen)
+        await until(pilot, lambda: isinstance(app.screen, InterventionScreen))
         body = str(app.screen.query_one(Static).render())
         assert "[/]" in body and unsafe(body) == [] and unsafe(_svg_text(app)) == []
         await pilot.press("escape")
-        await pilot.pause(0.05)
+        await until(pilot, lambda: app.screen is app.dashboard)
         await pilot.press("a")  # the confirmation names the lever
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, ConfirmScreen)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         question = str(app.screen.query_one(Static).render())
         assert "block=[/]\\x1b[2J" in question and unsafe(_svg_text(app)) == []
         await pilot.press("n")
-        await pilot.pause(0.05)
+        await until(pilot, lambda: app.screen is app.dashboard)
         await pilot.press("q")
     assert app.return_code == 0
 

@@ -14,14 +14,7 @@ from engine.analyze.run import analyze_paths, read_trace
 from engine.analyze.synth_ranks import write_ranks
 from gitm_tui.app import make_ranks_app
 from gitm_tui.modes.ranks import RankAnalysisScreen
-
-
-async def _until(pilot, check, tries=100):
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if check():
-            return True
-    return False
+from tests.ui.waiting import until
 
 
 async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tmp_path):
@@ -47,12 +40,12 @@ async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tm
 
     app = make_ranks_app(load, source=str(tmp_path / "ranks"), open_rank=open_rank)
     async with app.run_test(size=(150, 40)) as pilot:
-        assert await _until(pilot, lambda: "1/4" in str(app.query_one("#ranks-stage").render()))
+        await until(pilot, lambda: "1/4" in str(app.query_one("#ranks-stage").render()))
         stage = str(app.query_one("#ranks-stage", Static).render())
         assert "rank0000.json.gz" in stage and "127.0.0.1:8787" in stage  # the Dask dashboard
         assert app.query_one(ProgressBar).progress == 1
         gate.set()
-        assert await _until(pilot, lambda: bool(app.query("#ranks-table")))
+        await until(pilot, lambda: bool(app.query("#ranks-table")))
         table = app.query_one("#ranks-table", DataTable)
         assert table.row_count == 4
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(4)]
@@ -61,11 +54,11 @@ async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tm
         findings = str(app.query_one("#ranks-findings", Static).render())
         assert "slow link 0→1" in findings and "straggler rank 2" in findings
         await pilot.press("down", "down", "enter")  # rank 2
-        assert await _until(pilot, lambda: isinstance(app.screen, RankAnalysisScreen))
-        assert await _until(pilot, lambda: app.screen.res is not None)
+        await until(pilot, lambda: isinstance(app.screen, RankAnalysisScreen))
+        await until(pilot, lambda: app.screen.res is not None)
         assert opened == [str(paths[2])]
         await pilot.press("escape")
-        assert await _until(pilot, lambda: app.screen is app.ranks)
+        await until(pilot, lambda: app.screen is app.ranks)
         await pilot.press("q")
 
 
@@ -75,7 +68,7 @@ async def test_a_loader_that_fails_ends_the_app_with_its_line():
 
     app = make_ranks_app(load, source="ranks/")
     async with app.run_test(size=(100, 30)) as pilot:
-        await _until(pilot, lambda: app.ranks.error is not None)
+        await until(pilot, lambda: app.ranks.error is not None)
     assert app.ranks.error == "cannot reach the Dask scheduler at tcp://127.0.0.1:1"
     assert app.return_code == 1
 
@@ -87,16 +80,22 @@ async def test_a_rank_that_cannot_be_opened_is_a_notice_not_the_end(tmp_path):
     def load(progress, dashboard):
         return outcomes, cross_rank([o.summary for o in outcomes if o.summary])
 
+    tried: list[str] = []
+
     def open_rank(path, progress):
+        tried.append(path)
         raise OSError(f"{path}: gone")
 
     app = make_ranks_app(load, source="ranks/", open_rank=open_rank)
     async with app.run_test(size=(150, 40)) as pilot:
-        assert await _until(pilot, lambda: bool(app.query("#ranks-table")))
+        await until(pilot, lambda: bool(app.query("#ranks-table")))
         table = app.query_one("#ranks-table", DataTable)
         assert not any("straggler" in str(table.get_row_at(i)[-1]) for i in range(3))
         await pilot.press("enter")
-        assert await _until(pilot, lambda: app.screen is app.ranks and app.ranks.error is None)
+        # the rank's screen was pushed before its loader ran: back on the ranks, it was popped
+        await until(pilot, lambda: tried and app.screen is app.ranks, what="the rank's screen gone")
+        assert app.ranks.error is None
+        # a check that nothing happens (the app does not end): only a time can show it
         await pilot.pause(0.2)
         assert app.is_running and app.screen is app.ranks
         await pilot.press("q")
@@ -114,7 +113,7 @@ async def test_analyze_dir_ui_runs_the_ranks_on_a_local_dask_cluster_under_the_a
     files = sorted(str(f) for f in (tmp_path / "ranks").iterdir())
     app, said, failures = ranks_app(ns, files)
     async with app.run_test(size=(150, 40)) as pilot:
-        assert await _until(pilot, lambda: app.ranks.outcomes or app.ranks.error, tries=600)
+        await until(pilot, lambda: app.ranks.outcomes or app.ranks.error, timeout=120)
         assert app.ranks.error is None
         assert [o.error for o in app.ranks.outcomes if o.error] == []
         await pilot.press("q")

@@ -18,23 +18,14 @@ from gitm_tui.app import Settings, make_analysis_app, make_app, make_audit_app, 
 from gitm_tui.modes.analysis import RegimeTimeline
 from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
 from gitm_tui.widgets.interventions import InterventionTable
-from gitm_tui.widgets.kernel_table import KernelTable
 from tests.paths import ROOT
-from tests.ui.scripted_engine import ScriptedEngine
+from tests.ui.scripted_engine import ScriptedEngine, run_shown
 from tests.ui.waiting import until
 
 #: the dashboard's first snapshot size (kept: its snapshot predates the others)
 SIZE = (120, 36)
 #: the size screenshots/make_screenshots.py draws at
 SHOT = (140, 44)
-
-
-async def scripted_run_shown(pilot) -> None:
-    """Until the scripted run's every event is on screen, then the kernel table's rows
-    rewritten at once (its own timer would do it some 100 ms later)."""
-    table = pilot.app.query_one(InterventionTable)
-    await until(pilot, lambda: "I3" in table.latest, what="the scripted run's last event")
-    pilot.app.query_one(KernelTable).flush()
 
 
 async def _select(pilot, iid: str) -> None:
@@ -46,14 +37,14 @@ async def _select(pilot, iid: str) -> None:
 
 def test_snapshot_dashboard(snap_compare):
     app = make_app(Settings(), ScriptedEngine())
-    assert snap_compare(app, terminal_size=SIZE, run_before=scripted_run_shown)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_shown)
 
 
 def test_snapshot_confirm_approve(snap_compare):
     """`a` on a proposed SAFE intervention: the confirmation (screenshots/confirm.svg)."""
 
     async def run_before(pilot):
-        await scripted_run_shown(pilot)
+        await run_shown(pilot)
         await _select(pilot, "I2")
         await pilot.press("a")
         await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
@@ -66,7 +57,7 @@ def test_snapshot_intervention_details(snap_compare):
     """`d` on a kept intervention: claim, evidence, replay, measured (intervention.svg)."""
 
     async def run_before(pilot):
-        await scripted_run_shown(pilot)
+        await run_shown(pilot)
         await _select(pilot, "I1")
         await pilot.press("d")
         await until(pilot, lambda: isinstance(pilot.app.screen, InterventionScreen))
@@ -77,7 +68,7 @@ def test_snapshot_intervention_details(snap_compare):
 
 def _tab(name: str):
     async def run_before(pilot):
-        await scripted_run_shown(pilot)
+        await run_shown(pilot)
         tabs = pilot.app.query_one("#loop", TabbedContent)
         tabs.active = f"tab-{name}"
         await until(pilot, lambda: tabs.get_pane(f"tab-{name}").display)
@@ -97,7 +88,7 @@ def test_snapshot_causes_tab(snap_compare):
 
 def test_snapshot_help(snap_compare):
     async def run_before(pilot):
-        await scripted_run_shown(pilot)
+        await run_shown(pilot)
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(pilot.app.screen, HelpScreen))
 

@@ -45,8 +45,3 @@ async def until(
             pass
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout:g} s in vain for: {what or _describe(cond)}")
-
-
-async def settled(pilot: Pilot[object]) -> None:
-    """Wait until the app has handled every message it was sent (no time passes on purpose)."""
-    await pilot.pause()
