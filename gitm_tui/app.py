@@ -5,22 +5,20 @@
 - ``audit`` — an audit ledger (``gitm-tui audit --ui LEDGER``);
 - ``ranks`` — the ranks of one job side by side (``gitm-tui analyze DIR --ui``).
 
-An app holds the modes it was given something to show and opens on the first; the others are
-one key (``m``) or one palette command away. The palette (ctrl+p) also offers every key of the
-screen it opened on (``KeysProvider``), and the colours come from the theme (``gitm_tui/theme.py``).
-``make_app``, ``make_analysis_app``, ``make_audit_app`` and ``make_ranks_app`` are the factories the CLI, tests and
-screenshot script use.
+An app shows one mode: each command builds the app of its own. The palette (ctrl+p) also offers
+every key of the screen it opened on (``KeysProvider``), and the colours come from the theme
+(``gitm_tui/theme.py``). ``make_app``, ``make_analysis_app``, ``make_audit_app`` and
+``make_ranks_app`` are the factories the CLI, tests and screenshot script use.
 """
 
 from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
-from textual.app import App, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.app import App
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 
@@ -45,14 +43,6 @@ __all__ = [
     "make_audit_app",
     "make_ranks_app",
 ]
-
-#: the modes in the order ``m`` cycles them, with what the palette says of each
-MODES_SHOWN = {
-    "dashboard": "the live run: regimes, κ, telemetry, the optimize loop",
-    "analysis": "the analysed trace: timeline, kernels, details",
-    "audit": "the audit ledger: PCS matrix, equivalence, κ geometry",
-    "ranks": "the ranks of one job: stragglers, waits, links",
-}
 
 S = TypeVar("S", bound=Screen[None])
 
@@ -85,27 +75,20 @@ class KeysProvider(Provider):
 
 
 class GitmApp(App[int]):
-    """gitm-tui's app: one screen per mode, one stylesheet, one theme."""
+    """gitm-tui's app: one mode's screen, one stylesheet, one theme."""
 
     CSS_PATH = "gitm.tcss"
     TITLE = "gitm-tui"
     COMMANDS = App.COMMANDS | {KeysProvider}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("m", "next_mode", "Mode", tooltip="switch to the next mode this app holds"),
-    ]
 
-    def __init__(self, screens: Iterable[Screen[None]]) -> None:
-        """``screens``: the modes' screens (ids dashboard / analysis / audit); the first opens."""
-        screens = list(screens)
-        # the first mode is the one Textual starts in (no blank default screen first)
-        self.DEFAULT_MODE = str(screens[0].id)  # type: ignore[misc]
+    def __init__(self, screen: Screen[None]) -> None:
+        """``screen``: the mode's screen (id dashboard / analysis / audit / ranks)."""
+        # the mode is the one Textual starts in (no blank default screen first)
+        self.DEFAULT_MODE = str(screen.id)  # type: ignore[misc]
         # a terminal that goes away never blocks the app (gitm_tui/terminal.py)
         super().__init__(driver_class=terminal.driver_class())
-        self.screens: dict[str, Screen[None]] = {}
-        for screen in screens:
-            assert screen.id in MODES_SHOWN, screen.id
-            self.screens[screen.id] = screen
-            self.add_mode(screen.id, functools.partial(lambda s: s, screen))
+        self.mode_screen = screen
+        self.add_mode(str(screen.id), lambda: screen)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(theme.DEFAULTS)
@@ -138,8 +121,8 @@ class GitmApp(App[int]):
         self.screen.refresh(recompose=False, layout=False, repaint=True)
 
     def mode(self, kind: type[S]) -> S | None:
-        """Return this app's screen of ``kind`` (DashboardScreen, …), or None if it has none."""
-        return next((s for s in self.screens.values() if isinstance(s, kind)), None)
+        """Return this app's screen if it is of ``kind`` (DashboardScreen, …), else None."""
+        return self.mode_screen if isinstance(self.mode_screen, kind) else None
 
     @property
     def dashboard(self) -> DashboardScreen:
@@ -165,30 +148,10 @@ class GitmApp(App[int]):
         assert screen is not None, "this app holds no ranks"
         return screen
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "next_mode":
-            return len(self.screens) > 1  # hidden with one mode: nowhere to go
-        return True
-
-    def action_next_mode(self) -> None:
-        names = list(self.screens)
-        current = self.current_mode if self.current_mode in names else names[0]
-        self.switch_mode(names[(names.index(current) + 1) % len(names)])
-
-    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        for name in self.screens:
-            if name != self.current_mode:
-                yield SystemCommand(
-                    f"{name.capitalize()} mode",
-                    MODES_SHOWN[name],
-                    functools.partial(self.switch_mode, name),
-                )
-
 
 def make_app(settings: Settings, engine: EngineLike) -> GitmApp:
     """Return the app on the dashboard of ``engine``'s run (CLI, tests, screenshot script)."""
-    return GitmApp([DashboardScreen(settings, engine)])
+    return GitmApp(DashboardScreen(settings, engine))
 
 
 def make_analysis_app(
@@ -198,17 +161,17 @@ def make_analysis_app(
 ) -> GitmApp:
     """Return the app on the analysis of a trace: for a result in hand, or for a loader that
     the screen runs in a thread while it shows progress."""
-    return GitmApp([AnalysisScreen(res, load, source)])
+    return GitmApp(AnalysisScreen(res, load, source))
 
 
 def make_audit_app(ledger: AuditLedger, path: str = "") -> GitmApp:
     """Return the app on an audit ledger."""
-    return GitmApp([AuditScreen(ledger, path)])
+    return GitmApp(AuditScreen(ledger, path))
 
 
 def make_ranks_app(load: Loader, source: str, open_rank: OpenRank | None = None) -> GitmApp:
     """Return the app on the ranks of one job, analysed by ``load`` in a thread."""
-    return GitmApp([RanksScreen(load, source, open_rank)])
+    return GitmApp(RanksScreen(load, source, open_rank))
 
 
 def dashboard_app(config: RunConfig) -> GitmApp:

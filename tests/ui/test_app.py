@@ -207,35 +207,6 @@ async def test_the_palette_offers_the_keys_the_screen_offers_and_runs_them():
         assert "Finish apply (f)" not in names  # as its key: only in the apply phase
 
 
-async def test_one_app_holds_several_modes_and_m_switches_between_them():
-    from engine.analyze.compute import analyze_trace
-    from engine.trace.kineto.kineto import read_kineto
-    from gitm_tui.app import GitmApp
-    from gitm_tui.modes.analysis import AnalysisScreen, RegimeTimeline
-    from gitm_tui.modes.dashboard import DashboardScreen
-    from tests.paths import TRACES
-
-    res = analyze_trace(read_kineto(TRACES / "kineto" / "a100_triton_one_kernel.json.gz"))
-    eng = ScriptedEngine()
-    app = GitmApp([DashboardScreen(Settings(), eng), AnalysisScreen(res)])
-    async with app.run_test(size=SIZE) as pilot:
-        await run_shown(pilot)
-        assert app.current_mode == "dashboard" and app.screen is app.dashboard
-        titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert "Analysis mode" in titles and "Dashboard mode" not in titles
-        await pilot.press("m")
-        await until(pilot, lambda: app.current_mode == "analysis")
-        assert app.screen.query_one(RegimeTimeline)
-        await pilot.press("m")
-        await until(pilot, lambda: app.screen is app.dashboard)
-        assert {s.stream for s in app.query(RegimeStrip)} == {7, 13}
-    # with one mode, m is not on offer
-    solo = make_app(Settings(), ScriptedEngine())
-    async with solo.run_test(size=SIZE) as pilot:
-        await run_shown(pilot)
-        assert "m" not in solo.screen.active_bindings
-
-
 def test_colours_come_from_the_theme():
     """Rich text takes its colours from the active theme's variables (a theme may override
     them); no Python module of the UI spells a colour of its own."""
