@@ -1,4 +1,4 @@
-"""Engine events: frozen dataclasses with a stable JSON form (the headless schema, see README).
+"""Engine events: frozen dataclasses with a stable JSON form (the headless schema: docs/events.md).
 
 High-rate kinds say how they coalesce on the bus (``coalesce_key``/``merge``): decoded rows of a
 stream are concatenated, κ and telemetry keep the latest. Nothing that matters is dropped.
