@@ -114,7 +114,7 @@ async def measure(rate: int, seconds: float, streams: int) -> dict:
 
     engine = LoadEngine(rate, seconds, streams)
     pending: dict[int, list[int]] = {}  # stream → batch sequences taken in, not yet drawn
-    latency: list[float] = []
+    latency: list[tuple[float, float]] = []
     original_show = dashboard.DashboardScreen.on_dashboard_screen_engine_events
     original_render = RegimeStrip.render_line
 

@@ -24,7 +24,7 @@ from engine.telemetry.sampler import Sampler  # noqa: E402
 from tests.fakes import FakeNvml  # noqa: E402
 
 
-def measure(backend, rounds: int) -> tuple[float, float, int]:
+def measure(backend: NvmlBackend, rounds: int) -> tuple[float, float, int]:
     s = Sampler(backend)
     n = 0
     for _ in range(rounds):

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -92,7 +93,7 @@ def main() -> None:
     ns = ap.parse_args()
     targets = [float(x) for x in ns.targets.split(",")]
     t0 = time.perf_counter()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for target in targets:
         for w in WORKLOADS:
             for seed in range(ns.seeds):

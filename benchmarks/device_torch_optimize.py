@@ -79,7 +79,7 @@ def main() -> int:
     for r in rows:
         p, m = r["predicted"], r["measured"]
         err = (
-            f"{m - p:+.1%}"  # type: ignore[operator]
+            f"{m - p:+.1%}"
             if isinstance(p, float) and isinstance(m, float) and not math.isnan(p)
             else "—"
         )

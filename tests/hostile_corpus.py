@@ -41,7 +41,7 @@ class Case:
     args: list[str]
     code: int
     words: tuple[str, ...] = ()
-    make: Callable[[Path], None] = lambda d: None
+    make: Callable[[Path], object] = lambda d: None
     env: dict[str, str] = field(default_factory=dict)
 
     def argv(self, d: Path) -> list[str]:

@@ -187,7 +187,7 @@ def test_warmup_finishing_after_the_loop_closed_is_silent():
     release = threading.Event()
     errors: list[BaseException] = []
     old_hook = threading.excepthook
-    threading.excepthook = lambda args: errors.append(args.exc_value)
+    threading.excepthook = lambda args: errors.append(args.exc_value) if args.exc_value else None
     try:
 
         async def start() -> None:

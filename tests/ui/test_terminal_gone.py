@@ -32,7 +32,7 @@ class _Hungup:
 
 def test_a_refused_write_is_dropped_and_said_once():
     told: list[int] = []
-    f = _Dropping(_Hungup(), lambda: told.append(1))  # type: ignore[arg-type]
+    f = _Dropping(_Hungup(), lambda: told.append(1))
     assert f.write("\x1b[?1000l") == 8
     f.flush()
     assert f.write("more") == 4
