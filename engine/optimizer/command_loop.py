@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.measure import Block, finite_or_none
 from engine.optimizer.attribution import RankedHypotheses
-from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
+from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor, unchecked_invariants
 from engine.optimizer.monitor import InvariantResult
 from engine.store.journal import State
 from engine.workloads.command import (
@@ -111,20 +111,14 @@ class CommandOptimizer(LoopRun):
         return self._set_noise_floor(run)
 
     def analyse(self, m: Any = None) -> CommandAnalysis:
-        inv = [
-            InvariantResult(name, False, 0, NO_TRACE)
-            for name in ("kernel_time", "memory_traffic", "concurrency")
-        ]
-        a = CommandAnalysis(inv, RankedHypotheses([], 0))
+        a = CommandAnalysis(unchecked_invariants(NO_TRACE), RankedHypotheses([], 0))
         self.analysis = a
-        if not self.baseline_invariants:
-            self.baseline_invariants = inv
-            self.baseline_hypotheses = a.hypotheses
+        self._keep_baseline(a.invariants, a.hypotheses)
         return a
 
     # ------------------------------------------------------------------ rank
     def rank(self, a: Any = None) -> list[CommandCandidate]:
-        tried = {iv.lever_id for iv in self.interventions.values() if iv.state != State.PROPOSED}
+        tried = self._tried()
         out = []
         for lv in self.wl.spec.levers:
             for v in lv.values:

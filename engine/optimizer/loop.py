@@ -1,5 +1,8 @@
-"""The optimize loop's steps (DESIGN §5–7), synchronous and UI-free; ``engine.runtime.engine``
-runs them in worker threads, one phase after another, and handles approvals.
+"""The optimize loop's steps (DESIGN §5–7), synchronous and UI-free: ``LoopRun``, what every
+loop keeps and does alike, and ``Optimizer``, the loop over a simulated workload. The other
+loops (``command_loop``, ``torch_loop``) build on ``LoopRun`` too; all four keep one contract
+(engine/optimizer/contract.py), through which engine/runtime/phases.py runs their steps in
+worker threads, one phase after another, and handles approvals.
 
     profile   → ``Optimizer.profile``: repeated measurements of the unchanged workload; the
                 A/A noise floor the rollback gate uses.
@@ -41,7 +44,7 @@ from engine.measure import (
     verdict,
 )
 from engine.optimizer.attribution import RankedHypotheses, attribute
-from engine.optimizer.monitor import InvariantResult, check_invariants, residuals
+from engine.optimizer.monitor import INVARIANTS, InvariantResult, check_invariants, residuals
 from engine.planner.catalogue import GpuPeaks
 from engine.planner.catalogue import by_id as hardware_by_id
 from engine.planner.graph import predict_graph
@@ -131,7 +134,9 @@ class LoopRun:
     configuration, paired too.
 
     A loop supplies ``block(config)``: one measured block of a configuration (a state), and
-    may override ``warm_up()``."""
+    may override ``warm_up()``; and the phases' own steps (``profile``, ``analyse``, ``rank``,
+    ``propose``, ``trial``, ``rollback``, ``finish``) the runtime calls through the loops' one
+    contract (engine/optimizer/contract.py)."""
 
     #: the journal key of the noise floor's means ("means_ns"; a command's metric may be
     #: something else than a time)
@@ -142,6 +147,9 @@ class LoopRun:
     unit, scale = "µs/sample", 1e3
     #: "min" for a time; a program's metric may be one to maximise
     goal: Goal = "min"
+    #: the EESM model the dashboard decodes a measurement's device trace with; None where the
+    #: measurements carry none to decode (only the simulated workload's do)
+    model: EesmModel | None = None
 
     def __init__(self, run_dir: Path, repeats: int, state: Any) -> None:
         self.run_dir = run_dir
@@ -163,7 +171,10 @@ class LoopRun:
         self.target = 0.0
         self.time_left: Callable[[], float] = lambda: math.inf
         self.budget_left: Callable[[], float] = lambda: math.inf  # the whole run's
-        self.say: Callable[[str], None] = lambda message: None
+        self.say: Callable[[str], object] = lambda message: None
+        #: set by the engine's stop: a loop that measures in this process (a live PyTorch
+        #: program) starts no new measurement once it is
+        self.cancelled = False
         #: pairs per lever (the noise gate's plan; ``repeats`` is the floor)
         self.pairs = max(params().min_pairs, self.repeats)
         #: each trial's comparison against the state it changed, by intervention id
@@ -269,6 +280,19 @@ class LoopRun:
         iv = self.interventions[iid]
         self.journal.transition(iid, State.REJECTED, by=by)
         iv.state, iv.note = State.REJECTED, f"rejected by {by}"
+
+    def _tried(self) -> set[str]:
+        """The levers of the interventions past PROPOSED: tried (or being tried), not again."""
+        return {iv.lever_id for iv in self.interventions.values() if iv.state != State.PROPOSED}
+
+    def _keep_baseline(
+        self, invariants: list[InvariantResult], hypotheses: RankedHypotheses
+    ) -> None:
+        """The first analysis is the baseline's: its invariants and hypotheses go in the
+        report."""
+        if not self.baseline_invariants:
+            self.baseline_invariants = invariants
+            self.baseline_hypotheses = hypotheses
 
     def _verdict(
         self, ok: bool, why: str, c: Comparison | None, failed: str = "correctness check failed"
@@ -452,6 +476,11 @@ class LoopRun:
         atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))
 
 
+def unchecked_invariants(why: str) -> list[InvariantResult]:
+    """Every invariant, not checkable for ``why`` (a loop with no device trace to check)."""
+    return [InvariantResult(name, False, 0, why) for name in INVARIANTS]
+
+
 def _short_by(opt: LoopRun, target: float, gain: float) -> float | None:
     """How far the kept gain is from the target; None when nothing was kept (a shortfall
     computed from noise would be arithmetic on noise)."""
@@ -470,6 +499,7 @@ class Optimizer(LoopRun):
     state: SimState
     current: list[Measurement]
     analysis: Analysis | None
+    model: EesmModel
 
     def __init__(
         self,
@@ -530,9 +560,7 @@ class Optimizer(LoopRun):
         )
         a = Analysis(m, obs, inv, hyp, dec.regime_shares(), graph.step_ns)
         self.analysis = a
-        if not self.baseline_invariants:
-            self.baseline_invariants = inv
-            self.baseline_hypotheses = hyp
+        self._keep_baseline(inv, hyp)
         return a
 
     # ------------------------------------------------------------------ rank
@@ -540,7 +568,7 @@ class Optimizer(LoopRun):
         """Every lever not yet tried, with its replayed gain and support; best first."""
         a = a or self.analysis
         assert a is not None
-        tried = {iv.lever_id for iv in self.interventions.values() if iv.state != State.PROPOSED}
+        tried = self._tried()
         claimed = {h.cause: h for h in a.hypotheses.claimed}
         base_ns = a.observation.per_sample_ns(a.observation.baseline)
         out = []

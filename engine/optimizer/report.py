@@ -13,11 +13,14 @@ import json
 import math
 import numbers
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.store.journal import check, read
 from engine.store.runs import atomic_write_text
 from engine.text import clean, map_strings, md_escape
+
+if TYPE_CHECKING:
+    from engine.optimizer.contract import AnyLoop
 
 #: the most characters of one string in report.md (a note holds a program's output, a lever
 #: name the user's flag): about one screen of text
@@ -329,7 +332,9 @@ def _no_nan(x: Any) -> Any:
     return x
 
 
-def write_run(opt: Any, result: dict[str, Any], provenance: dict[str, Any]) -> tuple[Path, Path]:
+def write_run(
+    opt: AnyLoop, result: dict[str, Any], provenance: dict[str, Any]
+) -> tuple[Path, Path]:
     """Write report.md and report.json of an optimize run; return their paths."""
     hyps = opt.baseline_hypotheses
     prov = {**provenance, "result": result, **journal_check(opt.journal.path)}

@@ -33,7 +33,7 @@ from engine.levers.torch_levers import TORCH_LEVERS, TorchLever, Undo
 from engine.measure import Block, finite_or_none, steady_start
 from engine.optimizer.attribution import RankedHypotheses
 from engine.optimizer.command_loop import CommandCandidate, CommandOptimizer
-from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor
+from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor, unchecked_invariants
 from engine.optimizer.monitor import InvariantResult
 from engine.store.journal import State
 from engine.workloads.framework_log import framework_output
@@ -118,7 +118,6 @@ class TorchOptimizer(LoopRun):
         self.levers = {lv.id: lv for lv in levers}
         self.batches = Batches(job)
         self.deadline = deadline  # time.monotonic() by which measuring must stop
-        self.cancelled = False
         self.analysis = None
         self.reference: Reference | None = None
         #: the program's numeric state the reference step started from
@@ -263,15 +262,9 @@ class TorchOptimizer(LoopRun):
     def analyse(self, m: Any = None) -> TorchAnalysis:
         a = self._captured() if on_cuda(self.job) else None
         if a is None:
-            inv = [
-                InvariantResult(name, False, 0, NO_TRACE)
-                for name in ("kernel_time", "memory_traffic", "concurrency")
-            ]
-            a = TorchAnalysis(inv, RankedHypotheses([], 0))
+            a = TorchAnalysis(unchecked_invariants(NO_TRACE), RankedHypotheses([], 0))
         self.analysis = a
-        if not self.baseline_invariants:
-            self.baseline_invariants = a.invariants
-            self.baseline_hypotheses = a.hypotheses
+        self._keep_baseline(a.invariants, a.hypotheses)
         return a
 
     def _captured(self) -> TorchAnalysis | None:
@@ -333,7 +326,7 @@ class TorchOptimizer(LoopRun):
 
     # ------------------------------------------------------------------ rank
     def rank(self, a: Any = None) -> list[TorchLever]:
-        tried = {iv.lever_id for iv in self.interventions.values() if iv.state != State.PROPOSED}
+        tried = self._tried()
         out = []
         self.not_applicable = {}
         for lv in self.levers.values():

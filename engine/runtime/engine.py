@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.device.simulator import SimulatedGPU
 from engine.eesm.live import LiveDecoder, compile_early, warm_up_elsewhere
@@ -50,6 +50,9 @@ from engine.runtime.warmup import in_daemon_thread
 from engine.store.runs import RunLock, new_run_id, run_path
 from engine.workloads.command import CommandError
 from engine.workloads.torch_job import TorchJobError
+
+if TYPE_CHECKING:
+    from engine.optimizer.contract import AnyLoop
 
 __all__ = ["PHASES", "Engine", "RunConfig", "phase_deadline"]
 
@@ -92,7 +95,8 @@ class Engine:
         #: operator decisions (action, intervention, by) waiting for the apply phase
         self.decisions: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
         self.apply_finished = False
-        self.optimizer: Any = None
+        #: the run's optimize loop, once the phases made it (engine/optimizer/contract.py)
+        self.optimizer: AnyLoop | None = None
         self.state = "idle"
         self._sinks: list[Any] = []
         self._paused = asyncio.Event()

@@ -1,6 +1,8 @@
 """The optimize phases of a run — attribute, rank, apply (approvals, trials, the gate) and
-report — over one optimizer (the simulated workload's ``Optimizer`` or a real process's
-``CommandOptimizer``), and the journal's last word when the run ends or is cut short.
+report — over one optimize loop (whichever ``sources.make_optimizer`` picks: a simulated
+workload's, a command's, a live PyTorch program's or a relaunched script's), reached only
+through the loops' one contract (engine/optimizer/contract.py); and the journal's last word
+when the run ends or is cut short.
 
 The engine (engine/runtime/engine.py) owns the run: its clock, its stop and pause, its bus;
 ``OptimizePhases`` drives the optimizer through the phases and tells the bus what happened.
@@ -42,13 +44,16 @@ from engine.store.journal import (
     states,
 )
 from engine.trace.segments import Segments
+from engine.workloads.sim import Measurement
 from engine.workloads.torch_job import BudgetEnded
 
 if TYPE_CHECKING:
+    from engine.optimizer.contract import AnyLoop, LoopAnalysis, LoopMeasurement
+    from engine.optimizer.loop import Intervention
     from engine.runtime.engine import Engine
 
 
-def _score(iv: Any) -> float:
+def _score(iv: Intervention) -> float:
     """Sort key of approved interventions: best predicted gain × confidence first; those with
     no prediction (measured only) after, in the order they were proposed."""
     score = iv.predicted_gain * iv.confidence
@@ -60,8 +65,15 @@ class OptimizePhases:
 
     def __init__(self, eng: Engine) -> None:
         self.eng = eng
-        self.opt: Any = None  # Optimizer | CommandOptimizer, set by ``run``
+        self.opt: AnyLoop | None = None  # set by ``run``
         self._shown_state: dict[str, str] = {}
+
+    @property
+    def loop(self) -> AnyLoop:
+        """The run's optimize loop, for the phases after ``run`` made it."""
+        if self.opt is None:
+            raise RuntimeError("the optimize loop is made by OptimizePhases.run")
+        return self.opt
 
     # ------------------------------------------------------------------ the phases
     async def run(self) -> tuple[dict[str, Any], str]:
@@ -149,7 +161,7 @@ class OptimizePhases:
     async def apply(self) -> None:
         """Approve (policy or person), trial, gate; until the target, the candidates or the
         phase's share of the budget run out."""
-        eng, opt, cfg = self.eng, self.opt, self.eng.config
+        eng, opt, cfg = self.eng, self.loop, self.eng.config
         deadline = eng.deadline("apply")
         poller = asyncio.ensure_future(self.poll_commands())
         asked: set[str] = set()
@@ -208,7 +220,7 @@ class OptimizePhases:
 
     async def handle(self, action: str, iid: str, by: str) -> None:
         """Carry out one operator decision (approve | reject | rollback) on ``iid``."""
-        eng, opt = self.eng, self.opt
+        eng, opt = self.eng, self.loop
         if action in ("stop", "finish"):
             return
         iv = opt.interventions.get(iid)
@@ -238,7 +250,7 @@ class OptimizePhases:
 
     async def trial(self, iid: str) -> None:
         """Apply ``iid``, measure it and let the gate keep it or roll it back."""
-        eng, opt = self.eng, self.opt
+        eng, opt = self.eng, self.loop
         iv = opt.interventions[iid]
         eng.phase("apply", f"{iid} {iv.lever_id}: applying and measuring")
         fut = asyncio.ensure_future(asyncio.to_thread(opt.trial, iid, eng.config.hold_apply_s))
@@ -276,18 +288,20 @@ class OptimizePhases:
             await asyncio.sleep(0.2)
 
     # ------------------------------------------------------------------ what the bus is told
-    async def show(self, m: Any) -> None:
+    async def show(self, m: LoopMeasurement) -> None:
         """Stream a measurement's trace to the dashboard (shifted after what was shown), tagged
         with the configuration it ran under. A measurement is a complete trace: it is decoded
         whole (batch Viterbi, exact labels), so every row reaches the strips and the kernel
         table at once instead of waiting behind the live decoder's fixed lag."""
-        eng = self.eng
-        if m.trace is None or eng.gpu is None:  # a command workload has no device trace
+        eng, opt = self.eng, self.loop
+        # only a simulated workload's measurement has a device trace to decode and stream (a
+        # command's or a PyTorch program's has none)
+        if not isinstance(m, Measurement) or eng.gpu is None or opt.model is None:
             return
         seg = m.trace.segments
         if not len(seg):
             return
-        kept = [self.opt.interventions[k].lever_id for k in self.opt.kept]
+        kept = [opt.interventions[k].lever_id for k in opt.kept]
         eng.stream.config = config = " + ".join(["baseline", *kept])
         shift = eng.offset_ns - int(seg.start_ns.min()) + 1000
         # one name table for everything shown
@@ -299,7 +313,7 @@ class OptimizePhases:
         eng.check_warm(eng.decoder)
         # the same decode the analysis reads (decoded once per measurement; shifting every row
         # by one offset changes no label)
-        dec = await asyncio.to_thread(m.decoded, self.opt.model)
+        dec = await asyncio.to_thread(m.decoded, opt.model)
         finals = final_rows(seg, dec, m.truth)
         eng.stream.publish(finals, eng.gpu, config=config)
         eng.telemetry_out(m.telemetry)
@@ -324,7 +338,7 @@ class OptimizePhases:
             )
         )
 
-    def publish_analysis(self, a: Any) -> None:
+    def publish_analysis(self, a: LoopAnalysis) -> None:
         t = self.eng.elapsed()
         self.eng.bus.publish(
             InvariantsReport(
@@ -374,7 +388,7 @@ class OptimizePhases:
             )
         )
 
-    def publish_iv(self, iv: Any) -> None:
+    def publish_iv(self, iv: Intervention) -> None:
         self._shown_state[iv.iid] = iv.state.value
         self.eng.bus.publish(
             InterventionUpdate(
@@ -404,7 +418,7 @@ class OptimizePhases:
             "workload_title": eng.real_title or load_workload(cfg.workload).title,
             "device": eng.device_label,
             "simulated": eng.workload is not None and eng.backend is None,
-            "traced": bool(getattr(self.opt, "traced", True)),
+            "traced": bool(self.opt.traced) if self.opt is not None else True,
             "budget_s": cfg.budget_s,
             "target": cfg.target,
             "approve": cfg.approve,
@@ -431,10 +445,11 @@ class OptimizePhases:
         may not await in."""
         from engine.optimizer.report import rewrite_recovered
 
-        eng, opt = self.eng, self.opt
+        eng = self.eng
         rolled: list[str] = []
         unrestored: dict[str, str] = {}
         try:
+            opt = self.loop
             # a trial still running in its worker thread (the task was cancelled around it)
             # must not journal after this
             opt.journal.close()

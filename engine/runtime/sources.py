@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from engine.device.simulator import SimulatedGPU
     from engine.eesm.live import LiveDecoder
     from engine.manifest import HardwareSpec, WorkloadSpec
+    from engine.optimizer.contract import AnyLoop
     from engine.runtime.config import RunConfig
     from engine.runtime.engine import Engine
 
@@ -49,9 +50,10 @@ class Target:
         return str(self.cmd_workload.title) if self.cmd_workload is not None else ""
 
 
-def make_optimizer(eng: Engine) -> Any:
+def make_optimizer(eng: Engine) -> AnyLoop:
     """The optimize loop's steps for this run's target: a live PyTorch program, an unmodified
-    script (relaunched), any command, or a simulated workload."""
+    script (relaunched), any command, or a simulated workload — each keeping the loops' one
+    contract (engine/optimizer/contract.py)."""
     cfg = eng.config
     if eng.torch_job is not None:
         from engine.optimizer.torch_loop import TorchOptimizer
