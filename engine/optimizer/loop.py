@@ -165,7 +165,7 @@ class LoopRun:
         self.baseline_hypotheses: RankedHypotheses | None = None
         self.not_applicable: dict[str, str] = {}
         self.measurements = 0
-        self.replay_errors: list[tuple[str, float, float]] = []  # lever, predicted, measured ns
+        self.replay_errors: list[tuple[str, float, float]] = []  # lever, predicted, measured gain
         #: set by the phases before ``profile``: the target (for the noise gate's plan), the
         #: seconds left for trials, and a thread-safe narration hook
         self.target = 0.0

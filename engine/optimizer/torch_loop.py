@@ -471,7 +471,7 @@ class TorchOptimizer(LoopRun):
         iv.measured_gain, iv.measured_ns = gain, c.b_mean
         if math.isfinite(iv.predicted_gain) and gain is not None and c.valid:
             iv.predicted_ns = c.a_mean * (1 - iv.predicted_gain)  # the replay's error, kept
-            self.replay_errors.append((lv.id, iv.predicted_ns, c.b_mean))
+            self.replay_errors.append((lv.id, iv.predicted_gain, gain))  # gains, as Optimizer
         self.journal.transition(
             iid,
             State.APPLIED,

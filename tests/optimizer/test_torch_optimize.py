@@ -157,6 +157,10 @@ def test_on_a_gpu_the_captured_trace_predicts_each_lever_and_the_error_is_kept(m
     assert bf16["state"] in ("VERIFIED", "ROLLED_BACK") and bf16["measured_gain"] is not None
     assert "bf16_autocast" in report and "predicted" in report
     assert (Path(res.run_dir) / "profile.json").exists()
+    # report.json's replay rows are gains, as the simulated loop's (they were nanoseconds)
+    rows = json.loads((Path(res.run_dir) / "report.json").read_text())["replay"]
+    assert rows and all(-1 < r["predicted_gain"] < 1 for r in rows), rows
+    assert all(r["measured_gain"] is None or -1 < r["measured_gain"] < 1 for r in rows), rows
 
 
 def test_the_batch_size_lever_doubles_the_batch_and_its_undo_restores_the_loader():
