@@ -110,8 +110,11 @@ class CommandOptimizer(LoopRun):
             )
         return self._set_noise_floor(run)
 
+    #: why the invariants cannot be checked (the report says it; a subclass says its own)
+    no_trace = NO_TRACE
+
     def analyse(self, m: Any = None) -> CommandAnalysis:
-        a = CommandAnalysis(unchecked_invariants(NO_TRACE), RankedHypotheses([], 0))
+        a = CommandAnalysis(unchecked_invariants(self.no_trace), RankedHypotheses([], 0))
         self.analysis = a
         self._keep_baseline(a.invariants, a.hypotheses)
         return a

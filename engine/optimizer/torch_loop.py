@@ -580,6 +580,7 @@ class TorchLaunchOptimizer(CommandOptimizer):
     unit = "ms/step"
     scale = 1e6
     wl: TorchLaunchWorkload
+    no_trace = "an unmodified script, relaunched per trial: no device trace is recorded"
 
     def __init__(self, workload: TorchLaunchWorkload, run_dir: Path, repeats: int = 4) -> None:
         super().__init__(workload, run_dir, repeats)

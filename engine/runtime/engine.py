@@ -105,6 +105,8 @@ class Engine:
         self._t0 = 0.0
         #: the run store refused a write (disk full, read-only): said once, in the log
         self.store_refused = False
+        #: seconds the apply phase has waited for a person's decision (part of elapsed)
+        self.waiting_s = 0.0
         self._paused_s = 0.0
         self._warm: asyncio.Future[float] | None = None
 
@@ -250,7 +252,7 @@ class Engine:
             self._warm = in_daemon_thread(warm_up_elsewhere)
         phases = OptimizePhases(self)
         # a real program has no device windows to pace the clock: tick it for subscribers
-        ticker = asyncio.ensure_future(sources.tick(self)) if gpu is None else None
+        ticker = asyncio.ensure_future(sources.tick(self))
         status, report = "completed", ""
         result: dict[str, Any] = {}
         try:

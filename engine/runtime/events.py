@@ -196,6 +196,8 @@ class Progress(Event):
     iterations: int
     sim_time_ns: int
     regime_shares: dict[str, float]
+    #: of elapsed_s, the time the run has waited for a person's decision (manual approvals)
+    waiting_s: float = 0.0
 
     def coalesce_key(self) -> tuple[Any, ...]:
         return ("progress",)

@@ -208,12 +208,17 @@ class OptimizePhases:
                 left = deadline - eng.elapsed()
                 if left <= 0:
                     break
+                waits = cfg.approve == "manual" and bool(pending) and not eng.paused
+                t0 = time.monotonic()
                 try:
                     action, iid, by = await asyncio.wait_for(
                         eng.decisions.get(), timeout=min(left, 0.5)
                     )
                 except TimeoutError:
                     continue
+                finally:
+                    if waits:  # a proposal is up to a person and the run waits for them
+                        eng.waiting_s += time.monotonic() - t0
                 await self.handle(action, iid, by)
         finally:
             poller.cancel()

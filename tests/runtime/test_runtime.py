@@ -278,3 +278,29 @@ def test_a_released_run_lock_is_free_even_while_a_forked_child_lives(tmp_path):
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+async def test_a_run_waiting_for_a_person_says_how_long_and_beats_not_floods(tmp_path, monkeypatch):
+    """Issue 38: the dashboard's clock froze while a manual run waited for a person, and a real
+    program's run was 200 of 231 JSON lines of empty progress. The engine now counts the time
+    the apply phase waits for a decision (``waiting_s``, part of the elapsed time) and its own
+    progress is a heartbeat (sources.HEARTBEAT_S apart), carrying the counters as they stand."""
+    from engine.runtime import sources
+    from engine.runtime.events import Progress
+
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    monkeypatch.setattr(sources, "HEARTBEAT_S", 1.0)  # a short run still sees a few beats
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=12, approve="manual", tick_s=0.05))
+    sub = eng.bus.subscribe()
+    task = asyncio.ensure_future(eng.run())
+    waiting: list[Progress] = []
+    async for ev in sub:
+        if isinstance(ev, Progress) and ev.waiting_s > 0:
+            waiting.append(ev)
+        if isinstance(ev, RunFinished):
+            break
+    await task
+    assert waiting, "nobody decided, yet no waiting was counted"
+    assert all(b.waiting_s <= b.elapsed_s for b in waiting)
+    assert [b.waiting_s for b in waiting] == sorted(b.waiting_s for b in waiting)  # it grows
+    assert all(b.segments > 0 and b.regime_shares for b in waiting)  # counters as they stand
