@@ -41,10 +41,12 @@ import json, sys, time
 t0 = time.perf_counter()
 from engine.analyze.cluster import _peak_mib, analyze_on_cluster
 from engine.analyze.ranks import cross_rank
+from engine.analyze.options import AnalyzeOptions
 from engine.analyze.run import expand
 files, errors = expand([sys.argv[1]])
 peaks = {}
-outs = analyze_on_cluster(files, "local", int(sys.argv[2]), worker_peaks=peaks)
+options = AnalyzeOptions(cluster="local", workers=int(sys.argv[2]))
+outs = analyze_on_cluster(files, options, worker_peaks=peaks)
 c = cross_rank([o.summary for o in outs if o.summary is not None])
 dt = time.perf_counter() - t0
 bad = [o.error for o in outs if o.error]

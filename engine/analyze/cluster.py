@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from engine.analyze.options import AnalyzeOptions
 from engine.analyze.remote import url_name
 from engine.analyze.run import FileOutcome, analyze_file, output_names
 
@@ -25,19 +27,16 @@ RETRIES = 2
 
 def analyze_on_cluster(
     files: list[str],
-    cluster: str,
-    workers: int | None = None,
-    hardware: str | None = None,
-    out_root: str | None = None,
-    top: int = 20,
-    counting: str = "exact",
+    options: AnalyzeOptions,
     progress: Callable[[int, int, str], None] | None = None,
     worker_peaks: dict[str, float] | None = None,
     dashboard: Callable[[str], None] | None = None,
     names: dict[str, str] | None = None,
 ) -> list[FileOutcome]:
-    """The outcomes of ``files`` (input order) analysed on ``cluster`` ("local" or an
-    address). Raises ConnectionError (one line) when the scheduler cannot be reached.
+    """The outcomes of ``files`` (input order) analysed on ``options.cluster`` ("local", the
+    default, or an address) with ``options.workers`` local workers (default: one per core);
+    each worker is given ``options`` whole (its ``keep_arrays`` aside: no arrays come back).
+    Raises ConnectionError (one line) when the scheduler cannot be reached.
     ``worker_peaks``, when given, receives each worker's peak resident memory (MiB) at the end
     (benchmarks/bench_ranks.py). ``dashboard`` is told the Dask dashboard's address when the
     scheduler serves one (a running cluster's; the local one starts without). ``names``: each
@@ -47,6 +46,8 @@ def analyze_on_cluster(
 
     from distributed import Client, LocalCluster, as_completed
 
+    cluster, workers = options.cluster or "local", options.workers
+    options = replace(options, keep_arrays=False)  # a worker's arrays stay where it is
     local = None
     restore = _terminate_cleanly()
     try:
@@ -71,10 +72,7 @@ def analyze_on_cluster(
                 client.submit(
                     analyze_file,
                     f,
-                    hardware,
-                    out_root,
-                    top,
-                    counting,
+                    options,
                     out_name=names[f],
                     key=f"gitm-analyze-{i}-{url_name(f)}",
                     pure=False,

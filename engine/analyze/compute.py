@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.analyze.copies import copy_stats
+from engine.analyze.intervals import interval_union
 from engine.analyze.model import (
     Analysis,
     CommStats,
@@ -24,7 +25,6 @@ from engine.analyze.model import (
     StreamStats,
     Violation,
 )
-from engine.analyze.ranks import interval_union
 from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time

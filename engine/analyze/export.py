@@ -39,6 +39,14 @@ def clean_analysis(a: Analysis, limit: int | None = None) -> Analysis:
     return Analysis.model_validate(map_strings(a.model_dump(), lambda s: clean(s, limit)))
 
 
+def analysis_dict(a: Analysis) -> dict[str, object]:
+    """Return the analysis as plain JSON data — what `gitm-tui analyze --json` prints (a list
+    of them) and tests/data/golden holds: the names as they were in the trace, except that a
+    lone surrogate, which UTF-8 cannot hold, becomes U+FFFD (as in analysis.json)."""
+    out: dict[str, object] = map_strings(a.model_dump(mode="json"), valid_unicode)
+    return out
+
+
 def analysis_json(a: Analysis) -> str:
     """Return analysis.json's text: the names as they were in the trace, every control
     character a JSON escape (engine.text.escape_json_text), except that a lone surrogate, which

@@ -1,4 +1,5 @@
-"""Analyse many files: expand directories, import by format, run here or on Dask, collect errors."""
+"""The machinery under the analysis's front door (engine.analyze.api): expand directories,
+import by format, analyse each file here or on Dask (engine.analyze.cluster), collect errors."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.analyze.compute import AnalysisResult, analyze_trace
 from engine.analyze.export import write_outputs
 from engine.analyze.model import Analysis
-from engine.analyze.ranks import RankSummary, summarize
+from engine.analyze.options import AnalyzeOptions, Hooks
 from engine.analyze.remote import expand_url, is_url, local_copy, url_name
-from engine.analyze.semantics import COUNTING_MODES
 from engine.analyze.steady import exact_at
 from engine.analyze.warm import kernels
 from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
@@ -24,6 +25,9 @@ from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular
 from engine.trace.read import read_trace
 from engine.trace.trace import Trace
+
+if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
+    from engine.analyze.ranks import RankSummary
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
 
@@ -38,6 +42,9 @@ class FileOutcome:
     error: str | None = None
     #: what crossing ranks needs of this file (engine.analyze.ranks): a few kB, never events
     summary: RankSummary | None = None
+    #: the analysis with its rows, decoded labels and trace (AnalyzeOptions.keep_arrays: what a
+    #: screen draws; a file analysed here only)
+    result: AnalysisResult | None = None
 
 
 def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
@@ -217,17 +224,17 @@ class FirstRun:
 
 def read_and_analyse(
     path: str,
-    hardware: str | None,
-    top: int,
-    counting: str = "exact",
+    options: AnalyzeOptions,
     stage: Callable[[str], None] | None = None,
     first: FirstRun | None = None,
     on_trace: Callable[[Trace], None] | None = None,
 ) -> AnalysisResult:
-    """Read one file and analyse it; raise TraceImportError. ``stage`` hears what is being done
-    (a line); ``first``: a first run (see FirstRun: the twin reader, interpreted kernels or a
-    wait for the child, each said); ``on_trace`` sees the trace before it is analysed."""
+    """Read one file and analyse it as ``options`` say (hardware, top, counting); raise
+    TraceImportError. ``stage`` hears what is being done (a line); ``first``: a first run (see
+    FirstRun: the twin reader, interpreted kernels or a wait for the child, each said);
+    ``on_trace`` sees the trace before it is analysed."""
     p = Path(url_name(path) if is_url(path) else path)
+    hardware, top, counting = options.hardware, options.top, options.counting
     say = stage or (lambda _line: None)
     cold_read = first is not None and first.read_cold()
     note = " — first run, kernels compiling in the background for the next run" if cold_read else ""
@@ -256,35 +263,38 @@ def read_and_analyse(
 
 def analyze_file(
     path: str,
-    hardware: str | None,
-    out_root: str | None,
-    top: int,
-    counting: str = "exact",
+    options: AnalyzeOptions,
     stage: Callable[[str], None] | None = None,
     first: FirstRun | None = None,
     out_name: str | None = None,
-    ranks: bool = True,
+    ranks: bool | None = None,
 ) -> FileOutcome:
-    """Import, analyse and write one file (a path, or a URL read here through fsspec); never
-    raises for bad input (returns the error line). ``stage`` hears what is being done (a line);
-    ``first``: a first run (see FirstRun); ``out_name``: the folder under ``out_root``
-    (default: the file's name without its suffixes; see ``output_names``); ``ranks``: keep
-    what crossing ranks needs (``FileOutcome.summary``; a file analysed alone has no other
-    rank to cross: 40-50 ms saved on a 2 M-event trace)."""
+    """Import, analyse and write (under ``options.out_root``) one file — a path, or a URL read
+    here through fsspec; never raises for bad input (returns the error line). ``stage`` hears
+    what is being done (a line); ``first``: a first run (see FirstRun); ``out_name``: the
+    folder under ``out_root`` (default: the file's name without its suffixes; see
+    ``output_names``); ``ranks``: keep what crossing ranks needs (``FileOutcome.summary``;
+    default ``options.ranks``; a file analysed alone has no other rank to cross: 40-50 ms
+    saved on a 2 M-event trace)."""
     p = Path(url_name(path) if is_url(path) else path)
     summaries: list[RankSummary] = []
+    keep = options.ranks if ranks is None else ranks
 
     def seen(t: Trace) -> None:
-        if ranks:
+        if keep:
+            from engine.analyze.ranks import summarize
+
             summaries.append(summarize(t))
 
     try:
-        res = read_and_analyse(path, hardware, top, counting, stage, first, seen)
+        res = read_and_analyse(path, options, stage, first, seen)
         summary = summaries[0] if summaries else None
     except TraceImportError as e:
         return FileOutcome(path, error=str(e))
+    kept = res if options.keep_arrays else None
     outputs: tuple[str, ...] = ()
-    if out_root is not None:
+    if options.out_root is not None:
+        out_root = options.out_root
         stem = out_name or _stem(p.name)
         try:
             outputs = tuple(str(x) for x in write_outputs(res, Path(out_root) / stem))
@@ -294,8 +304,9 @@ def analyze_file(
                 analysis=res.analysis,
                 error=f"{path}: cannot write outputs to {out_root}: {e.strerror or e}",
                 summary=summary,
+                result=kept,
             )
-    return FileOutcome(path, analysis=res.analysis, outputs=outputs, summary=summary)
+    return FileOutcome(path, analysis=res.analysis, outputs=outputs, summary=summary, result=kept)
 
 
 def crashed(path: str, e: Exception) -> str:
@@ -310,27 +321,18 @@ def crashed(path: str, e: Exception) -> str:
     )
 
 
-def analyze_paths(
-    paths: list[str],
-    hardware: str | None = None,
-    out_root: str | None = None,
-    top: int = 20,
-    workers: int | None = None,
-    counting: str = "exact",
-    cluster: str | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
-    dashboard: Callable[[str], None] | None = None,
-    stage: Callable[[str], None] | None = None,
+def analyze_files(
+    paths: list[str], options: AnalyzeOptions, hooks: Hooks | None = None
 ) -> list[FileOutcome]:
-    """Analyse every file; keep input order. One file (or ``workers=1``) runs here; several run
-    on Dask — ``cluster`` "local" (the default: a local cluster of worker processes) or a
+    """Every file's outcome, in input order (engine.analyze.api.analyze is the front door: it
+    crosses the ranks too). One file (or ``workers=1``) runs here; several run on Dask —
+    ``options.cluster`` "local" (the default: a local cluster of worker processes) or a
     scheduler's address (engine.analyze.cluster) — except on a first run (kernels missing from
     numba's cache: FirstRun), when files bound for a local cluster are analysed here while a
-    child compiles the kernels, and only the rest go to the workers. ``counting``: "exact"
-    (every GPU row, exact ns) or "hta" (as Holistic Trace Analysis's default load counts), see
-    engine.analyze.semantics."""
-    if counting not in COUNTING_MODES:  # a bad mode is the caller's error, not a file's
-        raise ValueError(f"unknown counting mode {counting!r}: expected one of {COUNTING_MODES}")
+    child compiles the kernels, and only the rest go to the workers."""
+    hooks = hooks or Hooks()
+    stage, progress = hooks.stage, hooks.progress
+    cluster, workers = options.cluster, options.workers
     files, outcomes = expand(paths)
     names = output_names(files)
     here = cluster is None and (len(files) <= 1 or workers == 1)
@@ -340,15 +342,14 @@ def analyze_paths(
         # run in a child. Files for a local cluster are analysed here only while that child
         # compiles: the workers then load its kernels from the cache instead of each compiling
         # every kernel first (20 s on a core here, with no file analysed meanwhile)
-        first = FirstRun()
+        first = FirstRun() if options.first_run else None
+        ranks = options.ranks and len(files) > 1
         try:
             for f in files:
-                if not here and not first.compiling():
+                if not here and (first is None or not first.compiling()):
                     break
                 try:
-                    got = analyze_file(
-                        f, hardware, out_root, top, counting, stage, first, names[f], len(files) > 1
-                    )
+                    got = analyze_file(f, options, stage, first, names[f], ranks)
                 except Exception as e:  # a bug (bad input is analyze_file's error line)
                     if len(files) == 1:
                         raise  # one file: the command's own crash report
@@ -358,7 +359,8 @@ def analyze_paths(
                 if progress is not None:
                     progress(done, len(files), f)
         finally:
-            first.done()
+            if first is not None:
+                first.done()
     rest = files[done:]
     if not rest:
         return outcomes
@@ -374,15 +376,29 @@ def analyze_paths(
             progress(done + n, len(files), f)
 
     outcomes += analyze_on_cluster(
-        rest,
-        cluster or "local",
-        workers,
-        hardware,
-        out_root,
-        top,
-        counting,
-        counted,
-        dashboard=dashboard,
-        names=names,
-    )
+        rest, options, counted, dashboard=hooks.dashboard, names=names
+    )  # fmt: skip
     return outcomes
+
+
+def analyze_paths(
+    paths: list[str],
+    hardware: str | None = None,
+    out_root: str | None = None,
+    top: int = 20,
+    workers: int | None = None,
+    counting: str = "exact",
+    cluster: str | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    dashboard: Callable[[str], None] | None = None,
+    stage: Callable[[str], None] | None = None,
+) -> list[FileOutcome]:
+    """``analyze_files`` with its options spelt out, for the scripts and UI tests outside the
+    engine that call it so (screenshots/, benchmarks/, tests/ui/); new code calls the front
+    door, engine.analyze.api.analyze. ``counting``: "exact" or "hta" (engine.analyze.semantics;
+    ValueError for any other)."""
+    options = AnalyzeOptions(
+        hardware=hardware, top=top, counting=counting, out_root=out_root, workers=workers,
+        cluster=cluster,
+    )  # fmt: skip
+    return analyze_files(paths, options, Hooks(stage, progress, dashboard))

@@ -6,7 +6,6 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.text import clean
@@ -14,9 +13,8 @@ from gitm_tui.commands.common import PROG, Parser, UsageError, error, loading_mo
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
+    from engine.analyze.api import Analyzed, AnalyzeOptions
     from engine.analyze.compute import AnalysisResult
-    from engine.analyze.ranks import CrossRank
-    from engine.analyze.run import FileOutcome
     from gitm_tui.app import GitmApp
 
 
@@ -71,7 +69,7 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         # every analysis imports the levers and the steady window: here, while loading
         # (loading_modules), not in the middle of the analysis
         from engine.analyze import levers, steady  # noqa: F401
-        from engine.analyze.run import analyze_paths
+        from engine.analyze.api import Hooks, analyze
         from engine.planner.catalogue import catalogue
 
     ns = analyze_parser().parse_args(argv)
@@ -112,137 +110,102 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
             print(f"{PROG}: Dask dashboard: {clean(link, 200)}", file=sys.stderr)
 
     try:
-        outcomes = analyze_paths(
-            ns.paths,
-            hardware=ns.hardware,
-            out_root=None if ns.no_write else ns.out,
-            top=ns.top,
-            workers=ns.workers,
-            counting=ns.counting,
-            cluster=ns.cluster,
-            progress=progress,
-            dashboard=dashboard,
-            stage=stage,
-        )
+        got = analyze(ns.paths, _options(ns), Hooks(stage, progress, dashboard))
     except ConnectionError as e:
         error(str(e))
         return ExitCode.INPUT
     finally:
         if staged:  # the stage line goes: the analysis follows on stdout
             print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
-    good = [o for o in outcomes if o.analysis is not None]
-    write_failed = refused = False
     if ns.json:
-        from engine.text import map_strings, valid_unicode
+        from engine.analyze.export import analysis_dict
 
-        dumps = [o.analysis.model_dump(mode="json") for o in good if o.analysis is not None]
         # ASCII JSON (every control character escaped), lone surrogates as in analysis.json
-        print(json.dumps(map_strings(dumps, valid_unicode), indent=2))
+        print(json.dumps([analysis_dict(a) for a in got.analyses], indent=2))
     else:
-        from rich.console import Console
-        from rich.text import Text
-
-        from engine.analyze.ranks import cross_rank, most_waited_for, not_one_job
-        from gitm_tui.analyze_view import cross_rank_text, rank_table, summary
-
-        # piped output is not 80 columns of wrapped cells: tables get room to stay tables
-        console = Console(width=None if sys.stdout.isatty() else 140)
-        for o in good:
-            assert o.analysis is not None
-            console.print(summary(o.analysis))
-            if o.outputs:
-                # Text: a path is never read as markup (file names come from outside)
-                console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
-        sums = [o.summary for o in good if o.summary is not None]
-        odd = not_one_job(sums)  # files of different jobs: refused with one line (exit 3)
-        crossed = None if odd else cross_rank(sums)
-        most = most_waited_for(crossed)
-        judged = crossed is not None and bool(crossed.straggler)  # "cannot tell": no guess
-        ranks = rank_table([o.analysis for o in good if o.analysis is not None], most, judged)
-        if odd and _claims_one_job(ns.paths):  # a directory of rank traces: one job, it says
-            error(odd)
-            refused = True
-        elif odd:  # files named one by one: each analysed; only the comparison is refused
-            console.print(Text(clean(f"ranks not compared: {odd}")), style="dim")
-        elif ranks is not None:
-            console.print(ranks)
-            if crossed is not None:
-                console.print(cross_rank_text(crossed))
-                if not ns.no_write:
-                    written, problems, failed = _write_cross_rank(crossed, ns.out, good)
-                    if failed:
-                        error(failed)
-                        write_failed = True
-                    else:
-                        console.print(
-                            Text(clean(f"wrote {', '.join(map(str, written))}"), style="dim")
-                        )
-                    for line in problems:
-                        console.print(Text(clean(line), style="dim"))
-        elif len(good) > 1:  # several files but not the ranks of one job: say why no comparison
-            console.print(
-                "ranks not compared: the files do not carry distinct rank ids "
-                "(distributedInfo.rank) — not the ranks of one job",
-                style="dim",
-                highlight=False,
-            )
-    for o in outcomes:
-        if o.error:
-            error(o.error)
-    bad = write_failed or refused or any(o.error for o in outcomes)
-    return ExitCode.INPUT if bad else ExitCode.OK
+        _print_text(got, ns)
+    if got.cross_failed is not None:
+        error(got.cross_failed)
+    for line in got.errors:
+        error(line)
+    return ExitCode.INPUT if got.failed else ExitCode.OK
 
 
-def _claims_one_job(paths: list[str]) -> bool:
-    """One directory given: its files are taken as the ranks of one job, so files of another
-    job there are an input error (exit 3). Files named one by one make no such claim."""
-    return len(paths) == 1 and Path(paths[0]).is_dir()
+def _options(ns: argparse.Namespace) -> AnalyzeOptions:
+    """The command's options as the analysis takes them."""
+    from engine.analyze.api import AnalyzeOptions
+
+    return AnalyzeOptions(
+        hardware=ns.hardware,
+        top=ns.top,
+        counting=ns.counting,
+        out_root=None if ns.no_write else ns.out,
+        workers=ns.workers,
+        cluster=ns.cluster,
+        ranks=not ns.json,  # --json prints each file's analysis, nothing crossed
+    )
 
 
-def _write_cross_rank(
-    crossed: CrossRank, out: str, good: list[FileOutcome]
-) -> tuple[list[Path], list[str], str | None]:
-    """OUT/cross_rank.json (schema: manifests/schemas/cross_rank.schema.json), cross_rank.md and
-    ranks.perfetto.json.gz (engine.analyze.rank_export). Returns what was written, the lines
-    saying what was not and why, and the error line when nothing could be written."""
-    from engine.analyze.rank_export import write_rank_outputs
+def _print_text(got: Analyzed, ns: argparse.Namespace) -> None:
+    """The text output: each file's summary and what was written, then the ranks."""
+    from rich.console import Console
+    from rich.text import Text
 
-    perfetto = [
-        (o.analysis.rank, Path(p))
-        for o in good
-        if o.analysis is not None and o.analysis.rank is not None
-        for p in o.outputs
-        if p.endswith("perfetto.json")
-    ]
-    try:
-        written, problems = write_rank_outputs(crossed, Path(out), perfetto)
-    except OSError as e:
-        return [], [], f"cannot write the cross-rank outputs to {out}: {e.strerror or e}"
-    return written, problems, None
+    from gitm_tui.analyze_view import cross_rank_text, rank_table, summary
+
+    # piped output is not 80 columns of wrapped cells: tables get room to stay tables
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    for o in got.good:
+        assert o.analysis is not None
+        console.print(summary(o.analysis))
+        if o.outputs:
+            # Text: a path is never read as markup (file names come from outside)
+            console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
+    odd = got.not_one_job  # files of different jobs: refused with one line (exit 3)
+    ranks = rank_table(got.analyses, got.straggler, got.judged)
+    if got.refused is not None:  # a directory of rank traces: one job, it says
+        error(got.refused)
+    elif odd:  # files named one by one: each analysed; only the comparison is refused
+        console.print(Text(clean(f"ranks not compared: {odd}")), style="dim")
+    elif ranks is not None:
+        console.print(ranks)
+        if got.crossed is not None:
+            console.print(cross_rank_text(got.crossed))
+            if not ns.no_write and got.cross_failed is None:  # (the failure: on stderr)
+                written = ", ".join(map(str, got.cross_written))
+                console.print(Text(clean(f"wrote {written}"), style="dim"))
+            for line in got.cross_unwritten:
+                console.print(Text(clean(line), style="dim"))
+    elif len(got.good) > 1:  # several files but not the ranks of one job: say why no comparison
+        console.print(
+            "ranks not compared: the files do not carry distinct rank ids "
+            "(distributedInfo.rank) — not the ranks of one job",
+            style="dim",
+            highlight=False,
+        )
 
 
 def _load_one(ns: argparse.Namespace, path: str, progress: Callable[[str], None]) -> AnalysisResult:
-    """One trace read and analysed for a screen (the analysis screen, a rank opened). A first
-    run answers as the command's does (FirstRun: the twin reader and interpreted kernels while
-    a child compiles; the screen's worker thread runs it): it waited ~30 s for every kernel to
-    compile, with only "reading…" on the screen."""
-    from engine.analyze.run import FirstRun, read_and_analyse
+    """One trace read and analysed for a screen (the analysis screen, a rank opened), with its
+    arrays and up to 200 kernels; nothing written. A first run answers as the command's does
+    (FirstRun: the twin reader and interpreted kernels while a child compiles; the screen's
+    worker thread runs it): it waited ~30 s for every kernel to compile, with only "reading…"
+    on the screen. Raises AnalysisFailed (its line) when the file cannot be analysed."""
+    from engine.analyze.api import AnalyzeOptions, Hooks, analyze
 
-    first = FirstRun()
-    try:
-        return read_and_analyse(
-            path, ns.hardware, max(ns.top, 200), ns.counting, progress, first
-        )  # fmt: skip
-    finally:
-        first.done()
+    here = AnalyzeOptions(  # one file, read here (never on Dask): what the screen draws
+        hardware=ns.hardware, top=max(ns.top, 200), counting=ns.counting, ranks=False,
+        keep_arrays=True,
+    )  # fmt: skip
+    return analyze([path], here, Hooks(stage=progress)).one()
 
 
 def analyze_ui(ns: argparse.Namespace) -> ExitCode:
-    from engine.analyze.run import expand
+    from engine.analyze.api import list_files
 
-    files, errors = expand(ns.paths)
+    files, errors = list_files(ns.paths)
     if errors:
-        error(errors[0].error or "")
+        error(errors[0])
         return ExitCode.INPUT
     if len(files) > 1:
         return ranks_ui(ns, files)
@@ -285,31 +248,24 @@ def ranks_ui(ns: argparse.Namespace, files: list[str]) -> ExitCode:
 def ranks_app(ns: argparse.Namespace, files: list[str]) -> tuple[GitmApp, list[str], list[str]]:
     """The ranks app of `analyze DIR --ui`, and the lists its loader fills with what was not
     written (why) and what failed — said once the screen is gone."""
+    from dataclasses import replace
     from multiprocessing import resource_tracker
 
-    from engine.analyze.ranks import cross_rank
-    from engine.analyze.run import analyze_paths
+    from engine.analyze.api import Hooks, analyze
     from gitm_tui.app import make_ranks_app
 
-    out_root = None if ns.no_write else ns.out
+    options = replace(_options(ns), ranks=True)  # the screen crosses the ranks, --json or not
     # what was not written and why: said once the screen is gone
     said: list[str] = []
     failures: list[str] = []
 
     def load(
         progress: Callable[[int, int, str], None], dashboard: Callable[[str], None]
-    ) -> tuple[list[FileOutcome], CrossRank | None]:
-        outcomes = analyze_paths(
-            files, hardware=ns.hardware, out_root=out_root, top=ns.top,
-            workers=ns.workers, counting=ns.counting, cluster=ns.cluster, progress=progress,
-            dashboard=dashboard,
-        )  # fmt: skip
-        crossed = cross_rank([o.summary for o in outcomes if o.summary is not None])
-        if crossed is not None and out_root is not None:
-            _, problems, failed = _write_cross_rank(crossed, out_root, outcomes)
-            said.extend(problems)
-            failures.extend([failed] if failed else [])
-        return outcomes, crossed
+    ) -> Analyzed:
+        got = analyze(files, options, Hooks(progress=progress, dashboard=dashboard))
+        said.extend(got.cross_unwritten)
+        failures.extend([got.cross_failed] if got.cross_failed else [])
+        return got
 
     def open_rank(path: str, progress: Callable[[str], None]) -> AnalysisResult:
         return _load_one(ns, path, progress)

@@ -20,8 +20,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, ProgressBar, Static
 
+from engine.analyze.api import Analyzed
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.ranks import CrossRank, most_waited_for, not_one_job
+from engine.analyze.ranks import CrossRank
 from engine.analyze.run import FileOutcome
 from engine.regimes import Label
 from gitm_tui.analyze_view import cross_rank_text
@@ -29,8 +30,9 @@ from gitm_tui.modes.analysis import AnalysisScreen
 from gitm_tui.render import mode_title, outside_text
 from gitm_tui.theme import regime_style
 
-#: what the loader returns: every file's outcome, and the ranks crossed (None: not one job)
-RanksResult = tuple[list[FileOutcome], CrossRank | None]
+#: what the loader returns: the analysis's own result (engine.analyze.api.analyze), or the
+#: outcomes and their crossing already in hand (tests, screenshots/)
+RanksResult = Analyzed | tuple[list[FileOutcome], CrossRank | None]
 #: progress(done, total, path) and the Dask dashboard's address when the cluster has one
 Progress = Callable[[int, int, str], None]
 Loader = Callable[[Progress, Callable[[str], None]], RanksResult]
@@ -78,7 +80,7 @@ class RanksScreen(Screen[None]):
             self.link = link
 
     class Done(Message):
-        def __init__(self, result: RanksResult | None, error: str | None) -> None:
+        def __init__(self, result: Analyzed | None, error: str | None) -> None:
             super().__init__()
             self.result, self.error = result, error
 
@@ -89,11 +91,20 @@ class RanksScreen(Screen[None]):
         self._load = load
         self._open_rank = open_rank
         self._source = source
-        self.outcomes: list[FileOutcome] | None = None
-        self.crossed: CrossRank | None = None
+        #: what the loader returned (None: not yet)
+        self.result: Analyzed | None = None
         self.error: str | None = None
         self._paths: dict[str, str] = {}
         self._dashboard = ""
+
+    @property
+    def outcomes(self) -> list[FileOutcome] | None:
+        """Every file's outcome (None: the ranks are not analysed yet)."""
+        return None if self.result is None else self.result.outcomes
+
+    @property
+    def crossed(self) -> CrossRank | None:
+        return None if self.result is None else self.result.crossed
 
     def compose(self) -> ComposeResult:
         yield Static(self._header(), id="ranks-header")
@@ -131,15 +142,14 @@ class RanksScreen(Screen[None]):
             out.append_text(cross_rank_text(self.crossed))  # cleaned where it comes from a trace
             out.append("\n")
             out.append_text(outside_text(f"straggler: {self.crossed.straggler}", "bold", 2000))
-        else:
-            good = [o.summary for o in self.outcomes or [] if o.summary is not None]
-            odd = not_one_job(good)
+        elif self.result is not None:
+            odd = self.result.not_one_job
             if odd:  # files of different jobs: the one line naming the odd ones
                 out.append_text(outside_text(odd, "bold", 2000))
             else:
                 why = (
                     "fewer than two ranks were analysed"
-                    if len(good) < 2
+                    if len(self.result.summaries) < 2
                     else "the files do not carry distinct rank ids (distributedInfo.rank)"
                 )
                 out.append(f"not compared: {why}", style="dim")
@@ -157,14 +167,14 @@ class RanksScreen(Screen[None]):
     def _run(self) -> None:
         """Loader thread: the analyses run here (or on Dask); the UI only gets messages."""
         try:
-            result = self._load(
+            got = self._load(
                 lambda d, n, p: self._post(self.Progressed(d, n, p)),
                 lambda link: self._post(self.Dashboard(link)),
             )
         except Exception as e:  # the loader's one-line errors (a cluster not reached, …)
             self._post(self.Done(None, str(e)))
             return
-        self._post(self.Done(result, None))
+        self._post(self.Done(got if isinstance(got, Analyzed) else Analyzed(*got), None))
 
     def _post(self, message: Message) -> None:
         with contextlib.suppress(RuntimeError):  # the app quit meanwhile
@@ -191,7 +201,7 @@ class RanksScreen(Screen[None]):
             self.error = message.error
             self.app.exit(return_code=1)
             return
-        self.outcomes, self.crossed = message.result
+        self.result = message.result
         self.call_later(self._rebuild)
 
     async def _rebuild(self) -> None:
@@ -201,7 +211,7 @@ class RanksScreen(Screen[None]):
     def _populate(self) -> None:
         table = self.query_one("#ranks-table", DataTable)
         stats = {p.rank: p for p in self.crossed.per_rank} if self.crossed else {}
-        straggler = most_waited_for(self.crossed)
+        straggler = self.result.straggler if self.result is not None else None
         odd: dict[int, list[str]] = {}
         for out in self.crossed.outliers if self.crossed else []:
             odd.setdefault(out.rank, []).append(out.metric)

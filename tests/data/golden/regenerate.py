@@ -37,15 +37,16 @@ def golden_name(trace: Path) -> str:
 def analysis_json(trace: Path) -> Any:
     """The analysis as `gitm-tui analyze TRACE --json --no-write` prints it (one file: the
     command's list of one), ``source`` made relative to the repository."""
-    from engine.analyze.run import analyze_file
-    from engine.text import map_strings, valid_unicode
+    from engine.analyze.api import AnalyzeOptions, analyze
+    from engine.analyze.export import analysis_dict
 
-    outcome = analyze_file(str(trace), hardware=None, out_root=None, top=20, ranks=False)
+    # the command's front door and its JSON form; compiled kernels only (no first-run child)
+    (outcome,) = analyze([str(trace)], AnalyzeOptions(first_run=False, ranks=False)).outcomes
     if outcome.analysis is None:
         raise RuntimeError(f"{trace}: {outcome.error}")
-    dump = outcome.analysis.model_dump(mode="json")
+    dump = analysis_dict(outcome.analysis)
     dump["source"] = trace.relative_to(ROOT).as_posix()
-    return json.loads(json.dumps(map_strings([dump], valid_unicode)))
+    return json.loads(json.dumps([dump]))
 
 
 def render(doc: Any) -> str:

@@ -1,0 +1,189 @@
+"""The analysis's one front door: trace files in — one, several, or a directory of one job's
+rank traces — with ``AnalyzeOptions``; out, ``Analyzed``: each file's outcome (its analysis,
+or its one error line) and, for the ranks of one job, what crossing them found, with the
+cross-rank outputs written.
+
+Every analysis goes through ``analyze``: `gitm-tui analyze` (text, ``--json``, ``--ui``: the
+analysis screen's loader and the ranks screen's), and a live program's captured steps
+(engine.runtime.sources). The callers only render what it returns. Underneath:
+engine.analyze.run (files here, the first run), engine.analyze.cluster (files on Dask),
+engine.analyze.ranks (crossing the ranks), engine.analyze.rank_export (the cross-rank outputs).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.analyze.options import AnalyzeOptions, Hooks
+
+if TYPE_CHECKING:
+    from engine.analyze.compute import AnalysisResult
+    from engine.analyze.model import Analysis
+    from engine.analyze.ranks import CrossRank, RankSummary
+    from engine.analyze.run import FileOutcome
+
+__all__ = [
+    "AnalysisFailed",
+    "AnalyzeOptions",
+    "Analyzed",
+    "Hooks",
+    "analyze",
+    "list_files",
+]
+
+
+class AnalysisFailed(RuntimeError):
+    """The one file asked for was not analysed; ``str(e)`` is its error line (as the command
+    prints it: a TraceImportError's own line for a file that cannot be read)."""
+
+
+@dataclass(frozen=True)
+class Analyzed:
+    """What ``analyze`` found: every file's outcome in input order (the files that could not
+    be listed first), and, where the files are the ranks of one job, the ranks crossed."""
+
+    outcomes: list[FileOutcome]
+    #: the ranks crossed (None: fewer than two distinct ranks, files of different jobs, or
+    #: ``AnalyzeOptions.ranks`` off)
+    crossed: CrossRank | None = None
+    #: one directory was named: its files claim to be one job's ranks (files of another job
+    #: there are then an input error, ``refused``)
+    one_job_claimed: bool = False
+    #: the cross-rank outputs written under ``out_root`` (cross_rank.json, .md, merged Perfetto)
+    cross_written: tuple[Path, ...] = ()
+    #: what of them was not written, and why (one line each)
+    cross_unwritten: tuple[str, ...] = ()
+    #: the error line when none of them could be written
+    cross_failed: str | None = None
+    #: the paths named, as given
+    paths: tuple[str, ...] = field(default=())
+
+    @property
+    def good(self) -> list[FileOutcome]:
+        """The outcomes that carry an analysis (a file whose outputs failed to write included)."""
+        return [o for o in self.outcomes if o.analysis is not None]
+
+    @property
+    def analyses(self) -> list[Analysis]:
+        return [o.analysis for o in self.outcomes if o.analysis is not None]
+
+    @property
+    def summaries(self) -> list[RankSummary]:
+        """The rank summaries of the files analysed (``AnalyzeOptions.ranks``, several files)."""
+        return [o.summary for o in self.good if o.summary is not None]
+
+    @functools.cached_property
+    def not_one_job(self) -> str | None:
+        """The line naming the files that are not of one job with the others (None: nothing
+        says so, or no summaries were kept)."""
+        sums = self.summaries
+        if len(sums) < 2:
+            return None
+        from engine.analyze.ranks import not_one_job
+
+        return not_one_job(sums)
+
+    @property
+    def refused(self) -> str | None:
+        """The input error of a directory whose files are not one job's ranks (its line)."""
+        return self.not_one_job if self.one_job_claimed else None
+
+    @property
+    def straggler(self) -> int | None:
+        """The rank named straggler in most steps (None: none named)."""
+        if self.crossed is None:
+            return None
+        from engine.analyze.ranks import most_waited_for
+
+        return most_waited_for(self.crossed)
+
+    @property
+    def judged(self) -> bool:
+        """The collectives were compared and a verdict given (a rank, none, or why not)."""
+        return self.crossed is not None and bool(self.crossed.straggler)
+
+    @property
+    def errors(self) -> list[str]:
+        """Each file's error line, in input order."""
+        return [o.error for o in self.outcomes if o.error]
+
+    @property
+    def failed(self) -> bool:
+        """Whether anything was an input error: a file, the cross-rank outputs, a refusal."""
+        return bool(self.errors) or self.cross_failed is not None or self.refused is not None
+
+    def one(self) -> AnalysisResult:
+        """The analysis, with its arrays, of the one file analysed (``keep_arrays``);
+        AnalysisFailed with its line when it was not analysed."""
+        if len(self.outcomes) != 1:
+            raise AnalysisFailed(f"expected one trace file, got {len(self.outcomes)}")
+        (o,) = self.outcomes
+        if o.error is not None and o.analysis is None:
+            raise AnalysisFailed(o.error)
+        if o.result is None:
+            raise ValueError("analysed without AnalyzeOptions(keep_arrays=True): no arrays kept")
+        return o.result
+
+
+def list_files(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The trace files ``paths`` name or hold (one directory level, URLs listed through
+    fsspec), each once, and the error line of each path that cannot be listed."""
+    from engine.analyze.run import expand
+
+    files, errors = expand(list(paths))
+    return files, [o.error or "" for o in errors]
+
+
+def analyze(
+    paths: Sequence[str], options: AnalyzeOptions | None = None, hooks: Hooks | None = None
+) -> Analyzed:
+    """Analyse the trace files ``paths`` name (files, directories of rank traces, fsspec URLs)
+    as ``options`` say; ``hooks`` hear the stages and the progress. Never raises for bad input
+    (each file's error is its outcome's line), except ConnectionError (one line) when a Dask
+    scheduler cannot be reached; a bug met in the only file raises (the command's crash
+    report), one met in a file of several is that file's line.
+
+    Several files with ``options.ranks``: the ranks are crossed (engine.analyze.ranks) and,
+    under ``options.out_root``, cross_rank.json, cross_rank.md and ranks.perfetto.json.gz are
+    written (engine.analyze.rank_export)."""
+    from engine.analyze.run import analyze_files
+
+    options = options or AnalyzeOptions()
+    outcomes = analyze_files(list(paths), options, hooks)
+    claimed = len(paths) == 1 and Path(paths[0]).is_dir()
+    got = Analyzed(outcomes, one_job_claimed=claimed, paths=tuple(paths))
+    if not options.ranks or len(got.summaries) < 2:
+        return got  # nothing to cross (and a file alone never imports the cross-rank module)
+    from engine.analyze.ranks import cross_rank
+
+    crossed = cross_rank(got.summaries)
+    if crossed is None or options.out_root is None:
+        return Analyzed(outcomes, crossed, claimed, paths=tuple(paths))
+    written, unwritten, failed = _write_cross_rank(crossed, options.out_root, got.good)
+    return Analyzed(outcomes, crossed, claimed, written, unwritten, failed, tuple(paths))
+
+
+def _write_cross_rank(
+    crossed: CrossRank, out: str, good: list[FileOutcome]
+) -> tuple[tuple[Path, ...], tuple[str, ...], str | None]:
+    """OUT/cross_rank.json (schema: manifests/schemas/cross_rank.schema.json), cross_rank.md and
+    ranks.perfetto.json.gz (engine.analyze.rank_export). Returns what was written, the lines
+    saying what was not and why, and the error line when nothing could be written."""
+    from engine.analyze.rank_export import write_rank_outputs
+
+    perfetto = [
+        (o.analysis.rank, Path(p))
+        for o in good
+        if o.analysis is not None and o.analysis.rank is not None
+        for p in o.outputs
+        if p.endswith("perfetto.json")
+    ]
+    try:
+        written, problems = write_rank_outputs(crossed, Path(out), perfetto)
+    except OSError as e:
+        return (), (), f"cannot write the cross-rank outputs to {out}: {e.strerror or e}"
+    return tuple(written), tuple(problems), None
