@@ -191,22 +191,28 @@ def resolve(config: RunConfig, hw: HardwareSpec, job: Any = None) -> Target:
     return Target(workload, cmd, None, backend, notes, label)
 
 
-async def tick(eng: Engine, every_s: float = 0.5) -> None:
-    """Publish the run's elapsed time every ``every_s`` while it runs (a real program: nothing
-    else moves the clock on screen)."""
+#: seconds between two heartbeat ``progress`` events when nothing else moved
+HEARTBEAT_S = 5.0
+
+
+async def tick(eng: Engine, every_s: float = HEARTBEAT_S) -> None:
+    """Publish the run's progress every ``every_s`` while it runs — a heartbeat for readers
+    of the JSON lines (a screen runs its own clock from ``Engine.elapsed``): the counters as
+    they stand and the time spent waiting for a person."""
     from engine.runtime.events import Progress
 
     while True:
-        t = eng.elapsed()
+        t, gpu, tracker = eng.elapsed(), eng.gpu, eng.stream.tracker
         eng.bus.publish(
             Progress(
                 t_wall=t,
                 elapsed_s=t,
                 budget_s=eng.config.budget_s,
-                segments=0,
-                iterations=0,
-                sim_time_ns=0,
-                regime_shares={},
+                segments=tracker.rows,
+                iterations=gpu.iterations_done if gpu is not None else 0,
+                sim_time_ns=int(gpu.now) if gpu is not None else 0,
+                regime_shares=tracker.shares() if tracker.rows else {},
+                waiting_s=eng.waiting_s,
             )
         )
         await asyncio.sleep(every_s)
