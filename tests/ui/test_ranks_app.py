@@ -17,6 +17,13 @@ from gitm_tui.modes.ranks import RankAnalysisScreen
 from tests.ui.waiting import until
 
 
+def _rows(app) -> int:
+    """The rows of the ranks table (0 while there is none): the table is mounted empty and
+    filled a moment later, so a test waits for its rows, not for the table."""
+    tables = app.query("#ranks-table")
+    return tables.first(DataTable).row_count if tables else 0
+
+
 async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tmp_path):
     paths = write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=2, slow_link=(0, 1))
     outcomes = analyze_paths([str(tmp_path / "ranks")], workers=1)  # here: fast for a test
@@ -45,9 +52,8 @@ async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tm
         assert "rank0000.json.gz" in stage and "127.0.0.1:8787" in stage  # the Dask dashboard
         assert app.query_one(ProgressBar).progress == 1
         gate.set()
-        await until(pilot, lambda: bool(app.query("#ranks-table")))
+        await until(pilot, lambda: _rows(app) == 4, what="the ranks table's 4 rows")
         table = app.query_one("#ranks-table", DataTable)
-        assert table.row_count == 4
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(4)]
         assert [r[0] for r in rows] == ["0", "1", "2", "3"]
         assert "straggler" in rows[2][-1] and not any("straggler" in r[-1] for r in rows[:2])
@@ -88,7 +94,7 @@ async def test_a_rank_that_cannot_be_opened_is_a_notice_not_the_end(tmp_path):
 
     app = make_ranks_app(load, source="ranks/", open_rank=open_rank)
     async with app.run_test(size=(150, 40)) as pilot:
-        await until(pilot, lambda: bool(app.query("#ranks-table")))
+        await until(pilot, lambda: _rows(app) == 3, what="the ranks table's 3 rows")
         table = app.query_one("#ranks-table", DataTable)
         assert not any("straggler" in str(table.get_row_at(i)[-1]) for i in range(3))
         await pilot.press("enter")
