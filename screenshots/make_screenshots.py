@@ -75,8 +75,8 @@ async def shoot(name: str, workload: str, approve: str) -> None:
             app.query_one("#loop").active = "tab-violations"
             await pilot.pause(0.3)
             app.save_screenshot(str(HERE / "violations.svg"))
-            app.push_screen(HelpScreen(app.settings.lag))
-            await pilot.pause(0.3)
+            await pilot.press("question_mark")  # the help screen as its key opens it
+            await _until(pilot, lambda: isinstance(app.screen, HelpScreen))
             app.save_screenshot(str(HERE / "help.svg"))
         await pilot.press("q")
     print(f"wrote screenshots/{name}")
