@@ -25,6 +25,7 @@ from engine.runtime.events import (
 )
 from engine.text import clean
 from gitm_tui.exit_codes import ExitCode, write_refused
+from gitm_tui.render import prediction
 
 
 class Writes(Protocol):
@@ -58,11 +59,7 @@ def _narrate(ev: Event, err: Writes) -> None:
     elif isinstance(ev, InterventionUpdate):
         meas = f", measured {ev.measured_gain:+.1%}" if ev.measured_gain is not None else ""
         note = f" — {ev.note}" if ev.note else ""
-        pred = (
-            f"predicted {ev.predicted_gain:+.1%} (confidence {ev.confidence:.2f})"
-            if ev.predicted_gain == ev.predicted_gain
-            else "no prediction (measured only)"
-        )
+        pred = prediction(ev.predicted_gain, ev.confidence)
         _say(f"gitm-tui: {ev.id} {ev.lever} [{ev.safety}] {ev.state}: {pred}{meas}{note}", err)
     elif isinstance(ev, ReportWritten):
         _say(f"gitm-tui: {ev.summary}; report {ev.path}", err)
@@ -247,8 +244,8 @@ class _Prompter:
     def _run(self) -> None:
         while (ev := self.q.get()) is not None:
             prompt = clean(
-                f"gitm-tui: approve {ev.id} {ev.lever} [{ev.safety}], predicted "
-                f"{ev.predicted_gain:+.1%}? [y/n/s(kip)] ",
+                f"gitm-tui: approve {ev.id} {ev.lever} [{ev.safety}], "
+                f"{prediction(ev.predicted_gain, None)}? [y/n/s(kip)] ",
                 _LINE_CHARS,
             )
             try:

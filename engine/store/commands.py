@@ -107,4 +107,10 @@ class CommandReader:
 
 def operator() -> str:
     """Who sends a decision from this terminal, as journalled ('cli:<user>')."""
-    return f"cli:{os.environ.get('USER', '?')}"
+    import getpass
+
+    try:  # LOGNAME, USER, LNAME, USERNAME, then the password database
+        who = getpass.getuser()
+    except (KeyError, OSError, ImportError):
+        who = f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    return f"cli:{who}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import signal
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -42,7 +43,7 @@ from engine.runtime.events import (
 from engine.store.journal import decision_refused
 from engine.text import clean
 from gitm_tui.exit_codes import ExitCode, write_refused
-from gitm_tui.render import SHOWN_CHARS, legend, outside_text
+from gitm_tui.render import MEASURED_ONLY, SHOWN_CHARS, legend, outside_text, prediction
 from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
 from gitm_tui.theme import tone
 from gitm_tui.widgets.interventions import (
@@ -131,6 +132,7 @@ class DashboardScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
         yield OptimizeBar(id="optimize")
+        yield Static(id="ended")  # how the run ended, where the report is (shown at the end)
         with Horizontal(id="body"):
             with Vertical(id="regimes") as regimes:
                 regimes.border_title = "regimes per stream"
@@ -158,6 +160,7 @@ class DashboardScreen(Screen[None]):
     def on_mount(self) -> None:
         self.consume_events()
         self.drive_engine()
+        self.set_interval(0.5, self._run_clock)  # the clock runs between the engine's events
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):  # as headless: stop, report, exit 130
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -168,6 +171,46 @@ class DashboardScreen(Screen[None]):
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
+
+    def _run_clock(self) -> None:
+        """Move the header's clock from the engine's own (it stood still while a run waited
+        for a person: no event moves it then), with the time spent waiting."""
+        elapsed = getattr(self.engine, "elapsed", None)
+        if self.finished is not None or not self.run_id or elapsed is None:
+            return
+        header = self.query_one(RunHeader)
+        header.elapsed = self.query_one(OptimizeBar).elapsed = elapsed()
+        header.waiting = getattr(self.engine, "waiting_s", 0.0)
+
+    def _show_end(self, ev: RunFinished) -> None:
+        """The run's end on the main view: how it ended, what is still undecided, the report;
+        a question left open (approve? roll back?) is closed — nothing can act on it now."""
+        header = self.query_one(RunHeader)
+        header.elapsed = ev.wall_s
+        waiting = [
+            iv.id
+            for iv in self.query_one(InterventionTable).latest.values()
+            if iv.state == "PROPOSED"
+        ]
+        text = Text(f" ended {ev.status}", style="bold")
+        if ev.headline:
+            text.append(": ").append(outside_text(ev.headline))
+        if waiting:
+            text.append(
+                f" · {len(waiting)} proposal(s) left undecided ({', '.join(waiting[:5])}"
+                + ("…" if len(waiting) > 5 else "")
+                + "): the budget ended before anyone decided",
+                style="bold " + tone("gitm-warn"),
+            )
+        if ev.report:
+            text.append(" · report: ").append(outside_text(ev.report))
+        text.append(" · q quits", style="dim")
+        ended = self.query_one("#ended", Static)
+        ended.update(text)
+        ended.add_class("-shown")
+        if isinstance(self.app.screen, ConfirmScreen):
+            self.app.screen.dismiss(None)
+            self.notify("the run ended: the question was closed, nothing was sent", timeout=10)
 
     #: seconds a stopped run has to write its report before the dashboard exits anyway
     STOP_GRACE_S = 20.0
@@ -347,6 +390,7 @@ class DashboardScreen(Screen[None]):
     @_show.register
     def _(self, ev: RunFinished) -> None:
         self.finished = ev
+        self._show_end(ev)
         shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
         self._log_line(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
         v = ev.validation
@@ -418,7 +462,7 @@ class DashboardScreen(Screen[None]):
         question.append(outside_text(iv.lever, "bold"))
         question.append(" — ").append(outside_text(iv.title)).append("?\n")
         question.append(
-            f"predicted {iv.predicted_gain:+.1%} (confidence {iv.confidence:.2f})"
+            prediction(iv.predicted_gain, iv.confidence)
             + (f", measured {iv.measured_gain:+.1%}" if iv.measured_gain is not None else "")
         )
         if action == "approve" and iv.safety != "SAFE":
@@ -459,12 +503,14 @@ class DashboardScreen(Screen[None]):
             body.append("  (none recorded)\n")
         body.append("\n")
         body.append("Replay", style="bold")
-        body.append(" (counterfactual on the trace's dependency graph)\n  ")
-        body.append(outside_text(iv.replay or "—")).append("\n")
-        body.append(
-            f"  predicted {iv.predicted_gain:+.1%} less time per sample, "
-            f"confidence {iv.confidence:.2f}\n\n"
-        )
+        if math.isfinite(iv.predicted_gain):
+            body.append(" (counterfactual on the trace's dependency graph)\n  ")
+            body.append(outside_text(iv.replay or "—")).append("\n")
+            body.append(
+                f"  {prediction(iv.predicted_gain, iv.confidence, ' less time per sample')}\n\n"
+            )
+        else:  # a run with no device trace: nothing was replayed
+            body.append("\n  none: ").append(MEASURED_ONLY).append("\n\n")
         body.append("Measured", style="bold").append("\n  ")
         body.append(
             f"{iv.measured_gain:+.1%} vs the state it was applied to"

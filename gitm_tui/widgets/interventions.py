@@ -70,8 +70,10 @@ class InterventionTable(DataTable[object]):
             "lever": outside_text(ev.lever),
             "safety": outside_text(ev.safety, _style(ev.safety)),
             "state": outside_text(ev.state, _style(ev.state)),
-            "pred": _pct(ev.predicted_gain),
-            "conf": f"{ev.confidence:.2f}",
+            "pred": _pct(ev.predicted_gain)
+            if ev.predicted_gain == ev.predicted_gain
+            else "measured",
+            "conf": f"{ev.confidence:.2f}" if ev.predicted_gain == ev.predicted_gain else "—",
             "meas": _pct(ev.measured_gain),
             "note": outside_text(ev.note or (f"by {ev.approved_by}" if ev.approved_by else "")),
         }

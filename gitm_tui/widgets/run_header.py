@@ -20,6 +20,8 @@ class RunHeader(Static):
     phase = reactive("starting")
     elapsed = reactive(0.0)
     budget = reactive(0.0)
+    #: of elapsed, the time the run has waited for a person's decision
+    waiting = reactive(0.0)
     kernels = reactive("warming up")
 
     def render(self) -> Text:
@@ -35,7 +37,10 @@ class RunHeader(Static):
         else:
             t.append(f" {device} ", style="bold black on " + tone("gitm-real-device"))
         t.append(f"  {self.phase}  ")
-        t.append(f"{format_seconds(self.elapsed)} / {format_seconds(self.budget)}  ")
+        t.append(f"{format_seconds(self.elapsed)} / {format_seconds(self.budget)}")
+        if self.waiting >= 1:
+            t.append(f", {format_seconds(self.waiting)} waiting for you", style="bold")
+        t.append("  ")
         t.append(f"kernels: {self.kernels}", style="italic")
         return t
 

@@ -1,0 +1,122 @@
+"""What a person reads on the dashboard (issue 38): a measured-only lever never reads "nan",
+the clock runs while the run waits for a person, and the end of a run says how it ended, what
+is left undecided and where the report is — closing a question that nothing can act on now."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from textual.widgets import Static
+
+from engine.runtime.events import RunFinished
+from gitm_tui.app import Settings, make_app
+from gitm_tui.render import MEASURED_ONLY, prediction
+from gitm_tui.screens import ConfirmScreen, InterventionScreen
+from gitm_tui.widgets.interventions import InterventionTable
+from gitm_tui.widgets.run_header import RunHeader
+from tests.ui.scripted_engine import ScriptedEngine, run_shown
+from tests.ui.waiting import until
+
+
+def test_a_prediction_reads_as_a_person_reads_it():
+    assert prediction(0.276, 0.9) == "predicted +27.6% (confidence 0.90)"
+    assert prediction(0.1, 0.5, " less time") == "predicted +10.0% less time (confidence 0.50)"
+    for none in (math.nan, None, math.inf):
+        assert prediction(none, 0.0) == MEASURED_ONLY
+    assert "nan" not in MEASURED_ONLY
+
+
+class _MeasuredOnly(ScriptedEngine):
+    """The script, plus a lever of a run with no device trace (no prediction: NaN, conf 0)."""
+
+    async def run(self) -> None:
+        self._iv("I4", "threads", "SAFE", "PROPOSED", math.nan)
+        self.ivs["I4"] = dataclasses.replace(self.ivs["I4"], confidence=0.0)
+        self.bus.publish(self.ivs["I4"])
+        await super().run()
+
+
+class _Clocked(ScriptedEngine):
+    """The script with an engine clock and time spent waiting for a person."""
+
+    waiting_s = 42.0
+
+    def elapsed(self) -> float:
+        return 55.0
+
+
+async def test_a_measured_only_lever_says_so_everywhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    app = make_app(Settings(), _MeasuredOnly())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await run_shown(pilot)
+        table = app.query_one(InterventionTable)
+        row = [str(c) for c in table.get_row("I4")]
+        assert "measured" in row and "nan" not in " ".join(row).lower() and "0.00" not in row
+        table.focus()
+        table.move_cursor(row=table.get_row_index("I4"))
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, InterventionScreen))
+        body = str(app.screen.query_one(Static).render())
+        assert MEASURED_ONLY in body and "nan" not in body.lower()
+        assert "counterfactual" not in body  # nothing was replayed
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.dashboard)
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        question = str(app.screen.query_one(Static).render())
+        assert MEASURED_ONLY in question and "nan" not in question.lower()
+        await pilot.press("n")
+        await pilot.press("q")
+
+
+async def test_the_clock_runs_and_says_the_time_waiting_for_a_person(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    app = make_app(Settings(), _Clocked())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await run_shown(pilot)
+        header = app.query_one(RunHeader)
+        await until(pilot, lambda: header.elapsed == 55.0, what="the clock past the last event")
+        assert "42.0s waiting for you" in str(header.render())
+        await pilot.press("q")
+
+
+async def test_the_end_of_a_run_says_what_is_left_and_closes_an_open_question(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    engine = ScriptedEngine()
+    app = make_app(Settings(), engine)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await run_shown(pilot)
+        table = app.query_one(InterventionTable)
+        table.focus()
+        table.move_cursor(row=table.get_row_index("I2"))
+        await pilot.press("a")  # the question is open when the budget ends
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        engine.bus.publish(
+            RunFinished(
+                t_wall=60.0,
+                status="completed",
+                segments=144,
+                iterations=12,
+                sim_time_ns=10**9,
+                wall_s=60.0,
+                regime_shares={},
+                kappa_partition={},
+                fixed_lag_exact=1.0,
+                validation={},
+                dropped_events=0,
+                kernels="numba",
+                report=str(tmp_path / "report.md"),
+                headline="target 15% met: +27.7% kept",
+            )
+        )
+        await until(pilot, lambda: app.screen is app.dashboard, what="the question closed")
+        end = str(app.query_one("#ended", Static).render())
+        assert "ended completed: target 15% met" in end
+        assert "2 proposal(s) left undecided (I2, I3)" in end
+        assert f"report: {tmp_path / 'report.md'}" in end
+        assert "approve I2" not in engine.commands  # closing it sent nothing
+        await pilot.press("q")
