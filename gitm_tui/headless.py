@@ -43,7 +43,7 @@ _LINE_CHARS = 8192
 def _say(text: str, err: Writes) -> None:
     """Write one narration line, cleaned (engine.text.clean): notes and log messages quote a
     program's output and trace names, which must not put an escape sequence on the terminal."""
-    print(clean(text, _LINE_CHARS), file=err)
+    err.write(clean(text, _LINE_CHARS) + "\n")  # one write: a line is never split
 
 
 def _narrate(ev: Event, err: Writes) -> None:
@@ -171,14 +171,16 @@ async def run_headless(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
     task = asyncio.ensure_future(engine.run())
+    # narration and the questions (manual, on a terminal) share the terminal's lines
+    narration = _Narration(err_s)
     prompter = (
-        _Prompter(engine, err_s) if config.approve == "manual" and sys.stdin.isatty() else None
+        _Prompter(engine, narration) if config.approve == "manual" and sys.stdin.isatty() else None
     )
     final: RunFinished | None = None
     try:
         async for ev in sub:
             out_s.write(json.dumps(ev.to_json(), separators=(",", ":")) + "\n")
-            _narrate(ev, err_s)
+            _narrate(ev, narration)
             if isinstance(ev, InterventionUpdate) and ev.state == "PROPOSED":
                 if prompter is not None:
                     prompter.ask(ev)
@@ -186,7 +188,7 @@ async def run_headless(
                     _say(
                         f"gitm-tui: to decide: gitm-tui approve {engine.run_id} {ev.id} "
                         f"(or reject) from another terminal",
-                        err_s,
+                        narration,
                     )
             if isinstance(ev, RunFinished):
                 final = ev
@@ -219,11 +221,43 @@ async def run_headless(
     return ExitCode.INTERRUPTED if interrupted else ExitCode.OK
 
 
+class _Narration:
+    """The narration stream while a question may wait on the terminal: a line written then goes
+    under the question, and the question is asked again below it (it used to land on the
+    question's own line, after the cursor)."""
+
+    def __init__(self, out: Writes) -> None:
+        import threading
+
+        self.out, self.question = out, ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            if self.question and text.endswith("\n"):
+                text = "\n" + text + self.question
+            return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def ask(self, question: str) -> None:
+        with self._lock:
+            self.question = question
+            self.out.write(question)
+            self.out.flush()
+
+    def answered(self) -> None:
+        """The person pressed Enter: the terminal is on a fresh line."""
+        with self._lock:
+            self.question = ""
+
+
 class _Prompter:
     """``manual`` on a terminal: ask y/n for each proposal, one at a time, in a thread (the
     engine keeps running while the question waits)."""
 
-    def __init__(self, engine: Engine, err: Writes) -> None:
+    def __init__(self, engine: Engine, err: _Narration) -> None:
         import queue
         import threading
 
@@ -249,11 +283,12 @@ class _Prompter:
                 _LINE_CHARS,
             )
             try:
-                self.err.write(prompt)
-                self.err.flush()
+                self.err.ask(prompt)
                 answer = sys.stdin.readline().strip().lower()
             except (OSError, ValueError):
                 return
+            finally:
+                self.err.answered()
             action = {"y": "approve", "yes": "approve", "n": "reject", "no": "reject"}.get(answer)
             if action:
                 self.loop.call_soon_threadsafe(self.engine.decide, action, ev.id, "tty")
