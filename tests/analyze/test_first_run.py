@@ -18,13 +18,14 @@ from tests.paths import ROOT, TRACES
 SCRIPT = """
 import json, sys, time
 import engine.analyze.run as run
+from engine.analyze.api import Hooks, analyze
 from engine.analyze.warm import kernels
 from engine.jit import cold
 if sys.argv[2] == "large":
     run.INTERPRET_MAX_ROWS = 0  # every trace is too large to interpret: wait for the child
 before = cold(kernels("analysis")), cold(kernels("import"))
 stages = []
-(out,) = run.analyze_paths([sys.argv[1]], stage=stages.append)
+(out,) = analyze([sys.argv[1]], hooks=Hooks(stage=stages.append)).outcomes
 done = time.monotonic()
 while (cold(kernels("analysis")) or cold(kernels("import"))) and time.monotonic() < done + 300:
     time.sleep(0.2)  # the child goes on compiling for the next run
@@ -68,7 +69,7 @@ def test_a_first_run_answers_while_the_kernels_compile_and_as_a_warm_run(tmp_pat
 
 RANKS_SCRIPT = """
 import json, sys, time
-import engine.analyze.run as run
+from engine.analyze.api import AnalyzeOptions, Hooks, analyze
 from engine.analyze.synth_ranks import write_ranks
 from engine.analyze.warm import kernels
 from engine.jit import cold
@@ -76,8 +77,8 @@ from pathlib import Path
 paths = write_ranks(Path(sys.argv[1]), ranks=3, steps=2, straggler=None)
 before = cold(kernels("analysis")), cold(kernels("import"))
 stages, seen = [], []
-outs = run.analyze_paths([sys.argv[1]], cluster="local", workers=2, stage=stages.append,
-                         progress=lambda d, n, p: seen.append([d, n]))
+outs = analyze([sys.argv[1]], AnalyzeOptions(cluster="local", workers=2),
+               Hooks(stage=stages.append, progress=lambda d, n, p: seen.append([d, n]))).outcomes
 done = time.monotonic()
 while (cold(kernels("analysis")) or cold(kernels("import"))) and time.monotonic() < done + 300:
     time.sleep(0.2)  # the child goes on compiling for the next run
@@ -114,20 +115,18 @@ def test_ranks_go_to_the_cluster_once_the_compile_child_is_done(tmp_path, monkey
     """The split: files are analysed here while FirstRun says the child compiles, the rest on
     the cluster — in input order, progress counted over all of them, no output folder shared."""
     from engine.analyze import run
+    from engine.analyze.api import AnalyzeOptions, Hooks, analyze
     from engine.analyze.synth_ranks import write_ranks
 
     paths = write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
     answers = iter([True, False])
     monkeypatch.setattr(run.FirstRun, "compiling", lambda self: next(answers))
     stages, seen = [], []
-    outs = run.analyze_paths(
+    outs = analyze(
         [str(tmp_path / "ranks")],
-        out_root=str(tmp_path / "out"),
-        cluster="local",
-        workers=2,
-        stage=stages.append,
-        progress=lambda d, n, p: seen.append((d, n, p)),
-    )
+        AnalyzeOptions(out_root=str(tmp_path / "out"), cluster="local", workers=2),
+        Hooks(stage=stages.append, progress=lambda d, n, p: seen.append((d, n, p))),
+    ).outcomes
     assert [o.path for o in outs] == [str(p) for p in paths]
     assert all(o.error is None and o.analysis is not None for o in outs)
     assert seen[0] == (1, 3, str(paths[0]))  # the first here
@@ -142,6 +141,7 @@ def test_a_file_whose_analysis_crashes_is_named_and_the_others_go_on(tmp_path, m
     on a cluster, not the run; its traceback is saved. One file alone still raises (the
     command's crash report)."""
     from engine.analyze import run
+    from engine.analyze.api import AnalyzeOptions, analyze
     from engine.analyze.synth_ranks import write_ranks
 
     monkeypatch.setenv("GITM_SCRATCH", str(tmp_path / "scratch"))
@@ -154,7 +154,8 @@ def test_a_file_whose_analysis_crashes_is_named_and_the_others_go_on(tmp_path, m
         return real(f, *a, **k)
 
     monkeypatch.setattr(run, "analyze_file", flaky)
-    outs = run.analyze_paths([str(tmp_path / "ranks")], workers=1)
+    got = analyze([str(tmp_path / "ranks")], AnalyzeOptions(workers=1))
+    outs = got.outcomes
     assert [o.path for o in outs] == [str(p) for p in paths]
     assert outs[0].analysis is not None and outs[2].analysis is not None
     err = outs[1].error or ""
@@ -162,7 +163,7 @@ def test_a_file_whose_analysis_crashes_is_named_and_the_others_go_on(tmp_path, m
     (crash,) = (tmp_path / "scratch" / "crashes").iterdir()
     assert crash.name in err and "ZeroDivisionError" in crash.read_text()
     with pytest.raises(ZeroDivisionError):
-        run.analyze_paths([str(paths[1])])
+        analyze([str(paths[1])])
 
 
 UI_SCRIPT = """

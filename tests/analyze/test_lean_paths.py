@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.analyze.compute import _rows_by_name
-from engine.analyze.ranks import interval_union as _union
+from engine.analyze.intervals import interval_union as _union
 from engine.device.simulator import simulate
 from engine.optimizer.monitor import _group
 from engine.planner import graph

@@ -195,23 +195,24 @@ def _corrupt(paths):
 
 
 def test_a_local_dask_cluster_analyses_the_ranks_and_names_a_corrupt_one(tmp_path):
-    from engine.analyze.run import analyze_paths
+    from engine.analyze.api import AnalyzeOptions, Hooks, analyze
 
     paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=6, slow_link=(0, 1))
     bad = _corrupt(paths)
     seen = []
-    outs = analyze_paths(
+    got = analyze(
         [str(tmp_path / "ranks")],
-        cluster="local",
-        workers=2,
-        progress=lambda d, n, p: seen.append((d, n)),
+        AnalyzeOptions(cluster="local", workers=2),
+        Hooks(progress=lambda d, n, p: seen.append((d, n))),
     )
+    outs = got.outcomes
     assert [o.path for o in outs] == [str(p) for p in paths]  # input order
     errors = [o for o in outs if o.error]
     assert len(errors) == 1 and str(bad) in (errors[0].error or "")
     good = [o.summary for o in outs if o.summary is not None]
     assert len(good) == 7
-    c = cross_rank(good)
+    c = got.crossed
+    assert c == cross_rank(good)
     # 7 of the job's 8 ranks: the all-reduces' group takes in rank 3, which may be the one the
     # others waited for — cannot tell (the issue-35 rule); the clock-free slow link still found
     assert c is not None and c.straggler.startswith("cannot tell") and not c.steps
@@ -229,7 +230,7 @@ def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
     import sys
     import time
 
-    from engine.analyze.run import analyze_paths
+    from engine.analyze.api import AnalyzeOptions, Hooks, analyze
     from tests.paths import ROOT
 
     with socket.socket() as s:
@@ -256,7 +257,7 @@ def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
             )  # fmt: skip
         paths = write_ranks(tmp_path / "ranks", ranks=8, steps=2, straggler=1, slow_link=(5, 6))
         bad = _corrupt(paths)
-        outs = analyze_paths([str(tmp_path / "ranks")], cluster=addr)
+        outs = analyze([str(tmp_path / "ranks")], AnalyzeOptions(cluster=addr)).outcomes
         errors = [o for o in outs if o.error]
         assert len(errors) == 1 and str(bad) in (errors[0].error or "")
         c = cross_rank([o.summary for o in outs if o.summary is not None])
@@ -275,7 +276,9 @@ def test_a_running_dask_scheduler_and_two_workers_analyse_the_ranks(tmp_path):
                 procs[1].kill()
                 killed.append(done)
 
-        outs = analyze_paths([str(tmp_path / "big")], cluster=addr, progress=kill_one)
+        outs = analyze(
+            [str(tmp_path / "big")], AnalyzeOptions(cluster=addr), Hooks(progress=kill_one)
+        ).outcomes
         assert killed and procs[1].wait(timeout=10) != 0
         assert [o.path for o in outs] == [str(p) for p in big]
         assert not [o.error for o in outs if o.error]
@@ -468,8 +471,9 @@ def test_a_number_too_large_for_a_rank_or_seq_is_dropped():
 
 
 def test_compute_and_communication_overlap_is_exact():
-    from engine.analyze.ranks import _intersection, _length
-    from engine.analyze.ranks import interval_union as _union
+    from engine.analyze.intervals import intersection as _intersection
+    from engine.analyze.intervals import interval_union as _union
+    from engine.analyze.intervals import length as _length
 
     rng = np.random.default_rng(1)
     for _ in range(200):
@@ -522,12 +526,13 @@ def test_step_ids_that_repeat_do_not_merge_two_steps(tmp_path):
 def test_rank_summaries_are_kept_only_where_there_are_ranks_to_cross(tmp_path):
     """SYNTHETIC ranks (engine.analyze.synth_ranks): a file analysed alone has no other rank to
     cross, so no summary is made for it; each of several files analysed here keeps one."""
-    from engine.analyze.run import analyze_paths
+    from engine.analyze.api import AnalyzeOptions, analyze
 
     paths = write_ranks(tmp_path / "ranks", ranks=2, steps=2, straggler=None)
-    (alone,) = analyze_paths([str(paths[0])])
+    (alone,) = analyze([str(paths[0])]).outcomes
     assert alone.analysis is not None and alone.summary is None
-    both = analyze_paths([str(p) for p in paths], workers=1)
-    assert all(o.summary is not None for o in both)
-    c = cross_rank([o.summary for o in both if o.summary is not None])
-    assert c is not None
+    both = analyze([str(p) for p in paths], AnalyzeOptions(workers=1))
+    assert all(o.summary is not None for o in both.outcomes)
+    assert both.crossed is not None
+    unsummarised = analyze([str(p) for p in paths], AnalyzeOptions(workers=1, ranks=False))
+    assert all(o.summary is None for o in unsummarised.outcomes) and unsummarised.crossed is None

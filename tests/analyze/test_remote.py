@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.analyze.ranks import cross_rank
+from engine.analyze.api import AnalyzeOptions, analyze
 from engine.analyze.remote import expand_url, is_url, url_name
-from engine.analyze.run import TRACE_SUFFIXES, analyze_paths
+from engine.analyze.run import TRACE_SUFFIXES
 from engine.analyze.synth_ranks import write_ranks
 
 
@@ -34,10 +34,11 @@ def test_urls_are_told_from_paths():
 def test_a_url_directory_is_listed_and_its_ranks_analysed(memory_ranks):
     urls, why = expand_url(memory_ranks, TRACE_SUFFIXES)
     assert why is None and [url_name(u) for u in urls] == [f"rank{r:04d}.json.gz" for r in range(4)]
-    outs = analyze_paths([memory_ranks], workers=1)
+    got = analyze([memory_ranks], AnalyzeOptions(workers=1))
+    outs = got.outcomes
     assert [o.error for o in outs] == [None] * 4
     assert all(o.analysis.source.startswith("memory://") for o in outs)  # the URL, not a copy
-    c = cross_rank([o.summary for o in outs])
+    c = got.crossed
     assert c is not None and {s.straggler for s in c.steps} == {3}
     assert [ln.link for ln in c.links if ln.slow] == ["1→2"]
 
@@ -82,7 +83,7 @@ def test_an_unreadable_url_is_one_line_and_exit_3(url, said, capsys, monkeypatch
 
 def test_a_url_larger_than_the_trace_limit_is_refused(memory_ranks, monkeypatch):
     monkeypatch.setenv("GITM_MAX_TRACE_BYTES", "1K")
-    outs = analyze_paths([f"{memory_ranks}/rank0000.json.gz"])
+    outs = analyze([f"{memory_ranks}/rank0000.json.gz"]).outcomes
     assert len(outs) == 1 and "larger than the trace limit" in (outs[0].error or "")
 
 
@@ -90,11 +91,12 @@ def test_dask_workers_read_file_urls_themselves_and_a_corrupt_one_is_named(tmp_p
     paths = write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=0)
     paths[2].write_bytes(paths[2].read_bytes()[:300])
     url = (tmp_path / "ranks").as_uri()  # file:///…: read through fsspec on each worker
-    outs = analyze_paths([url], cluster="local", workers=2)
+    got = analyze([url], AnalyzeOptions(cluster="local", workers=2))
+    outs = got.outcomes
     assert [o.path for o in outs] == [p.as_uri() for p in paths]
     errors = [o.error for o in outs if o.error]
-    assert len(errors) == 1 and paths[2].as_uri() in errors[0]
-    c = cross_rank([o.summary for o in outs if o.summary])
+    assert len(errors) == 1 and paths[2].as_uri() in errors[0] and got.errors == errors
+    c = got.crossed
     # 3 of the 4 ranks read: the rank the others waited for may be the one missing, so no
     # straggler is named (issue 35)
     assert c is not None and len(c.ranks) == 3 and c.straggler.startswith("cannot tell")

@@ -11,6 +11,7 @@ import pytest
 
 from engine.analyze import steady
 from engine.analyze.compute import analyze_trace
+from engine.analyze.options import AnalyzeOptions
 from engine.analyze.run import read_and_analyse
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, merge_idle_host_rows
@@ -219,7 +220,9 @@ def test_counting_as_hta_reads_every_call():
     seen: dict[str, int] = {}
     for mode in ("exact", "hta"):
         read_and_analyse(
-            str(REAL), None, 5, mode, on_trace=lambda t, m=mode: seen.__setitem__(m, len(t.host))
+            str(REAL),
+            AnalyzeOptions(top=5, counting=mode),
+            on_trace=lambda t, m=mode: seen.__setitem__(m, len(t.host)),
         )
     assert seen["hta"] == 24_692 and seen["exact"] < 14_000
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.analyze.run import analyze_paths
+from engine.analyze.api import AnalyzeOptions, analyze
 from engine.analyze.semantics import DEFAULT_COUNTING, apply_counting
 from engine.trace.kineto.kineto import read_kineto
 from engine.trace.nsys.nsys import read_nsys
@@ -354,7 +354,7 @@ def test_unknown_counting_mode():
     with pytest.raises(ValueError, match="unknown counting mode 'htaa'"):
         apply_counting(_trace(ROWS, HOST), "htaa")
     with pytest.raises(ValueError, match="unknown counting mode"):
-        analyze_paths([str(ROCM)], counting="all", workers=1)
+        AnalyzeOptions(counting="all", workers=1)
 
 
 def _rounded_gpu_ns(path: Path) -> tuple[int, int]:
@@ -369,7 +369,7 @@ def _rounded_gpu_ns(path: Path) -> tuple[int, int]:
 def test_analyze_and_the_cli_pass_the_counting_mode_on(capsys):
     exact_ns, rounded_ns = _rounded_gpu_ns(ROCM)
     assert exact_ns != rounded_ns  # the ROCm trace's fractional µs make the two differ
-    (a,) = analyze_paths([str(ROCM)], counting="hta", workers=1)
+    (a,) = analyze([str(ROCM)], AnalyzeOptions(counting="hta", workers=1)).outcomes
     assert a.analysis is not None and a.analysis.gpu_time_ns == rounded_ns
     assert main(["analyze", str(ROCM), "--json", "--no-write", "--counting", "hta"]) == 0
     got = json.loads(capsys.readouterr().out)[0]
