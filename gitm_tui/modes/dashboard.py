@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
 
 from engine.runtime import EventBus, RunConfig
+from engine.runtime.budget import format_seconds
 from engine.runtime.config import PHASES, phase_deadline
 from engine.runtime.events import (
     DecodedBatch,
@@ -127,6 +128,8 @@ class DashboardScreen(Screen[None]):
         #: the run failed because the file system refused a write (disk full, read-only):
         #: the user's environment, not a bug — run_dashboard re-raises it for its one line
         self.write_error: OSError | None = None
+        #: the last error the engine logged (the end line repeats it for a failed run)
+        self._last_error = ""
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -143,6 +146,7 @@ class DashboardScreen(Screen[None]):
                 )
                 yield Vertical(id="strips")
                 yield KernelTable(id="kernels")
+                yield Static(id="measured")  # a run with no kernel trace: what it measures
             with Vertical(id="side"):
                 yield KappaPanel(id="kappa")
                 yield TelemetryPanel(id="telemetry")
@@ -195,6 +199,8 @@ class DashboardScreen(Screen[None]):
         text = Text(f" ended {ev.status}", style="bold")
         if ev.headline:
             text.append(": ").append(outside_text(ev.headline))
+        elif ev.status != "completed" and self._last_error:  # why it failed, off the Log tab
+            text.append(": ").append(outside_text(self._last_error, "bold " + tone("gitm-bad")))
         if waiting:
             text.append(
                 f" · {len(waiting)} proposal(s) left undecided ({', '.join(waiting[:5])}"
@@ -295,6 +301,7 @@ class DashboardScreen(Screen[None]):
     @_show.register
     def _(self, ev: TelemetryEvent) -> None:
         panel = self.query_one(TelemetryPanel)
+        self.add_class("-telemetry")  # a run with no kernel trace shows its telemetry
         for sample in ev.samples():
             panel.add(sample)
 
@@ -324,6 +331,7 @@ class DashboardScreen(Screen[None]):
         if first:  # the loop's decisions are made here: put the cursor on them
             table.focus()
         self.refresh_bindings()
+        self._show_measured()
 
     @_show.register
     def _(self, ev: InvariantsReport) -> None:
@@ -339,6 +347,34 @@ class DashboardScreen(Screen[None]):
         bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
         bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
         bar.unit, bar.scale = ev.unit, ev.scale
+        self._show_measured()
+
+    def _show_measured(self) -> None:
+        """A run with no kernel trace: its baseline, the A/A spread and each lever's trial —
+        what it does measure, in place of the decoding panels."""
+        if not self.has_class("-no-trace"):
+            return
+        bar = self.query_one(OptimizeBar)
+        t = Text()
+        t.append("No kernel trace: nothing to decode, so the regime, κ and kernel panels are ")
+        t.append("hidden. The run times the program itself.\n\n")
+        if bar.baseline_ns:
+            fmt = ".1f" if bar.unit.startswith("µs") else ".4g"
+            t.append("baseline ", style="bold").append(
+                f"{bar.baseline_ns / bar.scale:{fmt}} {bar.unit}"
+            )
+            t.append("   A/A spread ", style="bold").append(f"±{bar.noise:.1%} (the noise floor)\n")
+        else:
+            t.append("baseline: being measured (warm-up, then the program against itself)\n")
+        for iv in self.query_one(InterventionTable).latest.values():
+            t.append("\n").append(outside_text(f"{iv.id} {iv.lever}", "bold")).append("  ")
+            t.append(outside_text(iv.state)).append("  ")
+            t.append(
+                f"measured {iv.measured_gain:+.1%}"
+                if iv.measured_gain is not None
+                else "not measured yet"
+            )
+        self.query_one("#measured", Static).update(t)
 
     @_show.register
     def _(self, ev: ReportWritten) -> None:
@@ -362,6 +398,8 @@ class DashboardScreen(Screen[None]):
     def _(self, ev: LogEvent) -> None:
         style = {"error": "bold red", "warning": "yellow"}.get(ev.level, "")
         self._log_line(f"{ev.level}: {ev.message}", style)
+        if ev.level == "error":  # said again on the end line of a run that failed
+            self._last_error = ev.message
 
     @_show.register
     def _(self, ev: RunStarted) -> None:
@@ -375,12 +413,11 @@ class DashboardScreen(Screen[None]):
             self._mount_strip(s)
         if not ev.simulated and not ev.streams:  # a real program: measured, nothing decoded
             header.kernels = "not needed (no kernel trace)"
-            self.query_one("#warming").add_class("-hidden")
-            self.query_one(
-                "#regimes"
-            ).border_title = (
-                "regimes per stream — none: this run has no kernel trace (measured only)"
-            )
+            self.query_one("#regimes").border_title = "what this run measures"
+            # panels a run with no kernel trace cannot fill give way to what it measures;
+            # telemetry comes back with its first sample (a real GPU's)
+            self.add_class("-no-trace")
+            self._show_measured()
         self._log_line(f"run {ev.run_id}: {ev.workload_title}")
         if ev.simulated:
             self._log_line(
@@ -392,7 +429,10 @@ class DashboardScreen(Screen[None]):
         self.finished = ev
         self._show_end(ev)
         shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
-        self._log_line(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
+        if ev.segments:
+            self._log_line(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
+        else:  # a run with no kernel trace: no "0 segments decoded (COMPUTE 0% …)"
+            self._log_line(f"{ev.status} in {format_seconds(ev.wall_s)} (no kernel trace)", "bold")
         v = ev.validation
         if v:
             self._log_line(

@@ -9,7 +9,7 @@ import math
 
 from textual.widgets import Static
 
-from engine.runtime.events import RunFinished
+from engine.runtime.events import OptimizeStatus, RunFinished, RunStarted
 from gitm_tui.app import Settings, make_app
 from gitm_tui.render import MEASURED_ONLY, prediction
 from gitm_tui.screens import ConfirmScreen, InterventionScreen
@@ -119,4 +119,59 @@ async def test_the_end_of_a_run_says_what_is_left_and_closes_an_open_question(
         assert "2 proposal(s) left undecided (I2, I3)" in end
         assert f"report: {tmp_path / 'report.md'}" in end
         assert "approve I2" not in engine.commands  # closing it sent nothing
+        await pilot.press("q")
+
+
+class _NoTrace(ScriptedEngine):
+    """A real program measured from outside: no kernel trace, no telemetry."""
+
+    async def run(self) -> None:
+        pub = self.bus.publish
+        pub(
+            RunStarted(
+                t_wall=0.0,
+                run_id="20261204-000000-abcdef",
+                workload="torch",
+                workload_title="an unmodified PyTorch script (scripted)",
+                device="this machine",
+                simulated=False,
+                budget_s=60.0,
+                seed=0,
+                streams=(),
+                regimes=(),
+            )
+        )
+        pub(
+            OptimizeStatus(
+                t_wall=5.0,
+                baseline_ns=3_949_000.0,
+                current_ns=3_949_000.0,
+                gain=0.0,
+                target=0.15,
+                noise_floor=0.2,
+                phase="apply",
+                phase_deadline_s=50.0,
+                unit="ms/step",
+                scale=1e6,
+            )
+        )
+        self._iv("I1", "threads=1", "SAFE", "ROLLED_BACK", math.nan, 0.031, "rolled back")
+        self._iv("I2", "interop_threads=1", "SAFE", "PROPOSED", math.nan)
+        await self._stopped.wait()
+
+
+async def test_a_run_with_no_kernel_trace_shows_what_it_measures(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    app = make_app(Settings(), _NoTrace())
+    async with app.run_test(size=(160, 45)) as pilot:
+        dash = app.dashboard
+        await until(pilot, lambda: "I2" in str(dash.query_one("#measured", Static).render()))
+        measured = str(dash.query_one("#measured", Static).render())
+        assert "baseline 3.949 ms/step" in measured and "A/A spread ±20.0%" in measured
+        assert "I1 threads=1  ROLLED_BACK  measured +3.1%" in measured
+        assert "I2 interop_threads=1  PROPOSED  not measured yet" in measured
+        assert dash.has_class("-no-trace")
+        for hidden in ("KernelTable", "KappaPanel", "#strips", "#side"):
+            assert not dash.query_one(hidden).display, hidden
+        assert dash.query_one("#measured").display
         await pilot.press("q")
