@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.device.backend import SimBackend  # noqa: E402
-from engine.telemetry.backends import NvmlBackend  # noqa: E402
+from engine.telemetry.backends import Backend, NvmlBackend  # noqa: E402
 from engine.telemetry.sampler import Sampler  # noqa: E402
 from tests.fakes import FakeNvml  # noqa: E402
 
 
-def measure(backend: NvmlBackend, rounds: int) -> tuple[float, float, int]:
+def measure(backend: Backend, rounds: int) -> tuple[float, float, int]:
     s = Sampler(backend)
     n = 0
     for _ in range(rounds):
