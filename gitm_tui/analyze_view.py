@@ -19,19 +19,34 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.2f}"
 
 
-def summary(a: Analysis, top: int = 10) -> RenderableType:
+#: characters of a lever's basis on the first screen (the whole basis: report.md, --json)
+BASIS_CHARS = 90
+
+
+def _first_clause(text: str, limit: int = BASIS_CHARS) -> str:
+    """The first clause of a long explanation (up to its first ': ' or '; '), cut with '…'."""
+    cut = min((i for i in (text.find(": "), text.find("; ")) if i > 0), default=len(text))
+    head = text[:cut]
+    if len(head) > limit:
+        head = head[: limit - 1].rstrip() + "…"
+    return head + (" …" if cut < len(text) and not head.endswith("…") else "")
+
+
+def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType:
     """Return the summary of one analysis: header, regimes, streams, top kernels, invariant.
     Every string of the analysis is cleaned first (engine.text.clean): names from the trace
-    reach the terminal without their escape sequences, each within SHOWN_CHARS."""
+    reach the terminal without their escape sequences, each within SHOWN_CHARS. The first
+    screen is meant for a glance: one line of counting rules (``explain``: the whole
+    paragraph) and one line of basis per lever (the whole basis is in report.md)."""
     a = clean_analysis(a, SHOWN_CHARS)
     head = Text()
     head.append(a.source, style="bold")
     head.append(f"  {a.format}" + ("" if a.rank is None else f" rank {a.rank}") + "\n")
     head.append(f"{a.hardware.name}", style="bold cyan")
     head.append(
-        f" ({a.hardware.detected_from})  ·  {a.segments:,} GPU segments, "
-        f"{a.kernels:,} kernels, {_ms(a.gpu_time_ns)} ms GPU time over "
-        f"{_ms(a.span_ns)} ms\n"
+        f" ({a.hardware.detected_from})  ·  {a.segments:,} GPU rows ({a.kernels:,} kernels)\n"
+        f"GPU busy {_ms(a.gpu_time_ns)} ms, summed over {len(a.streams)} stream(s)  ·  "
+        f"wall span {_ms(a.span_ns)} ms (first to last GPU row)\n"
     )
     links = f"host link {a.hardware.host_link}" if a.hardware.host_link else "links unknown"
     head.append(f"{links}\n", style="dim")
@@ -41,7 +56,13 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         else f"; mean label confidence {a.evidence.mean_confidence:.2f}"
     )
     head.append(f"evidence: {a.pressures}{conf}\n", style="dim")
-    head.append(f"counting: {a.counting}", style="dim")
+    if explain:
+        head.append(f"counting: {a.counting}", style="dim")
+    else:
+        what = a.counting.removeprefix("Counting: ").split(": ", 1)[0]
+        head.append(
+            f"counting: {_first_clause(what, 100)} (--explain: the whole rule)", style="dim"
+        )
 
     reg = Table(title="GPU time by label", title_justify="left", box=None, pad_edge=False)
     tot = max(1, sum(a.time_by_regime_ns.values()))
@@ -77,7 +98,7 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         )
 
     kt = Table(
-        title=f"top kernels (of {len(a.top_kernels)})",
+        title=f"top {min(top, len(a.top_kernels))} kernels by GPU time",
         title_justify="left",
         box=None,
         pad_edge=False,
@@ -119,12 +140,11 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         f"launches: {la.shorter_than_launch} of {la.kernels_linked} kernels ran shorter "
         "than their launch call\n"
     )
-    for cp in a.copies:
+    for cp in sorted(a.copies, key=lambda c: c.direction == "memset"):  # memsets apart
         rate = "—" if cp.achieved_Bps is None else f"{cp.achieved_Bps / 1e9:.2f} GB/s"
         frac = "" if cp.fraction_of_link is None else f" = {cp.fraction_of_link:.0%} of {cp.link}"
-        foot.append(
-            f"copies {cp.direction} {cp.memory}: {cp.count} in {_ms(cp.time_ns)} ms, {rate}{frac}\n"
-        )
+        what = "memsets" if cp.direction == "memset" else f"copies {cp.direction} {cp.memory}"
+        foot.append(f"{what}: {cp.count} in {_ms(cp.time_ns)} ms, {rate}{frac}\n")
     for m in a.communication:
         ov = m.overlapped_ns / m.time_ns if m.time_ns else 0.0
         foot.append(
@@ -133,8 +153,8 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         )
     kp = a.kappa_partition or {"M_id": 0.0, "M_deg": 0.0, "undetermined": 0.0}
     foot.append(
-        f"κ gate: M_id {kp['M_id']:.0%}, M_deg {kp['M_deg']:.0%}, "
-        f"undetermined {kp['undetermined']:.0%}"
+        f"κ gate (can each label be told apart?): identifiable {kp['M_id']:.0%}, "
+        f"ill-conditioned {kp['M_deg']:.0%}, undetermined {kp['undetermined']:.0%}"
     )
     for n in a.notes:
         foot.append(f"\nnote: {n}", style="yellow")
@@ -159,9 +179,7 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
         others = [e for e in a.interventions if e.status not in ("predicted", "ceiling")]
         shown = judged[:6] + others
         for e in shown:
-            basis = ("not judged: " if e.status == "not_judged" else "") + e.basis
-            if e.ceiling_basis:
-                basis += "; " + e.ceiling_basis
+            basis = ("not judged: " if e.status == "not_judged" else "") + _first_clause(e.basis)
             mark = (" *" if e.prior_based else "") + (" †" if e.unfaithful_replay else "")
             lv.add_row(
                 Text(e.lever),
@@ -171,6 +189,9 @@ def summary(a: Analysis, top: int = 10) -> RenderableType:
                 Text(basis),  # Text: never read as markup (it may carry names from the trace)
             )
         parts += [lv]
+        parts.append(
+            Text("basis: its first clause; the whole basis, priors and ceilings: report.md")
+        )
         if any(e.prior_based for e in shown):
             parts.append(Text("* scales by a named prior (its stated range gives the interval)"))
         if any(e.unfaithful_replay for e in shown):

@@ -50,6 +50,11 @@ def analyze_parser() -> Parser:
         help="open the analysis screen (one file): timeline, kernel table, details",
     )
     p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the whole counting rule (the first screen has its first clause)",
+    )
+    p.add_argument(
         "--counting",
         choices=("exact", "hta"),
         default="exact",
@@ -157,7 +162,7 @@ def _print_text(got: Analyzed, ns: argparse.Namespace) -> None:
     console = Console(width=None if sys.stdout.isatty() else 140)
     for o in got.good:
         assert o.analysis is not None
-        console.print(summary(o.analysis))
+        console.print(summary(o.analysis, explain=ns.explain))
         if o.outputs:
             # Text: a path is never read as markup (file names come from outside)
             console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
