@@ -13,22 +13,19 @@ from textual.widgets import Static
 from engine.regimes import Label
 from gitm_tui.theme import regime_style
 
+# paragraphs are one line each: the screen wraps them to its width (hard breaks made it
+# re-wrap every line mid-sentence on a narrower terminal)
 HELP = """[b]gitm-tui — live regime decoding[/b]
 
-Each strip is one CUDA stream; each cell is one kernel or copy, newest on the right,
-coloured by the bottleneck regime EESM decoded for it:
+Each strip is one CUDA stream; each cell is one kernel or copy, newest on the right, coloured by the bottleneck regime EESM decoded for it:
 
 {regimes}
 
-A shaded cell ▒ lies in M_deg: the covariance of recent pressures is ill-conditioned
-(κ > K_max), so its label is low-confidence. Labels become final {lag} segments after
-they arrive on their stream.
+A shaded cell ▒ lies in M_deg: the covariance of recent pressures is ill-conditioned (κ > K_max), so its label is low-confidence. Labels become final {lag} segments after they arrive on their stream.
 
-[b]The optimize loop[/b] runs under the strips: profile → attribute → rank → apply → report,
-each with its share of the budget (bar under the header: gain against the target, noise floor).
-Interventions are proposed with a predicted gain (replayed on the trace) and the causes
-attribution found; nothing changes the workload until it is approved. Each applied lever is
-measured and kept only if it beats the noise floor and passes the workload's correctness check.
+[b]The optimize loop[/b] runs under the strips: profile → attribute → rank → apply → report, each with its share of the budget (bar under the header: gain against the target, noise floor). Interventions are proposed with a predicted gain (replayed on the trace) and the causes attribution found; nothing changes the workload until it is approved. Each applied lever is measured and kept only if it beats the noise floor and passes the workload's correctness check.
+
+[b]Your own program[/b] (--workload command or torch) has no kernel trace: the strips, κ and kernel table give way to what the run measures — the baseline, the A/A spread (the noise floor) and each lever's trial — and its levers are measured only (no prediction). The header's clock says how long the run has waited for you.
 """
 
 
@@ -55,7 +52,10 @@ def regimes_text() -> str:
 def keys_text(bindings: list[tuple[str, str]]) -> str:
     """The key list of the help screen, from the app's own bindings (never typed twice)."""
     keys = "   ".join(f"[b]{key}[/b] {what.lower()}" for key, what in bindings)
-    return f"Keys:  {keys}\n       [b]tab[/b] switch tables (Interventions · Violations · Causes · Log)\n"
+    return (
+        f"Keys:  {keys}\n       [b]tab[/b] moves the focus; on the tab bar, [b]←/→[/b] switch "
+        "tables (Interventions · Violations · Causes · Log), or click one\n"
+    )
 
 
 class HelpScreen(ModalScreen[None]):
