@@ -175,3 +175,21 @@ async def test_a_run_with_no_kernel_trace_shows_what_it_measures(tmp_path, monke
             assert not dash.query_one(hidden).display, hidden
         assert dash.query_one("#measured").display
         await pilot.press("q")
+
+
+async def test_the_keys_the_help_names_switch_tables(tmp_path, monkeypatch):
+    """The help says: on the tab bar, ←/→ switch tables (it used to promise Tab, which moves
+    the focus)."""
+    from textual.widgets import TabbedContent, Tabs
+
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    app = make_app(Settings(), ScriptedEngine())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await run_shown(pilot)
+        loop = app.dashboard.query_one("#loop", TabbedContent)
+        loop.query_one(Tabs).focus()
+        await pilot.press("right")
+        await until(pilot, lambda: loop.active == "tab-violations")
+        await pilot.press("left")
+        await until(pilot, lambda: loop.active == "tab-interventions")
+        await pilot.press("q")
