@@ -47,17 +47,15 @@ from gitm_tui.exit_codes import ExitCode, write_refused
 from gitm_tui.render import MEASURED_ONLY, SHOWN_CHARS, legend, outside_text, prediction
 from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
 from gitm_tui.theme import tone
-from gitm_tui.widgets.interventions import (
-    CauseTable,
-    InterventionTable,
-    OptimizeBar,
-    ViolationTable,
-)
+from gitm_tui.widgets.causes import CauseTable
+from gitm_tui.widgets.interventions import InterventionTable
 from gitm_tui.widgets.kappa_panel import KappaPanel
 from gitm_tui.widgets.kernel_table import KernelTable
+from gitm_tui.widgets.optimize_bar import OptimizeBar
 from gitm_tui.widgets.regime_strip import RegimeStrip
 from gitm_tui.widgets.run_header import RunHeader
 from gitm_tui.widgets.telemetry_panel import TelemetryPanel
+from gitm_tui.widgets.violations import ViolationTable
 
 PHASE_NAMES = {name for name, _ in PHASES}
 

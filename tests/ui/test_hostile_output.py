@@ -42,7 +42,9 @@ from gitm_tui.cli import main
 from gitm_tui.modes.analysis import kernel_details
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.screens import ConfirmScreen, InterventionScreen
-from gitm_tui.widgets.interventions import CauseTable, InterventionTable, ViolationTable
+from gitm_tui.widgets.causes import CauseTable
+from gitm_tui.widgets.interventions import InterventionTable
+from gitm_tui.widgets.violations import ViolationTable
 from tests.paths import ROOT, TRACES
 from tests.ui.hostile_names import HOSTILE_FILE_STEM, write_corpus
 from tests.ui.scripted_engine import ScriptedEngine

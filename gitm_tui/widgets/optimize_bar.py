@@ -1,0 +1,74 @@
+"""The optimize loop's one-line bar: phase progress against the budget, and the measured gain
+against the target."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from engine.runtime.budget import format_seconds
+from gitm_tui.theme import tone
+
+PHASES = ("profile", "attribute", "rank", "apply", "report")
+
+
+class OptimizeBar(Static):
+    """Phase progress against the budget and the measured gain against the target."""
+
+    phase = reactive("starting")
+    elapsed = reactive(0.0)
+    budget = reactive(0.0)
+    deadline = reactive(0.0)
+    baseline_ns = reactive(0.0)
+    current_ns = reactive(0.0)
+    gain = reactive(0.0)
+    target = reactive(0.0)
+    noise = reactive(0.0)
+    #: the run's verdict once its report is written (met, not met, not confirmed, nothing
+    #: kept, not measurable) and the final gain's interval: the same as the summary line
+    verdict = reactive("")
+    gain_low = reactive(0.0)
+    gain_high = reactive(0.0)
+    policy = reactive("manual")
+    unit = reactive("µs/sample")
+    scale = reactive(1e3)
+
+    def render(self) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for p in PHASES:
+            done = (
+                PHASES.index(p) < PHASES.index(self.phase)
+                if self.phase in PHASES
+                else self.phase == "done"
+            )
+            style = (
+                "bold reverse"
+                if p == self.phase
+                else (tone("gitm-ok") if done else tone("gitm-muted"))
+            )
+            t.append(f" {p} ", style=style)
+        if self.phase in PHASES and self.deadline:
+            t.append(f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}")
+        t.append(f" · {self.policy}", style="italic")
+        if self.verdict in ("nothing kept", "not measurable"):
+            t.append(" · ")
+            t.append(
+                f"target {self.target:.0%} {self.verdict}",
+                style="bold " + tone("gitm-warn"),
+            )
+            t.append(f" · noise ±{self.noise:.1%}")
+        elif self.baseline_ns:
+            hit = self.verdict == "met" if self.verdict else self.gain >= self.target
+            b, c = self.baseline_ns / self.scale, self.current_ns / self.scale
+            fmt = ".1f" if self.unit.startswith("µs") else ".4g"  # µs: one decimal, as always
+            t.append(f" · {b:{fmt}}→{c:{fmt}} {self.unit} · ")
+            style = "bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn")
+            if self.verdict:  # the run's verdict, as the summary line has it
+                t.append(f"gain {self.gain:+.1%} [{self.gain_low:+.1%}…{self.gain_high:+.1%}]")
+                t.append(f" · target {self.target:.0%} {self.verdict}", style=style)
+            else:
+                t.append(f"gain {self.gain:+.1%}", style=style)
+                t.append(f"/{self.target:.0%}")
+            t.append(f" · noise ±{self.noise:.1%}")
+        return t
