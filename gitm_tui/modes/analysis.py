@@ -3,8 +3,6 @@ sortable kernel table and the selected kernel's details."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -24,6 +22,7 @@ from engine.analyze.compute import AnalysisResult
 from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis, KernelRow
 from engine.regimes import Label
+from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, legend, mode_title, outside_text
 from gitm_tui.theme import regime_style
 from gitm_tui.timeline import timeline_text
@@ -210,31 +209,16 @@ class AnalysisScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.res is None and self._load is not None:
-            # A daemon thread of its own, not a Textual thread worker: a worker runs in the
-            # event loop's default executor, which App.run joins on the way out, so `q` waited
-            # for the whole load (21 s on a big trace). Reading and decoding cannot be cut
-            # short midway; a daemon thread simply ends with the process when the user quits.
-            # started once the screen is up: a loader that fails at once then ends a whole app
-            self.call_after_refresh(
-                threading.Thread(target=self._analyse, name="gitm-analyze-load", daemon=True).start
+            load = self._load
+            # the numeric work in its thread; the UI only receives messages (stages, result)
+            load_in_thread(
+                self,
+                lambda: load(lambda stage: post_from_thread(self, self.LoadStage(stage))),
+                self.LoadDone,
+                name="gitm-analyze-load",
             )
             return
         self._populate()
-
-    def _analyse(self) -> None:
-        """Loader thread: the numeric work; the UI only receives messages (stages, result)."""
-        assert self._load is not None
-        try:
-            res = self._load(lambda stage: self._post(self.LoadStage(stage)))
-        except Exception as e:  # the loader's one-line errors (TraceImportError, …)
-            self._post(self.LoadDone(None, str(e)))
-            return
-        self._post(self.LoadDone(res, None))
-
-    def _post(self, message: Message) -> None:
-        # the app may have quit meanwhile (its loop closed): nobody is left to tell
-        with contextlib.suppress(RuntimeError):
-            self.post_message(message)
 
     def on_analysis_screen_load_stage(self, message: LoadStage) -> None:
         stage = self.query("#analysis-stage")

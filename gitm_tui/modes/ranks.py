@@ -6,8 +6,6 @@ back. The ranks are analysed in a thread (on Dask for several files) while a bar
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -26,6 +24,7 @@ from engine.analyze.ranks import CrossRank
 from engine.analyze.run import FileOutcome
 from engine.regimes import Label
 from gitm_tui.analyze_view import cross_rank_text
+from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.modes.analysis import AnalysisScreen
 from gitm_tui.render import mode_title, outside_text
 from gitm_tui.theme import regime_style
@@ -160,25 +159,14 @@ class RanksScreen(Screen[None]):
         return out
 
     def on_mount(self) -> None:
-        self.call_after_refresh(
-            threading.Thread(target=self._run, name="gitm-ranks-load", daemon=True).start
-        )
-
-    def _run(self) -> None:
-        """Loader thread: the analyses run here (or on Dask); the UI only gets messages."""
-        try:
+        def work() -> Analyzed:  # the analyses run in the loader's thread (or on Dask)
             got = self._load(
-                lambda d, n, p: self._post(self.Progressed(d, n, p)),
-                lambda link: self._post(self.Dashboard(link)),
+                lambda d, n, p: post_from_thread(self, self.Progressed(d, n, p)),
+                lambda link: post_from_thread(self, self.Dashboard(link)),
             )
-        except Exception as e:  # the loader's one-line errors (a cluster not reached, …)
-            self._post(self.Done(None, str(e)))
-            return
-        self._post(self.Done(got if isinstance(got, Analyzed) else Analyzed(*got), None))
+            return got if isinstance(got, Analyzed) else Analyzed(*got)
 
-    def _post(self, message: Message) -> None:
-        with contextlib.suppress(RuntimeError):  # the app quit meanwhile
-            self.post_message(message)
+        load_in_thread(self, work, self.Done, name="gitm-ranks-load")
 
     def on_ranks_screen_dashboard(self, message: Dashboard) -> None:
         self._dashboard = message.link
