@@ -87,7 +87,8 @@ reset()
 from gitm_tui.commands.common import loading_modules
 with loading_modules():  # what `gitm-tui analyze` imports before it reads (commands/analyze.py)
     from engine.analyze import levers, steady  # noqa: F401
-    from engine.analyze.run import analyze_paths  # noqa: F401
+    from engine.analyze.api import analyze  # noqa: F401
+    from engine.analyze.run import analyze_files  # noqa: F401
     from engine.planner.catalogue import catalogue  # noqa: F401
 mark("imports")
 llvm = llvm_mapped()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -114,21 +115,26 @@ async def shoot_ranks() -> None:
     """The ranks screen on 8 SYNTHETIC rank traces (a planted straggler and slow link)."""
     import tempfile
 
-    from engine.analyze.ranks import cross_rank
-    from engine.analyze.run import analyze_paths
+    from textual.widgets import DataTable
+
+    from engine.analyze.api import Analyzed, AnalyzeOptions, Hooks, analyze
     from engine.analyze.synth_ranks import write_ranks
     from gitm_tui.app import make_ranks_app
 
     with tempfile.TemporaryDirectory() as d:
         write_ranks(Path(d), ranks=8, steps=3, straggler=5, slow_link=(2, 3))
-        outcomes = analyze_paths([d], workers=1)
-        crossed = cross_rank([o.summary for o in outcomes if o.summary is not None])
-        app = make_ranks_app(lambda progress, dashboard: (outcomes, crossed), "ranks/ (SYNTHETIC)")
+
+        def load(progress: Callable[[int, int, str], None], _dashboard: object) -> Analyzed:
+            return analyze([d], AnalyzeOptions(workers=1), Hooks(progress=progress))
+
+        app = make_ranks_app(load, "ranks/ (SYNTHETIC)")
         async with app.run_test(size=SIZE) as pilot:
-            for _ in range(50):
-                await pilot.pause(0.1)
-                if app.query("#ranks-table"):
-                    break
+
+            def filled() -> bool:  # the ranks are analysed in the screen's loader thread
+                tables = app.query("#ranks-table")
+                return bool(tables) and tables.first(DataTable).row_count == 8
+
+            await _until(pilot, filled)
             await pilot.pause(0.3)
             app.save_screenshot(str(HERE / "ranks.svg"))
     print("wrote screenshots/ranks.svg")

@@ -379,26 +379,3 @@ def analyze_files(
         rest, options, counted, dashboard=hooks.dashboard, names=names
     )  # fmt: skip
     return outcomes
-
-
-def analyze_paths(
-    paths: list[str],
-    hardware: str | None = None,
-    out_root: str | None = None,
-    top: int = 20,
-    workers: int | None = None,
-    counting: str = "exact",
-    cluster: str | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
-    dashboard: Callable[[str], None] | None = None,
-    stage: Callable[[str], None] | None = None,
-) -> list[FileOutcome]:
-    """``analyze_files`` with its options spelt out, for the scripts and UI tests outside the
-    engine that call it so (screenshots/, benchmarks/, tests/ui/); new code calls the front
-    door, engine.analyze.api.analyze. ``counting``: "exact" or "hta" (engine.analyze.semantics;
-    ValueError for any other)."""
-    options = AnalyzeOptions(
-        hardware=hardware, top=top, counting=counting, out_root=out_root, workers=workers,
-        cluster=cluster,
-    )  # fmt: skip
-    return analyze_files(paths, options, Hooks(stage, progress, dashboard))

@@ -29,12 +29,10 @@ from gitm_tui.modes.analysis import AnalysisScreen
 from gitm_tui.render import mode_title, outside_text
 from gitm_tui.theme import regime_style
 
-#: what the loader returns: the analysis's own result (engine.analyze.api.analyze), or the
-#: outcomes and their crossing already in hand (tests, screenshots/)
-RanksResult = Analyzed | tuple[list[FileOutcome], CrossRank | None]
 #: progress(done, total, path) and the Dask dashboard's address when the cluster has one
 Progress = Callable[[int, int, str], None]
-Loader = Callable[[Progress, Callable[[str], None]], RanksResult]
+#: the ranks' loader: what the analysis's front door returns (engine.analyze.api.analyze)
+Loader = Callable[[Progress, Callable[[str], None]], Analyzed]
 #: a rank's own analysis, loaded when asked (the client holds summaries, not events)
 OpenRank = Callable[[str, Callable[[str], None]], AnalysisResult]
 
@@ -160,11 +158,10 @@ class RanksScreen(Screen[None]):
 
     def on_mount(self) -> None:
         def work() -> Analyzed:  # the analyses run in the loader's thread (or on Dask)
-            got = self._load(
+            return self._load(
                 lambda d, n, p: post_from_thread(self, self.Progressed(d, n, p)),
                 lambda link: post_from_thread(self, self.Dashboard(link)),
             )
-            return got if isinstance(got, Analyzed) else Analyzed(*got)
 
         load_in_thread(self, work, self.Done, name="gitm-ranks-load")
 

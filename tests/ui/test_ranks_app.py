@@ -8,9 +8,9 @@ import threading
 
 from textual.widgets import DataTable, ProgressBar, Static
 
+from engine.analyze.api import AnalyzeOptions, Hooks, analyze
 from engine.analyze.compute import analyze_trace
-from engine.analyze.ranks import cross_rank
-from engine.analyze.run import analyze_paths, read_trace
+from engine.analyze.run import read_trace
 from engine.analyze.synth_ranks import write_ranks
 from gitm_tui.app import make_ranks_app
 from gitm_tui.modes.ranks import RankAnalysisScreen
@@ -26,7 +26,6 @@ def _rows(app) -> int:
 
 async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tmp_path):
     paths = write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=2, slow_link=(0, 1))
-    outcomes = analyze_paths([str(tmp_path / "ranks")], workers=1)  # here: fast for a test
     gate = threading.Event()
 
     def load(progress, dashboard):
@@ -34,9 +33,9 @@ async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tm
         dashboard("http://127.0.0.1:8787/status")
         progress(1, 4, str(paths[0]))
         gate.wait(10)
-        for i in range(2, 5):
-            progress(i, 4, str(paths[i - 1]))
-        return outcomes, cross_rank([o.summary for o in outcomes if o.summary])
+        # workers=1: every rank here, fast for a test; the front door counts the ranks itself
+        options = AnalyzeOptions(workers=1)
+        return analyze([str(tmp_path / "ranks")], options, Hooks(progress=progress))
 
     opened = []
 
@@ -81,10 +80,9 @@ async def test_a_loader_that_fails_ends_the_app_with_its_line():
 
 async def test_a_rank_that_cannot_be_opened_is_a_notice_not_the_end(tmp_path):
     write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
-    outcomes = analyze_paths([str(tmp_path / "ranks")], workers=1)
 
     def load(progress, dashboard):
-        return outcomes, cross_rank([o.summary for o in outcomes if o.summary])
+        return analyze([str(tmp_path / "ranks")], AnalyzeOptions(workers=1))
 
     tried: list[str] = []
 

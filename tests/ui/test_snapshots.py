@@ -133,14 +133,15 @@ def test_snapshot_audit(snap_compare):
 
 def test_snapshot_ranks(snap_compare, tmp_path):
     """8 synthetic ranks with a planted straggler and slow link (screenshots/ranks.svg)."""
-    from engine.analyze.ranks import cross_rank
-    from engine.analyze.run import analyze_paths
+    from engine.analyze.api import AnalyzeOptions, analyze
     from engine.analyze.synth_ranks import write_ranks
 
     write_ranks(tmp_path, ranks=8, steps=3, straggler=5, slow_link=(2, 3))
-    outcomes = analyze_paths([str(tmp_path)], workers=1)
-    crossed = cross_rank([o.summary for o in outcomes if o.summary is not None])
-    app = make_ranks_app(lambda progress, dashboard: (outcomes, crossed), "ranks/ (SYNTHETIC)")
+
+    def load(progress, dashboard):
+        return analyze([str(tmp_path)], AnalyzeOptions(workers=1))
+
+    app = make_ranks_app(load, "ranks/ (SYNTHETIC)")
 
     async def run_before(pilot):
         def filled() -> bool:
