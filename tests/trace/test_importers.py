@@ -377,7 +377,22 @@ def test_mutated_nsys_exports_raise_only_the_importer_error(tmp_path):
     assert skipped > 0  # some mutations made rows run backwards, and they were skipped
 
 
-_ODD: list[object] = [None, -1, 0, 2**62, -(2**62), 1.5, "abc", "", 1e300, [], {}, True, "0x1f", 2**70]
+_ODD: list[object] = [
+    None,
+    -1,
+    0,
+    2**62,
+    -(2**62),
+    1.5,
+    "abc",
+    "",
+    1e300,
+    [],
+    {},
+    True,
+    "0x1f",
+    2**70,
+]
 _TOP = ["ts", "dur", "name", "cat", "ph", "pid", "tid", "args"]
 _ARGS = ["stream", "correlation", "device", "grid", "block", "registers per thread",
          "shared memory", "est. achieved occupancy %", "bytes", "wait_on_stream",
