@@ -17,6 +17,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from textual.widgets import TabbedContent  # noqa: E402
+
 from engine.runtime import Engine, RunConfig  # noqa: E402
 from gitm_tui.app import Settings, make_app  # noqa: E402
 from gitm_tui.screens import HelpScreen  # noqa: E402
@@ -70,10 +72,10 @@ async def shoot(name: str, workload: str, approve: str) -> None:
             await pilot.pause(0.3)
             app.save_screenshot(str(HERE / "intervention.svg"))
             await pilot.press("escape")
-            app.query_one("#loop").active = "tab-causes"
+            app.query_one("#loop", TabbedContent).active = "tab-causes"
             await pilot.pause(0.3)
             app.save_screenshot(str(HERE / "causes.svg"))
-            app.query_one("#loop").active = "tab-violations"
+            app.query_one("#loop", TabbedContent).active = "tab-violations"
             await pilot.pause(0.3)
             app.save_screenshot(str(HERE / "violations.svg"))
             await pilot.press("question_mark")  # the help screen as its key opens it

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
+from typing import Any
 
 from textual.css.query import NoMatches
 from textual.pilot import Pilot
@@ -30,7 +31,7 @@ def _describe(cond: Callable[[], object]) -> str:
 
 
 async def until(
-    pilot: Pilot[object], cond: Callable[[], object], timeout: float = BOUND_S, what: str = ""
+    pilot: Pilot[Any], cond: Callable[[], object], timeout: float = BOUND_S, what: str = ""
 ) -> None:
     """Pause in steps of ``STEP_S`` until ``cond()`` is true; fail after ``timeout`` seconds,
     naming ``what`` (or the condition's source line). A widget not mounted yet (NoMatches)
