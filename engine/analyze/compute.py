@@ -4,7 +4,7 @@ roofline bounds, the kernel-time invariant, κ partition and launch statistics."
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,6 @@ from engine.analyze.model import (
     LaunchStats,
     ProfilerRanges,
     StreamStats,
-    Violation,
 )
 from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
@@ -68,6 +67,9 @@ class AnalysisResult:
     rows: Segments  # the decoded rows (kernels, copies, memsets)
     decoded: Decoded
     trace: Trace
+    #: the invariants' verdicts as the optimize loop's monitor gives them, every violation
+    #: (citing ``rows`` by index); ``analysis.invariants`` is their analysis.json form
+    verdicts: list[InvariantResult] = field(default_factory=list)
 
 
 def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hardware, list[str]]:
@@ -182,11 +184,10 @@ def _invariants(
     ideal: np.ndarray,
     expected: np.ndarray,
     hw: GpuPeaks | None,
-    most: int = 10,
-) -> list[Invariant]:
+) -> list[InvariantResult]:
     """The optimize loop's three invariants on an imported trace: kernel time by the same rule
     (engine/optimizer/monitor.py ``kernel_time``); byte traffic and concurrency need a plan the
-    trace does not carry, and say so."""
+    trace does not carry, and say so. The violations cite ``rows``' indices and start times."""
     checkable = np.isfinite(expected) & (rows.end_ns > rows.start_ns)  # (no duration column)
     pri = planner_priors()
     tol, unc = float(pri["tolerance"]), float(pri["derived_uncertainty"])
@@ -238,6 +239,7 @@ def _invariants(
         shared=None if shared is None else shared[at],
         measured=counted(rows)[at],
         resolution_ns=float(resolution) if resolution > 1 else 0.0,
+        start_ns=rows.start_ns,
     )
     del shared
     if kt.above_peak:
@@ -247,32 +249,8 @@ def _invariants(
             "the kernel did (bytes counted at their logical size that the L2 cache served, or "
             "work the shapes overstate), not a kernel faster than the hardware"
         )
-    results = [kt] + [
+    return [kt] + [
         InvariantResult(inv, False, 0, reason) for inv, reason in IMPORTED_NOT_CHECKABLE.items()
-    ]
-    return [
-        Invariant(
-            invariant=r.invariant,  # type: ignore[arg-type]
-            checkable=r.checkable,
-            checked=r.checked,
-            not_checked=len(rows) - r.checked,
-            violating_rows=sum(v.count for v in r.violations),
-            reason=r.reason,
-            violations=[
-                Violation(
-                    name=v.name,
-                    message=v.message,
-                    count=v.count,
-                    observed=v.observed,
-                    predicted=v.predicted,
-                    residual=v.residual,
-                    unit=v.unit,
-                    first_start_ns=[int(rows.start_ns[i]) for i in v.rows[:4]],
-                )
-                for v in r.violations[:most]
-            ],
-        )
-        for r in results
     ]
 
 
@@ -548,7 +526,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     table.sort(key=lambda r: r.total_ns, reverse=True)
     give_back(len(rows))
     # the bounds' last reader: 16 bytes a row not held through the stages after it
-    invariants = _invariants(rows, names.names(), ideal, expected, hw)
+    verdicts = _invariants(rows, names.names(), ideal, expected, hw)
     del ideal, expected, bounds
     give_back(len(rows))
 
@@ -600,14 +578,14 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         kappa_partition=dec.kappa_partition(decoded) if decoded.any() else {},
         streams=streams,
         top_kernels=table[:top],
-        invariants=invariants,
+        invariants=[Invariant.of(r, len(rows), most=10) for r in verdicts],
         launch=launch,
         replay=levers.replay if levers else None,
         in_use=levers.in_use if levers else [],
         interventions=levers.estimates if levers else [],
         notes=notes,
     )
-    return AnalysisResult(analysis=analysis, rows=rows, decoded=dec, trace=trace)
+    return AnalysisResult(analysis=analysis, rows=rows, decoded=dec, trace=trace, verdicts=verdicts)
 
 
 def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.optimizer.monitor import InvariantResult, Violation
+
 #: 2: hardware may be unknown (id None), evidence tiers and confidence per kernel, copies,
 #: communication, profiler ranges, counting semantics, lever intervals, and the three
 #: invariants of the optimize loop (``invariants``) instead of one kernel-time rule of its own.
@@ -130,22 +132,12 @@ class ProfilerRanges(_M):
     note: str
 
 
-class Violation(_M):
-    """One invariant broken by the rows of one kernel name (the optimize loop's fields)."""
-
-    name: str
-    message: str
-    count: int = Field(description="rows of this name that violate")
-    observed: float = Field(description="mean observed value of those rows (unit)")
-    predicted: float = Field(description="mean predicted bound of those rows (unit)")
-    residual: float = Field(description="observed - predicted")
-    unit: str
-    first_start_ns: list[int] = Field(description="start times of the first violating rows")
-
-
 class Invariant(_M):
     """One of the three invariants (DESIGN §5), under the same rules as the optimize loop's
     monitor (engine/optimizer/monitor.py)."""
+
+    # (the docstrings are the JSON Schema's descriptions: this is the monitor's verdict,
+    # ``InvariantResult``, as analysis.json writes it — ``of``)
 
     invariant: Literal["kernel_time", "memory_traffic", "concurrency"]
     checkable: bool
@@ -154,6 +146,19 @@ class Invariant(_M):
     violating_rows: int
     reason: str = Field(description="what the check rests on, or why it cannot be made")
     violations: list[Violation] = Field(description="the worst kernel names, most excess first")
+
+    @classmethod
+    def of(cls, r: InvariantResult, timed: int, most: int) -> Invariant:
+        """The verdict ``r`` on a trace of ``timed`` rows, with its ``most`` worst violations."""
+        return cls(
+            invariant=r.invariant,  # type: ignore[arg-type]
+            checkable=r.checkable,
+            checked=r.checked,
+            not_checked=timed - r.checked,
+            violating_rows=r.violating_rows,
+            reason=r.reason,
+            violations=r.violations[:most],
+        )
 
 
 class LaunchStats(_M):

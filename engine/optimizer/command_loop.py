@@ -18,8 +18,13 @@ from typing import Any
 
 from engine.measure import Block, finite_or_none
 from engine.optimizer.attribution import RankedHypotheses
-from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor, unchecked_invariants
-from engine.optimizer.monitor import InvariantResult
+from engine.optimizer.loop import (
+    Intervention,
+    LoopAnalysis,
+    LoopRun,
+    NoiseFloor,
+    unchecked_invariants,
+)
 from engine.store.journal import State
 from engine.workloads.command import (
     CommandError,
@@ -30,14 +35,6 @@ from engine.workloads.command import (
 )
 
 NO_TRACE = "a command workload has no device trace"
-
-
-@dataclass
-class CommandAnalysis:
-    """What the attribute phase can say about a black box: nothing device-side."""
-
-    invariants: list[InvariantResult]
-    hypotheses: RankedHypotheses
 
 
 @dataclass
@@ -58,7 +55,8 @@ class CommandOptimizer(LoopRun):
     scale = 1.0
     state: CommandState
     current: list[CommandMeasurement]
-    analysis: CommandAnalysis | None
+    #: what the attribute phase can say about a black box: nothing device-side
+    analysis: LoopAnalysis | None
 
     def __init__(self, workload: CommandWorkload, run_dir: Path, repeats: int = 4) -> None:
         self.wl = workload
@@ -113,10 +111,10 @@ class CommandOptimizer(LoopRun):
     #: why the invariants cannot be checked (the report says it; a subclass says its own)
     no_trace = NO_TRACE
 
-    def analyse(self, m: Any = None) -> CommandAnalysis:
-        a = CommandAnalysis(unchecked_invariants(self.no_trace), RankedHypotheses([], 0))
+    def analyse(self, m: Any = None) -> LoopAnalysis:
+        a = LoopAnalysis(unchecked_invariants(self.no_trace), RankedHypotheses([], 0))
         self.analysis = a
-        self._keep_baseline(a.invariants, a.hypotheses)
+        self._keep_baseline(a)
         return a
 
     # ------------------------------------------------------------------ rank
@@ -175,9 +173,7 @@ class CommandOptimizer(LoopRun):
         return f"set {c.lever} to {c.value} (no replay for a black-box process: measured only)"
 
     # ------------------------------------------------------------------ apply
-    def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
-        import time
-
+    def trial(self, iid: str) -> Intervention:
         iv, cand = self.interventions[iid], self._cands[iid]
         before, after = self.state, self.state.with_choice(cand.lever, cand.value)
         bfile, afile = f"states/{iid}_before.json", f"states/{iid}_after.json"
@@ -187,8 +183,6 @@ class CommandOptimizer(LoopRun):
         iv.state = State.APPLYING
         self._save_state("state.json", after)
         self.state = after
-        if hold_s:
-            time.sleep(hold_s)
         run = self.paired(before, after)
         c = run.comparison
         self.comparisons[iid] = c

@@ -24,10 +24,16 @@ if TYPE_CHECKING:
     from engine.eesm.pipeline import EesmModel
     from engine.levers.torch_levers import TorchLever
     from engine.optimizer.attribution import RankedHypotheses
-    from engine.optimizer.command_loop import CommandAnalysis, CommandCandidate, CommandOptimizer
-    from engine.optimizer.loop import Analysis, Candidate, Intervention, NoiseFloor, Optimizer
+    from engine.optimizer.command_loop import CommandCandidate, CommandOptimizer
+    from engine.optimizer.loop import (
+        Candidate,
+        Intervention,
+        LoopAnalysis,
+        NoiseFloor,
+        Optimizer,
+    )
     from engine.optimizer.monitor import InvariantResult
-    from engine.optimizer.torch_loop import TorchAnalysis, TorchLaunchOptimizer, TorchOptimizer
+    from engine.optimizer.torch_loop import TorchLaunchOptimizer, TorchOptimizer
     from engine.store.journal import Journal
     from engine.workloads.command import CommandMeasurement
     from engine.workloads.sim import Measurement
@@ -36,8 +42,6 @@ if TYPE_CHECKING:
 #: one measurement of a loop's current state: a simulated workload's (with its device trace),
 #: a command's runs, a live PyTorch program's steps
 LoopMeasurement: TypeAlias = "Measurement | CommandMeasurement | TorchMeasurement"
-#: what a loop's attribute phase learned: invariants and ranked hypotheses, whatever the loop
-LoopAnalysis: TypeAlias = "Analysis | CommandAnalysis | TorchAnalysis"
 
 C = TypeVar("C")
 
@@ -110,7 +114,7 @@ class OptimizeLoop(Protocol[C]):
     def policy_allows(self, iv: Intervention, policy: str) -> bool: ...
     def approve(self, iid: str, by: str) -> None: ...
     def reject(self, iid: str, by: str) -> None: ...
-    def trial(self, iid: str, hold_s: float = 0.0) -> Intervention: ...
+    def trial(self, iid: str) -> Intervention: ...
     def rollback(self, iid: str, by: str) -> Intervention: ...
     def gain(self) -> float: ...
     def confirmed_gain(self) -> float: ...

@@ -71,13 +71,22 @@ class NoiseFloor:
 
 
 @dataclass
-class Analysis:
-    """Everything the attribute phase learned about one state."""
+class LoopAnalysis:
+    """What a loop's attribute phase learned about one state: the invariants' verdicts and the
+    ranked hypotheses — all a loop with no device trace has (every invariant unchecked, no
+    hypothesis). A loop that learns more says it in a subclass (``SimAnalysis``,
+    ``engine.optimizer.torch_loop.TorchAnalysis``)."""
+
+    invariants: list[InvariantResult]
+    hypotheses: RankedHypotheses
+
+
+@dataclass
+class SimAnalysis(LoopAnalysis):
+    """Everything the simulated workload's attribute phase learned about one state."""
 
     measurement: Measurement
     observation: Observation
-    invariants: list[InvariantResult]
-    hypotheses: RankedHypotheses
     regime_shares: dict[str, float]
     predicted_step_ns: float
 
@@ -285,14 +294,12 @@ class LoopRun:
         """The levers of the interventions past PROPOSED: tried (or being tried), not again."""
         return {iv.lever_id for iv in self.interventions.values() if iv.state != State.PROPOSED}
 
-    def _keep_baseline(
-        self, invariants: list[InvariantResult], hypotheses: RankedHypotheses
-    ) -> None:
+    def _keep_baseline(self, a: LoopAnalysis) -> None:
         """The first analysis is the baseline's: its invariants and hypotheses go in the
         report."""
         if not self.baseline_invariants:
-            self.baseline_invariants = invariants
-            self.baseline_hypotheses = hypotheses
+            self.baseline_invariants = a.invariants
+            self.baseline_hypotheses = a.hypotheses
 
     def _verdict(
         self, ok: bool, why: str, c: Comparison | None, failed: str = "correctness check failed"
@@ -498,7 +505,7 @@ class Optimizer(LoopRun):
 
     state: SimState
     current: list[Measurement]
-    analysis: Analysis | None
+    analysis: SimAnalysis | None
     model: EesmModel
 
     def __init__(
@@ -540,7 +547,7 @@ class Optimizer(LoopRun):
         return self._set_noise_floor(self._aa())
 
     # ------------------------------------------------------------------ attribute
-    def analyse(self, m: Measurement | None = None) -> Analysis:
+    def analyse(self, m: Measurement | None = None) -> SimAnalysis:
         """Decode, predict, check invariants, build the replay graph, attribute."""
         m = m or self.current[0]
         dec = m.decoded(self.model)
@@ -558,13 +565,20 @@ class Optimizer(LoopRun):
             telemetry=m.telemetry,
             clock_max_mhz=self.hw.sm_clock_max_mhz,
         )
-        a = Analysis(m, obs, inv, hyp, dec.regime_shares(), graph.step_ns)
+        a = SimAnalysis(
+            invariants=inv,
+            hypotheses=hyp,
+            measurement=m,
+            observation=obs,
+            regime_shares=dec.regime_shares(),
+            predicted_step_ns=graph.step_ns,
+        )
         self.analysis = a
-        self._keep_baseline(inv, hyp)
+        self._keep_baseline(a)
         return a
 
     # ------------------------------------------------------------------ rank
-    def rank(self, a: Analysis | None = None) -> list[Candidate]:
+    def rank(self, a: SimAnalysis | None = None) -> list[Candidate]:
         """Every lever not yet tried, with its replayed gain and support; best first."""
         a = a or self.analysis
         assert a is not None
@@ -660,10 +674,8 @@ class Optimizer(LoopRun):
         return out
 
     # ------------------------------------------------------------------ apply
-    def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
+    def trial(self, iid: str) -> Intervention:
         """Apply an APPROVED intervention, measure it, and keep it or roll it back."""
-        import time
-
         iv = self.interventions[iid]
         lever = lever_by_id(iv.lever_id)
         before, after = self.state, lever.apply(self.state)
@@ -679,8 +691,6 @@ class Optimizer(LoopRun):
         iv.state = State.APPLYING
         self._save_state("state.json", after)  # the workload now runs the lever
         self.state = after
-        if hold_s:  # tests: a window in which the run can be killed mid-apply
-            time.sleep(hold_s)
         run = self.paired(before, after)
         c = run.comparison
         ms = [b.raw for b in run.b_blocks]

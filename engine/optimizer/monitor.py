@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from engine.planner.graph import (
     Graph,
@@ -71,24 +73,31 @@ class Residuals:
             return np.log(self.observed_ns / self.expected_ns)
 
 
-@dataclass
-class Violation:
-    """One invariant broken by one op (aggregated over the steps where it broke)."""
+# One type wherever a violation goes: the optimize loop's verdicts (report.json, the dashboard's
+# ``engine.runtime.events.ViolationView``) and `gitm-tui analyze`'s analysis.json
+# (``engine.analyze.model.Invariant``), whose JSON Schema is this model's (its docstring and
+# field descriptions included) less ``rows``: row indices mean something only next to the trace
+# in memory, so the file cites the rows by their start times (``first_start_ns``).
+class Violation(BaseModel):
+    """One invariant broken by the rows of one kernel name (the optimize loop's fields)."""
 
-    invariant: str
+    model_config = ConfigDict(extra="forbid")
+
     name: str
-    rows: list[int]  # trace rows involved (first few)
-    count: int
-    observed: float
-    predicted: float
-    residual: float
-    unit: str
     message: str
+    count: int = Field(description="rows of this name that violate")
+    observed: float = Field(description="mean observed value of those rows (unit)")
+    predicted: float = Field(description="mean predicted bound of those rows (unit)")
+    residual: float = Field(description="observed - predicted")
+    unit: str
+    first_start_ns: list[int] = Field(description="start times of the first violating rows")
+    #: the first trace rows involved (indices into the trace checked; not written to a file)
+    rows: SkipJsonSchema[list[int]] = Field(default_factory=list, exclude=True)
 
 
 @dataclass
 class InvariantResult:
-    """One invariant's verdict."""
+    """One invariant's verdict (``engine.analyze.model.Invariant`` is its analysis.json form)."""
 
     invariant: str
     checkable: bool
@@ -98,6 +107,10 @@ class InvariantResult:
     #: rows not judged because their derived work implies more than the device's peak
     above_peak: int = 0
 
+    @property
+    def violating_rows(self) -> int:
+        return sum(v.count for v in self.violations)
+
     def as_dict(self) -> dict[str, Any]:
         """The verdict as plain data (report.json)."""
         return {
@@ -105,20 +118,10 @@ class InvariantResult:
             "checkable": self.checkable,
             "checked": self.checked,
             "reason": self.reason,
-            "violating_rows": sum(v.count for v in self.violations),
+            "violating_rows": self.violating_rows,
             "above_peak": self.above_peak,
-            "violations": [
-                {
-                    "name": v.name,
-                    "message": v.message,
-                    "count": v.count,
-                    "observed": v.observed,
-                    "predicted": v.predicted,
-                    "residual": v.residual,
-                    "unit": v.unit,
-                }
-                for v in self.violations
-            ],
+            # (the rows' start times are analysis.json's way to cite them, not the report's)
+            "violations": [v.model_dump(exclude={"first_start_ns"}) for v in self.violations],
         }
 
 
@@ -173,15 +176,16 @@ def _group(
     codes: np.ndarray,
     names: list[str],
     rows: np.ndarray,
+    start_ns: np.ndarray | None,
     mask: np.ndarray,
-    invariant: str,
     observed: np.ndarray,
     predicted: np.ndarray,
     unit: str,
     what: str,
 ) -> list[Violation]:
     """One violation per name among the ``mask``ed rows (``codes`` index ``names``): mean
-    observed and predicted, the first trace rows, most excess first."""
+    observed and predicted, the first trace rows (``rows``' values, ``start_ns`` their start
+    times indexed by them; None: none cited by time), most excess first."""
     sel = np.flatnonzero(mask)
     if not len(sel):
         return []
@@ -203,18 +207,18 @@ def _group(
     out = []
     for g, code in enumerate(uniq.tolist()):
         o, p, n = float(o_mean[g]), float(p_mean[g]), int(count[g])
-        mine = sel[first[starts[g] : starts[g] + min(n, 8)]]
+        cited = rows[sel[first[starts[g] : starts[g] + min(n, 8)]]]
         out.append(
             Violation(
-                invariant=invariant,
                 name=names[code],
-                rows=rows[mine].tolist(),
+                message=what.format(o=o, p=p, n=n),
                 count=n,
                 observed=o,
                 predicted=p,
                 residual=o - p,
                 unit=unit,
-                message=what.format(o=o, p=p, n=n),
+                first_start_ns=[] if start_ns is None else start_ns[cited[:4]].tolist(),
+                rows=cited.tolist(),
             )
         )
     return sorted(out, key=lambda v: (-abs(v.residual) * v.count, v.name))
@@ -235,6 +239,7 @@ def kernel_time(
     shared: np.ndarray | None = None,
     measured: np.ndarray | None = None,
     resolution_ns: float = 0.0,
+    start_ns: np.ndarray | None = None,
 ) -> InvariantResult:
     """Invariant 1 on rows with a prediction (``expected`` finite; ``codes`` index ``names``,
     ``rows`` are what violations cite). One rule for the optimize loop and `gitm-tui analyze`
@@ -252,7 +257,8 @@ def kernel_time(
       against the kernel; the result counts them (``above_peak``).
 
     ``shared`` None: no row shared the device; ``measured`` None: every row's work is counted
-    (a workload spec's plan)."""
+    (a workload spec's plan). ``start_ns``: every row's start time, indexed by ``rows``'
+    values (a violation cites its first rows by them too); None: by index only."""
     pri = planner_priors()
     tol = float(pri["tolerance"])
     tol_derived = tol * float(pri["derived_uncertainty"])
@@ -274,8 +280,8 @@ def kernel_time(
         codes,
         names,
         rows,
+        start_ns,
         slow,
-        "kernel_time",
         observed,
         bound,
         "ns",
@@ -286,8 +292,8 @@ def kernel_time(
         codes,
         names,
         rows,
+        start_ns,
         fast,
-        "kernel_time",
         observed,
         ideal,
         "ns",
@@ -331,6 +337,7 @@ def check_invariants(
                     shared=shared_fraction(seg)[res.row],
                     measured=counted(seg)[res.row] if res.graph.plan_source == "trace" else None,
                     resolution_ns=float(resolution) if resolution > 1 else 0.0,
+                    start_ns=seg.start_ns,
                 )
             )
         elif inv in IMPORTED_NOT_CHECKABLE and res.graph.plan_source == "trace":
@@ -352,8 +359,8 @@ def check_invariants(
             v = _group(
                 *res.name_codes(),
                 res.row,
+                res.trace.segments.start_ns,
                 bad,
-                inv,
                 res.bytes_observed,
                 pbytes,
                 "bytes",
@@ -393,19 +400,19 @@ def _concurrency(res: Residuals, min_share: float) -> InvariantResult:
     g = res.graph
     for (a, b), hits in bad.items():
         shares = [h[2] for h in hits]
+        rows = [int(res.row[h[0]]) for h in hits[:4]] + [int(res.row[h[1]]) for h in hits[:4]]
         v.append(
             Violation(
-                invariant="concurrency",
                 name=f"{g.names[a]} ∥ {g.names[b]}",
-                rows=[int(res.row[h[0]]) for h in hits[:4]]
-                + [int(res.row[h[1]]) for h in hits[:4]],
+                message=f"predicted to overlap, ran serialised in {len(hits)} step(s) "
+                f"(mean overlap {np.mean(shares):.0%})",
                 count=len(hits),
                 observed=float(np.mean(shares)),
                 predicted=1.0,
                 residual=float(np.mean(shares)) - 1.0,
                 unit="overlap share",
-                message=f"predicted to overlap, ran serialised in {len(hits)} step(s) "
-                f"(mean overlap {np.mean(shares):.0%})",
+                first_start_ns=res.trace.segments.start_ns[rows[:4]].tolist(),
+                rows=rows,
             )
         )
     return InvariantResult(

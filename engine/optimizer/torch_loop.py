@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,13 @@ from engine.levers.torch_levers import TORCH_LEVERS, TorchLever, Undo
 from engine.measure import Block, finite_or_none, steady_start
 from engine.optimizer.attribution import RankedHypotheses
 from engine.optimizer.command_loop import CommandCandidate, CommandOptimizer
-from engine.optimizer.loop import Intervention, LoopRun, NoiseFloor, unchecked_invariants
-from engine.optimizer.monitor import InvariantResult
+from engine.optimizer.loop import (
+    Intervention,
+    LoopAnalysis,
+    LoopRun,
+    NoiseFloor,
+    unchecked_invariants,
+)
 from engine.store.journal import State
 from engine.workloads.framework_log import framework_output
 from engine.workloads.torch_job import (
@@ -84,9 +89,10 @@ class TorchState(BaseModel):
 
 
 @dataclass
-class TorchAnalysis:
-    invariants: list[InvariantResult]
-    hypotheses: RankedHypotheses
+class TorchAnalysis(LoopAnalysis):
+    """What the torch loop's attribute phase learned: on a GPU, the captured steps' analysis
+    (``gitm-tui analyze``'s); on the CPU nothing device-side."""
+
     #: the replay's estimates on the captured trace, by library lever id (GPU only)
     estimates: dict[str, Any] = field(default_factory=dict)
     regime_shares: dict[str, float] = field(default_factory=dict)
@@ -264,7 +270,7 @@ class TorchOptimizer(LoopRun):
         if a is None:
             a = TorchAnalysis(unchecked_invariants(NO_TRACE), RankedHypotheses([], 0))
         self.analysis = a
-        self._keep_baseline(a.invariants, a.hypotheses)
+        self._keep_baseline(a)
         return a
 
     def _captured(self) -> TorchAnalysis | None:
@@ -282,9 +288,10 @@ class TorchOptimizer(LoopRun):
             self.journal.append({"type": "capture_failed", "reason": str(e)[:300]})
             return None
         an = res.analysis
-        inv = [
-            InvariantResult(i.invariant, i.checkable, i.checked, i.reason) for i in an.invariants
-        ]
+        # the verdicts without their violations (nor the rows above peak they did not judge),
+        # as this loop has always reported them: the violations cite rows of the capture, which
+        # the dashboard does not show
+        inv = [replace(r, violations=[], above_peak=0) for r in res.verdicts]
         shares = {
             k: v / max(1, sum(an.time_by_regime_ns.values()))
             for k, v in an.time_by_regime_ns.items()
@@ -383,7 +390,7 @@ class TorchOptimizer(LoopRun):
             snap.restore(self.job)
         return self.reference.compare(got, safety)
 
-    def trial(self, iid: str, hold_s: float = 0.0) -> Intervention:
+    def trial(self, iid: str) -> Intervention:
         """Apply, measure in interleaved pairs against the state before, check, keep or roll
         back. Whatever stops it midway (the budget, a stop, an error) rolls the lever back
         exactly before it propagates."""
@@ -396,8 +403,6 @@ class TorchOptimizer(LoopRun):
         self._save_state(f"states/{iid}_before.json", before_state)
         self.journal.transition(iid, State.APPLYING, lever=lv.id)
         iv.state = State.APPLYING
-        if hold_s:
-            time.sleep(hold_s)
         # torch's own logging of the trial (an Inductor failure's tracebacks) goes to
         # logs/<iid>.log in the run folder; the note names it
         with framework_output(self.run_dir, iid) as log:

@@ -46,8 +46,6 @@ class RunConfig:
     repeats: int = 4
     #: run the optimize phases after profiling (False: profile/watch only)
     optimize: bool = True
-    #: tests: seconds to hold between APPLYING and the measurement (a kill window)
-    hold_apply_s: float = 0.0
     # --workload command: the program (no shell), its metric, levers and check
     command: tuple[str, ...] = ()
     metric: str = ""

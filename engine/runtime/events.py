@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from engine.regimes import label_name
 from engine.telemetry.sample import TelemetrySample
+
+if TYPE_CHECKING:  # (the views are built from them; the UI that reads them never loads them)
+    from engine.optimizer.monitor import InvariantResult, Violation
 
 SCHEMA_VERSION = 1
 
@@ -241,6 +244,20 @@ class ViolationView:
     unit: str  # ns | bytes | overlap share
     rows: tuple[int, ...] = ()  # the first trace rows involved
 
+    @classmethod
+    def of(cls, v: Violation) -> ViolationView:
+        """The view of one of the monitor's violations."""
+        return cls(
+            name=v.name,
+            message=v.message,
+            count=v.count,
+            observed=v.observed,
+            predicted=v.predicted,
+            residual=v.residual,
+            unit=v.unit,
+            rows=tuple(v.rows),
+        )
+
 
 @dataclass(frozen=True)
 class InvariantView:
@@ -251,6 +268,17 @@ class InvariantView:
     checked: int
     reason: str
     violations: tuple[ViolationView, ...] = ()
+
+    @classmethod
+    def of(cls, r: InvariantResult, most: int = 8) -> InvariantView:
+        """The view of one of the monitor's verdicts, with its ``most`` worst violations."""
+        return cls(
+            invariant=r.invariant,
+            checkable=r.checkable,
+            checked=r.checked,
+            reason=r.reason,
+            violations=tuple(ViolationView.of(v) for v in r.violations[:most]),
+        )
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from engine.runtime.events import (
     InvariantView,
     OptimizeStatus,
     ReportWritten,
-    ViolationView,
 )
 from engine.runtime.stream import final_rows
 from engine.store.commands import CommandReader
@@ -48,8 +47,8 @@ from engine.workloads.sim import Measurement
 from engine.workloads.torch_job import BudgetEnded
 
 if TYPE_CHECKING:
-    from engine.optimizer.contract import AnyLoop, LoopAnalysis, LoopMeasurement
-    from engine.optimizer.loop import Intervention
+    from engine.optimizer.contract import AnyLoop, LoopMeasurement
+    from engine.optimizer.loop import Intervention, LoopAnalysis
     from engine.runtime.engine import Engine
 
 
@@ -258,7 +257,7 @@ class OptimizePhases:
         eng, opt = self.eng, self.loop
         iv = opt.interventions[iid]
         eng.phase("apply", f"{iid} {iv.lever_id}: applying and measuring")
-        fut = asyncio.ensure_future(asyncio.to_thread(opt.trial, iid, eng.config.hold_apply_s))
+        fut = asyncio.ensure_future(asyncio.to_thread(opt.trial, iid))
         while not fut.done():  # show APPLYING while the trial runs
             if iv.state == State.APPLYING:
                 self.publish_iv(iv)
@@ -346,31 +345,7 @@ class OptimizePhases:
     def publish_analysis(self, a: LoopAnalysis) -> None:
         t = self.eng.elapsed()
         self.eng.bus.publish(
-            InvariantsReport(
-                t_wall=t,
-                results=tuple(
-                    InvariantView(
-                        invariant=r.invariant,
-                        checkable=r.checkable,
-                        checked=r.checked,
-                        reason=r.reason,
-                        violations=tuple(
-                            ViolationView(
-                                name=v.name,
-                                message=v.message,
-                                count=v.count,
-                                observed=v.observed,
-                                predicted=v.predicted,
-                                residual=v.residual,
-                                unit=v.unit,
-                                rows=tuple(v.rows),
-                            )
-                            for v in r.violations[:8]
-                        ),
-                    )
-                    for r in a.invariants
-                ),
-            )
+            InvariantsReport(t_wall=t, results=tuple(InvariantView.of(r) for r in a.invariants))
         )
         self.eng.bus.publish(
             HypothesesReport(

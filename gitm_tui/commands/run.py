@@ -66,8 +66,6 @@ def run_parser() -> Parser:
         "--prometheus-addr", default="127.0.0.1", help="bind address (default 127.0.0.1)"
     )
     p.add_argument("--hardware", default="h100_telemetry", help=argparse.SUPPRESS)
-    # tests: hold each apply this many seconds between APPLYING and its measurement (kill window)
-    p.add_argument("--hold-apply", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     return p
 
@@ -141,7 +139,6 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         approve=ns.approve,
         repeats=ns.repeats,
         optimize=not ns.watch,
-        hold_apply_s=max(0.0, ns.hold_apply),
         **extra,
     )
 
@@ -177,7 +174,6 @@ def _program_config(ns: argparse.Namespace, budget: float, workload: str, **more
         approve=ns.approve,
         repeats=ns.repeats,
         optimize=True,
-        hold_apply_s=max(0.0, ns.hold_apply),
         command=tuple(ns.argv),
         **more,  # type: ignore[arg-type]
     )

@@ -99,7 +99,7 @@ def test_grouped_violations_match_the_plain_grouping(many_names):
         rows = np.sort(rng.choice(10 * n, n, replace=False))
         mask = rng.random(n) < 0.6
         obs, pred = rng.random(n) * 100, rng.random(n) * 100
-        got = _group(codes, names, rows, mask, "kernel_time", obs, pred, "ns", "{n}")
+        got = _group(codes, names, rows, None, mask, obs, pred, "ns", "{n}")
         want = _group_plain(codes, names, rows, mask, obs, pred)
         assert len(got) == len(want)
         for v, (nm, r, cnt, o, p) in zip(got, want, strict=True):

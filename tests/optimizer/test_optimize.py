@@ -20,6 +20,8 @@ from engine.store.runs import is_live, scratch_dir
 from tests.paths import ROOT
 
 CLI = [sys.executable, "-m", "gitm_tui"]
+#: the CLI with every trial held SECONDS (the next argument) once APPLYING: a kill window
+HELD = [sys.executable, "-m", "tests.fixtures.held_apply"]
 
 
 def _journal(run_dir: str | Path) -> list[dict]:
@@ -129,7 +131,8 @@ def test_sigkill_mid_apply_is_rolled_back_on_the_next_start(tmp_path):
     env = _env(scratch)
     p = subprocess.Popen(
         [
-            *CLI,
+            *HELD,
+            "30",
             "--no-ui",
             "--workload",
             "hft-lob",
@@ -137,8 +140,6 @@ def test_sigkill_mid_apply_is_rolled_back_on_the_next_start(tmp_path):
             "60s",
             "--approve",
             "auto",
-            "--hold-apply",
-            "30",
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -509,7 +510,8 @@ def test_two_runs_at_once_never_touch_each_other(tmp_path):
     env = _env(scratch)
     first = subprocess.Popen(
         [
-            *CLI,
+            *HELD,
+            "6",
             "--no-ui",
             "--workload",
             "hft-lob",
@@ -517,8 +519,6 @@ def test_two_runs_at_once_never_touch_each_other(tmp_path):
             "20s",
             "--approve",
             "auto",
-            "--hold-apply",
-            "6",
         ],
         env=env,
         stdout=subprocess.DEVNULL,

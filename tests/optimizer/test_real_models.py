@@ -80,12 +80,13 @@ def test_a_budget_that_ends_during_a_trial_rolls_it_back_and_still_reports(tmp_p
     """The budget ending while a lever is being measured is not the program's failure: the
     lever is rolled back exactly ("cannot tell": no pair was measured), no further trial
     starts, and the run completes with its report (CI once ended such a run 'workload_failed',
-    exit 3, on a slow machine). The trial is held past the budget (--hold-apply) so that its
-    measurement always finds it over; the target is large so the noise gate lets trials run."""
+    exit 3, on a slow machine). The trial is held past the budget once it is applying
+    (tests/fixtures/held_apply.py) so that its measurement always finds it over; the target is
+    large so the noise gate lets trials run."""
     env = {"GITM_SCRATCH": str(tmp_path), "PATH": "/usr/bin:/bin", "GITM_MODEL_SIZE": "tiny"}
     p = subprocess.run(
-        [sys.executable, "-m", "gitm_tui", "--no-ui", "--workload", "hft-lob", "--device", "cpu",
-         "--budget", "20s", "--repeats", "2", "--approve", "auto", "--hold-apply", "22",
+        [sys.executable, "-m", "tests.fixtures.held_apply", "22", "--no-ui", "--workload",
+         "hft-lob", "--device", "cpu", "--budget", "20s", "--repeats", "2", "--approve", "auto",
          "--target", "80%"],
         capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
     )  # fmt: skip
