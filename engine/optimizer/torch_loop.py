@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -288,10 +288,9 @@ class TorchOptimizer(LoopRun):
             self.journal.append({"type": "capture_failed", "reason": str(e)[:300]})
             return None
         an = res.analysis
-        # the verdicts without their violations (nor the rows above peak they did not judge),
-        # as this loop has always reported them: the violations cite rows of the capture, which
-        # the dashboard does not show
-        inv = [replace(r, violations=[], above_peak=0) for r in res.verdicts]
+        # the verdicts as the capture's analysis found them: dropping the violations made the
+        # report say "0 violating" of a trace that had some (they cite the capture's rows)
+        inv = list(res.verdicts)
         shares = {
             k: v / max(1, sum(an.time_by_regime_ns.values()))
             for k, v in an.time_by_regime_ns.items()

@@ -161,6 +161,11 @@ def test_on_a_gpu_the_captured_trace_predicts_each_lever_and_the_error_is_kept(m
     rows = json.loads((Path(res.run_dir) / "report.json").read_text())["replay"]
     assert rows and all(-1 < r["predicted_gain"] < 1 for r in rows), rows
     assert all(r["measured_gain"] is None or -1 < r["measured_gain"] < 1 for r in rows), rows
+    # the capture's invariant violations are reported, not dropped ("0 violating" of a trace
+    # whose own analysis finds 95 kernel-time violations)
+    inv = json.loads((Path(res.run_dir) / "report.json").read_text())["invariants"]
+    kt = next(i for i in inv if i["invariant"] == "kernel_time")
+    assert kt["violating_rows"] > 0 and kt["violations"], kt
 
 
 def test_the_batch_size_lever_doubles_the_batch_and_its_undo_restores_the_loader():
