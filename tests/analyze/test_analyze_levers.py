@@ -6,6 +6,7 @@ synthetic in each test's docstring."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -174,7 +175,7 @@ def test_batch_size_is_a_ceiling_ranked_after_every_predicted_lever():
         if e.status == "predicted"
     )
 
-    def mk(lever: str, status: str, point, low, high) -> LeverEstimate:
+    def mk(lever: str, status: Any, point, low, high) -> LeverEstimate:
         return LeverEstimate(
             lever=lever,
             title=lever,

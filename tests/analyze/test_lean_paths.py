@@ -325,7 +325,7 @@ def test_overlap_with_a_union_at_once_is_the_interval_walk():
         stream = rng.choice([-(2**31), -1, 0, 7, 2**31 - 1], 300).astype(np.int32)
 
     pairs = sorted({(int(d), int(s)) for d, s in zip(Rows.device, Rows.stream, strict=True)})
-    assert _device_streams(Rows) == pairs  # type: ignore[arg-type]
+    assert _device_streams(Rows) == pairs
 
 
 def _fill_one(dag, d: int, hw) -> float:
