@@ -6,6 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from engine.analyze.cpu_trace import CpuSummary, Share
 from engine.analyze.export import clean_analysis
 from engine.analyze.model import Analysis
 from engine.analyze.ranks import STRAGGLER_SHARE, CrossRank
@@ -204,6 +205,87 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
             )
         parts.append(Text())
     return Group(*parts, foot, Text())
+
+
+def _share_line(label: str, s: Share, window: str) -> Text:
+    t = Text()
+    t.append(f"{label:<13}", style="bold")
+    t.append(f"{_ms(s.time_ns)} ms = {s.share:.1%} of {window}")
+    t.append(f"  ({s.calls:,} {s.what})", style="dim")
+    return t
+
+
+def cpu_summary(c: CpuSummary, top: int = 10) -> RenderableType:
+    """Return the first screen of a CPU-only trace (engine.analyze.cpu_trace): steps, where
+    the step time went (data loading, optimizer, host gaps), the top operators by self time,
+    and what a GPU trace would add. Every name from the trace is cleaned (engine.text.clean)
+    and put in a Text, never read as markup."""
+    head = Text()
+    head.append(clean(c.source, SHOWN_CHARS), style="bold")
+    head.append(f"  {c.format}, CPU only (no GPU rows)\n")
+    st = c.steps
+    if st is None:
+        head.append("no ProfilerStep spans: no step times", style="bold")
+    else:
+        n = st.count - (st.first_apart_ns is not None)
+        head.append(f"{st.count} steps", style="bold")
+        head.append(
+            f": median {_ms(st.median_ns)} ms, mean {_ms(st.mean_ns)} ms, "
+            f"min {_ms(st.min_ns)} ms, max {_ms(st.max_ns)} ms"
+        )
+        if st.first_apart_ns is not None:
+            head.append(
+                f" (of the last {n}; the first, {_ms(st.first_apart_ns)} ms, set apart: "
+                "a warm-up outlier)"
+            )
+    window = "step time" if st is not None else "the profiled span"
+    head.append(
+        f"\nprofiled: {_ms(c.window_ns)} ms ({clean(c.window, 200)})  ·  "
+        f"{c.threads} thread{'s' if c.threads != 1 else ''}  ·  "
+        f"{c.op_calls:,} operator calls",
+        style="dim",
+    )
+    where = Text()
+    where.append_text(_share_line("data loading", c.data_loading, window))
+    where.append("\n")
+    where.append_text(_share_line("optimizer", c.optimizer, window))
+    where.append("\n")
+    g = c.gaps
+    where.append(f"{'host gaps':<13}", style="bold")
+    where.append(
+        f"{_ms(g.time_ns)} ms = {g.share:.1%} of {window} on the main thread outside any operator"
+    )
+    if g.longest_ns:
+        step = f" in step {g.longest_step}" if g.longest_step >= 0 else ""
+        where.append(
+            f"  (longest {_ms(g.longest_ns)} ms{step}, after {clean(g.longest_after, 48)})",
+            style="dim",
+        )
+
+    ot = Table(
+        title=f"top {min(top, len(c.top))} operators by self time ({c.operators:,} operators, "
+        f"{c.op_calls:,} calls: {c.op_share:.0%} of {window})",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+        expand=True,
+    )
+    ot.add_column("operator", ratio=1, min_width=24, no_wrap=True, overflow="ellipsis")
+    for col in ("calls", "self ms", "share", "total ms"):
+        ot.add_column(col, justify="right", no_wrap=True)
+    for r in c.top[:top]:
+        ot.add_row(
+            Text(clean(r.name, SHOWN_CHARS)),
+            f"{r.calls:,}",
+            _ms(r.self_ns),
+            f"{r.share:.1%}",
+            _ms(r.total_ns),
+        )
+    foot = Text()
+    for note in c.notes:
+        foot.append(f"note: {clean(note, 600)}\n", style="yellow")
+    foot.append(c.gpu_hint, style="dim")
+    return Group(head, where, Text(), ot, Text(), foot, Text())
 
 
 def rank_table(

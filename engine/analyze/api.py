@@ -22,6 +22,7 @@ from engine.analyze.options import AnalyzeOptions, Hooks
 
 if TYPE_CHECKING:
     from engine.analyze.compute import AnalysisResult
+    from engine.analyze.cpu_trace import CpuSummary
     from engine.analyze.model import Analysis
     from engine.analyze.ranks import CrossRank, RankSummary
     from engine.analyze.run import FileOutcome
@@ -30,6 +31,7 @@ __all__ = [
     "AnalysisFailed",
     "AnalyzeOptions",
     "Analyzed",
+    "CpuOnlyTrace",
     "Hooks",
     "analyze",
     "list_files",
@@ -39,6 +41,17 @@ __all__ = [
 class AnalysisFailed(RuntimeError):
     """The one file asked for was not analysed; ``str(e)`` is its error line (as the command
     prints it: a TraceImportError's own line for a file that cannot be read)."""
+
+
+class CpuOnlyTrace(AnalysisFailed):
+    """The one file asked for holds no GPU row, only CPU events: ``cpu`` is what they say
+    (engine.analyze.cpu_trace); there is no GPU analysis, nor arrays, to show."""
+
+    def __init__(self, path: str, cpu: CpuSummary) -> None:
+        super().__init__(
+            f"{path}: a CPU-only trace (no GPU rows): nothing for the GPU analysis to show"
+        )
+        self.cpu = cpu
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,12 @@ class Analyzed:
     @property
     def analyses(self) -> list[Analysis]:
         return [o.analysis for o in self.outcomes if o.analysis is not None]
+
+    @property
+    def cpu_only(self) -> list[FileOutcome]:
+        """The outcomes of Kineto traces with no GPU row, each with its CPU summary (``cpu``)
+        in place of an analysis: not errors, and never among the ranks crossed."""
+        return [o for o in self.outcomes if o.cpu is not None]
 
     @property
     def summaries(self) -> list[RankSummary]:
@@ -118,12 +137,15 @@ class Analyzed:
 
     def one(self) -> AnalysisResult:
         """The analysis, with its arrays, of the one file analysed (``keep_arrays``);
-        AnalysisFailed with its line when it was not analysed."""
+        AnalysisFailed with its line when it was not analysed (CpuOnlyTrace, with its CPU
+        summary, when it is a CPU-only trace)."""
         if len(self.outcomes) != 1:
             raise AnalysisFailed(f"expected one trace file, got {len(self.outcomes)}")
         (o,) = self.outcomes
         if o.error is not None and o.analysis is None:
             raise AnalysisFailed(o.error)
+        if o.cpu is not None:
+            raise CpuOnlyTrace(o.path, o.cpu)
         if o.result is None:
             raise ValueError("analysed without AnalyzeOptions(keep_arrays=True): no arrays kept")
         return o.result
@@ -146,6 +168,9 @@ def analyze(
     (each file's error is its outcome's line), except ConnectionError (one line) when a Dask
     scheduler cannot be reached; a bug met in the only file raises (the command's crash
     report), one met in a file of several is that file's line.
+
+    A Kineto trace with no GPU row is read for its CPU events instead (engine.analyze.cpu_trace):
+    its outcome carries that summary (``FileOutcome.cpu``), is no error, and is never crossed.
 
     Several files with ``options.ranks``: the ranks are crossed (engine.analyze.ranks) and,
     under ``options.out_root``, cross_rank.json, cross_rank.md and ranks.perfetto.json.gz are

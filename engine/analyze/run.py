@@ -27,6 +27,7 @@ from engine.trace.read import read_trace
 from engine.trace.trace import Trace
 
 if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
+    from engine.analyze.cpu_trace import CpuSummary
     from engine.analyze.ranks import RankSummary
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
@@ -45,6 +46,9 @@ class FileOutcome:
     #: the analysis with its rows, decoded labels and trace (AnalyzeOptions.keep_arrays: what a
     #: screen draws; a file analysed here only)
     result: AnalysisResult | None = None
+    #: a Kineto trace with no GPU row: what its CPU events say (engine.analyze.cpu_trace), in
+    #: place of an analysis — not an error, and never crossed with the ranks
+    cpu: CpuSummary | None = None
 
 
 def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
@@ -279,9 +283,14 @@ def analyze_file(
     p = Path(url_name(path) if is_url(path) else path)
     summaries: list[RankSummary] = []
     keep = options.ranks if ranks is None else ranks
+    gpu_free: list[bool] = []  # the file was read and holds no GPU row (a Kineto CPU profile)
 
     def seen(t: Trace) -> None:
-        if keep:
+        props = t.device_properties
+        gpu_free.append(
+            props.get("format") == "kineto" and not len(t.segments) and not props.get("mtia_events")
+        )
+        if keep and not gpu_free[-1]:
             from engine.analyze.ranks import summarize
 
             summaries.append(summarize(t))
@@ -290,6 +299,8 @@ def analyze_file(
         res = read_and_analyse(path, options, stage, first, seen)
         summary = summaries[0] if summaries else None
     except TraceImportError as e:
+        if gpu_free and gpu_free[0]:  # read, but nothing for the GPU analysis: its CPU events
+            return cpu_outcome(path, options, stage, first, out_name)
         return FileOutcome(path, error=str(e))
     kept = res if options.keep_arrays else None
     outputs: tuple[str, ...] = ()
@@ -307,6 +318,49 @@ def analyze_file(
                 result=kept,
             )
     return FileOutcome(path, analysis=res.analysis, outputs=outputs, summary=summary, result=kept)
+
+
+def cpu_outcome(
+    path: str,
+    options: AnalyzeOptions,
+    stage: Callable[[str], None] | None = None,
+    first: FirstRun | None = None,
+    out_name: str | None = None,
+) -> FileOutcome:
+    """The outcome of a Kineto trace with no GPU row: its CPU summary (engine.analyze.cpu_trace)
+    and, under ``options.out_root``, cpu_summary.json; or its one error line (neither CPU
+    operators nor ProfilerSteps in it, a file that cannot be read)."""
+    import json
+
+    from engine.analyze.cpu_trace import cpu_dict, read_cpu_summary
+    from engine.store.runs import atomic_write_text
+    from engine.text import escape_json_text
+
+    p = Path(url_name(path) if is_url(path) else path)
+    if stage is not None:
+        stage(f"{p.name}: no GPU rows — reading its CPU operators and steps…")
+    cold_read = first is not None and first.read_cold()
+    try:
+        if is_url(path):
+            with local_copy(path) as copy:
+                cpu = read_cpu_summary(copy, options.top, path, interpreted=cold_read)
+        else:
+            cpu = read_cpu_summary(path, options.top, interpreted=cold_read)
+    except TraceImportError as e:
+        return FileOutcome(path, error=f"{path}: {e.problem}")
+    if options.out_root is None:
+        return FileOutcome(path, cpu=cpu)
+    out = Path(options.out_root) / (out_name or _stem(p.name)) / "cpu_summary.json"
+    try:
+        text = json.dumps(cpu_dict(cpu), indent=2, ensure_ascii=False)
+        atomic_write_text(out, escape_json_text(text) + "\n")
+    except OSError as e:
+        return FileOutcome(
+            path,
+            error=f"{path}: cannot write outputs to {options.out_root}: {e.strerror or e}",
+            cpu=cpu,
+        )
+    return FileOutcome(path, outputs=(str(out),), cpu=cpu)
 
 
 def crashed(path: str, e: Exception) -> str:

@@ -123,10 +123,18 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         if staged:  # the stage line goes: the analysis follows on stdout
             print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
     if ns.json:
+        from engine.analyze.cpu_trace import cpu_dict
         from engine.analyze.export import analysis_dict
 
-        # ASCII JSON (every control character escaped), lone surrogates as in analysis.json
-        print(json.dumps([analysis_dict(a) for a in got.analyses], indent=2))
+        # ASCII JSON (every control character escaped), lone surrogates as in analysis.json; a
+        # CPU-only trace's summary in its place ("kind": "cpu_only")
+        docs: list[dict[str, object]] = []
+        for o in got.outcomes:
+            if o.analysis is not None:
+                docs.append(analysis_dict(o.analysis))
+            elif o.cpu is not None:
+                docs.append(cpu_dict(o.cpu))
+        print(json.dumps(docs, indent=2))
     else:
         _print_text(got, ns)
     if got.cross_failed is not None:
@@ -156,13 +164,20 @@ def _print_text(got: Analyzed, ns: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from gitm_tui.analyze_view import cross_rank_text, rank_table, summary
+    from gitm_tui.analyze_view import cpu_summary, cross_rank_text, rank_table, summary
 
     # piped output is not 80 columns of wrapped cells: tables get room to stay tables
     console = Console(width=None if sys.stdout.isatty() else 140)
-    for o in got.good:
-        assert o.analysis is not None
-        console.print(summary(o.analysis, explain=ns.explain))
+    several = len(got.outcomes) > 1
+    for o in got.outcomes:
+        if o.analysis is not None:
+            console.print(summary(o.analysis, explain=ns.explain))
+        elif o.cpu is not None:  # a CPU-only trace: what its CPU events say
+            console.print(cpu_summary(o.cpu))
+            if several:
+                console.print("a CPU-only trace: not compared with the ranks", style="dim")
+        else:
+            continue
         if o.outputs:
             # Text: a path is never read as markup (file names come from outside)
             console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
@@ -216,13 +231,32 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
         return ranks_ui(ns, files)
     if not files:
         raise UsageError("--ui: no trace file given")
+    from engine.analyze.api import CpuOnlyTrace
     from gitm_tui.app import make_analysis_app
 
+    cpu: list[CpuOnlyTrace] = []
+
     def load(progress: Callable[[str], None]) -> AnalysisResult:
-        return _load_one(ns, files[0], progress)
+        try:
+            return _load_one(ns, files[0], progress)
+        except CpuOnlyTrace as e:  # the screen closes (its loader failed); the text follows
+            cpu.append(e)
+            raise
 
     app = make_analysis_app(load=load, source=str(files[0]))
     app.run()
+    if cpu:  # the analysis screen draws GPU rows: a CPU-only trace gets the command's text
+        from rich.console import Console
+
+        from gitm_tui.analyze_view import cpu_summary
+
+        print(
+            f"{PROG}: the analysis screen needs a GPU trace; {clean(files[0], 300)} is CPU-only, "
+            "so here is its CPU summary",
+            file=sys.stderr,
+        )
+        Console(width=None if sys.stdout.isatty() else 140).print(cpu_summary(cpu[0].cpu))
+        return ExitCode.OK
     if app.analysis.error is not None:  # shown after the screen is gone: one line, like the CLI's
         error(app.analysis.error)
         return ExitCode.INPUT
@@ -244,6 +278,12 @@ def ranks_ui(ns: argparse.Namespace, files: list[str]) -> ExitCode:
     for o in screen.outcomes or []:
         if o.error:
             error(o.error)
+        elif o.cpu is not None:  # not an error: said, with where its summary is
+            print(
+                f"{PROG}: {clean(o.path, 300)}: a CPU-only trace, not among the ranks (`{PROG} "
+                "analyze` on it alone prints its CPU summary)",
+                file=sys.stderr,
+            )
     for line in said + failures:
         error(line)
     failed = failures or any(o.error for o in screen.outcomes or [])

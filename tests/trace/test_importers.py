@@ -216,11 +216,13 @@ def _bad_inputs(tmp_path):
         ),
         "noevents.json": (b'{"schemaVersion": 1, "other": []}', "no traceEvents"),
         "empty.json": (b"", "empty file"),
-        "cpu_only.json": (
+        # neither GPU rows nor CPU operators (a CPU-only trace with operators is read for
+        # them: tests/analyze/test_cpu_trace.py)
+        "no_activity.json": (
             json.dumps(
                 {
                     "traceEvents": [
-                        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 2}
+                        {"ph": "X", "cat": "python_function", "name": "f", "ts": 1, "dur": 2}
                     ]
                 }
             ).encode(),

@@ -1,6 +1,6 @@
 """Write tests/data/golden/<trace>.json: what `gitm-tui analyze <trace> --json --no-write` prints
-for every real trace under tests/data/traces (Kineto *.json.gz, Nsight *.sqlite), held by
-tests/trace/test_golden_analysis.py.
+for every trace under tests/data/traces (Kineto *.json.gz, Nsight *.sqlite; a CPU-only Kineto
+trace's CPU summary, ``"kind": "cpu_only"``), held by tests/trace/test_golden_analysis.py.
 
 Run it only when a change of the analysis is meant (`python tests/data/golden/regenerate.py`),
 and read the diff: a golden that moves is a result that moved. ``source`` (the trace's path,
@@ -38,13 +38,17 @@ def analysis_json(trace: Path) -> Any:
     """The analysis as `gitm-tui analyze TRACE --json --no-write` prints it (one file: the
     command's list of one), ``source`` made relative to the repository."""
     from engine.analyze.api import AnalyzeOptions, analyze
+    from engine.analyze.cpu_trace import cpu_dict
     from engine.analyze.export import analysis_dict
 
     # the command's front door and its JSON form; compiled kernels only (no first-run child)
     (outcome,) = analyze([str(trace)], AnalyzeOptions(first_run=False, ranks=False)).outcomes
-    if outcome.analysis is None:
+    if outcome.analysis is not None:
+        dump = analysis_dict(outcome.analysis)
+    elif outcome.cpu is not None:  # a CPU-only trace: its CPU summary, as --json prints it
+        dump = cpu_dict(outcome.cpu)
+    else:
         raise RuntimeError(f"{trace}: {outcome.error}")
-    dump = analysis_dict(outcome.analysis)
     dump["source"] = trace.relative_to(ROOT).as_posix()
     return json.loads(json.dumps([dump]))
 
