@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from engine.text import valid_unicode
 from engine.trace.errors import TraceImportError
-from engine.trace.files import open_regular
+from engine.trace.files import head
 from engine.trace.kineto import json_scan as js
 from engine.trace.kineto import json_twin
 from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, chunks, metadata, prefetched
@@ -214,12 +214,7 @@ def read_cpu_events(
     kept. ``interpreted``: try the scanner's Python twin first (a first run, nothing compiled)."""
     path = Path(path)
     limits = limits or ReadLimits.from_env(path)
-    with open_regular(path) as f:
-        try:
-            head = f.read(16)
-        except OSError as e:
-            raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
-    if head.startswith(b"SQLite format 3"):
+    if head(Path(path)).startswith(b"SQLite format 3"):
         raise TraceImportError(path, "an Nsight Systems export: its CPU rows are not read here")
     got = _Collect()
     twin = _twin_blocks(path, limits) if interpreted else None

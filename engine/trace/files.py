@@ -57,3 +57,13 @@ def open_regular(path: str | Path) -> BinaryIO:
         os.close(fd)
         raise TraceImportError(path, problem)
     return os.fdopen(fd, "rb")
+
+
+def head(path: Path, n: int = 16) -> bytes:
+    """The first ``n`` bytes of a regular file, to tell its format (TraceImportError, one line,
+    when it cannot be read)."""
+    with open_regular(path) as f:
+        try:
+            return f.read(n)
+        except OSError as e:
+            raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None

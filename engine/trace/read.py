@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from engine.trace.errors import TraceImportError
-from engine.trace.files import open_regular
+from engine.trace.files import head
 from engine.trace.idle_calls import merge_idle_calls
 from engine.trace.kineto.kineto import read_kineto
 from engine.trace.nsys.nsys import read_nsys
@@ -28,12 +27,7 @@ def read_trace(
     (``declined`` is called when the twin leaves the file to the compiled reader).
     ``merge_idle``: runs of calls that only take host time kept as one row, exact at the
     times it names (engine.trace.idle_calls: as Kineto files are read; Nsight's once read)."""
-    with open_regular(path) as f:
-        try:
-            head = f.read(16)
-        except OSError as e:
-            raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
-    if head.startswith(b"SQLite format 3"):
+    if head(Path(path)).startswith(b"SQLite format 3"):
         trace = read_nsys(path)
         if merge_idle is not None and len(trace.host) > 1:
             merge_idle_calls(trace.host, trace.segments.correlation, merge_idle(trace))
