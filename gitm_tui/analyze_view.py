@@ -27,9 +27,7 @@ BASIS_CHARS = 90
 def _first_clause(text: str, limit: int = BASIS_CHARS) -> str:
     """The first clause of a long explanation (up to its first ': ' or '; '), cut with '…'."""
     cut = min((i for i in (text.find(": "), text.find("; ")) if i > 0), default=len(text))
-    head = text[:cut]
-    if len(head) > limit:
-        head = head[: limit - 1].rstrip() + "…"
+    head = clean(text[:cut], limit)  # cut with '…' when longer
     return head + (" …" if cut < len(text) and not head.endswith("…") else "")
 
 
