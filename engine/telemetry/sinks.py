@@ -1,6 +1,7 @@
 """Where telemetry goes: JSON lines in the run store, a Prometheus endpoint (off by default,
-127.0.0.1 unless told otherwise, dcgm-exporter metric names), and a mirror of the run store to
-``$GITM_S3_ROOT`` through fsspec."""
+127.0.0.1 unless told otherwise, dcgm-exporter metric names), an OpenTelemetry collector over
+OTLP (engine/telemetry/otlp.py, the same names and units from ``DCGM`` here), and a mirror of the
+run store to ``$GITM_S3_ROOT`` through fsspec."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from engine.telemetry.sample import TelemetrySample
 
@@ -42,48 +44,105 @@ def read_jsonl(path: Path) -> list[TelemetrySample]:
     return out
 
 
-#: dcgm-exporter's names (DCGM field identifiers) for what we sample, with the conversion
-DCGM: tuple[tuple[str, str, str, Any], ...] = (
-    ("DCGM_FI_DEV_GPU_UTIL", "gpu_util", "GPU utilization (in %).", lambda v: v),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "mem_util", "Memory utilization (in %).", lambda v: v),
-    (
+def _same(v: float) -> float:
+    return v
+
+
+def _mib(v: float) -> float:
+    return v / 2**20
+
+
+class DcgmField(NamedTuple):
+    """One exported metric: dcgm-exporter's name (a DCGM field identifier), the sample field it
+    reads, its help text, its unit (UCUM, as OpenTelemetry writes units) and the conversion from
+    the sample's unit to that one."""
+
+    name: str
+    field: str
+    help: str
+    unit: str
+    convert: Callable[[float], float]
+
+    def value(self, s: TelemetrySample) -> float | None:
+        """The sample's value in this metric's unit; None when the device did not report it."""
+        v = getattr(s, self.field)
+        return None if v is None else float(self.convert(v))
+
+
+#: the one table of names and units both metric sinks export (Prometheus here, OTLP in
+#: engine/telemetry/otlp.py): dcgm-exporter's names for what we sample, so a dashboard built for
+#: dcgm-exporter reads either; units in UCUM ("MiBy" = mebibytes, "Cel" = degrees Celsius,
+#: "1" = dimensionless, "{error}" = a count of errors)
+DCGM: tuple[DcgmField, ...] = (
+    DcgmField("DCGM_FI_DEV_GPU_UTIL", "gpu_util", "GPU utilization (in %).", "%", _same),
+    DcgmField("DCGM_FI_DEV_MEM_COPY_UTIL", "mem_util", "Memory utilization (in %).", "%", _same),
+    DcgmField(
         "DCGM_FI_DEV_FB_USED",
         "memory_used_bytes",
         "Framebuffer memory used (in MiB).",
-        lambda v: v / 2**20,
+        "MiBy",
+        _mib,
     ),
-    ("DCGM_FI_DEV_POWER_USAGE", "power_w", "Power draw (in W).", lambda v: v),
-    (
+    DcgmField("DCGM_FI_DEV_POWER_USAGE", "power_w", "Power draw (in W).", "W", _same),
+    DcgmField(
         "DCGM_FI_DEV_POWER_MGMT_LIMIT",
         "power_limit_w",
         "Power management limit (in W).",
-        lambda v: v,
+        "W",
+        _same,
     ),
-    ("DCGM_FI_DEV_SM_CLOCK", "sm_clock_mhz", "SM clock frequency (in MHz).", lambda v: v),
-    ("DCGM_FI_DEV_MEM_CLOCK", "mem_clock_mhz", "Memory clock frequency (in MHz).", lambda v: v),
-    ("DCGM_FI_DEV_GPU_TEMP", "temperature_c", "GPU temperature (in C).", lambda v: v),
-    (
+    DcgmField("DCGM_FI_DEV_SM_CLOCK", "sm_clock_mhz", "SM clock frequency (in MHz).", "MHz", _same),
+    DcgmField(
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "mem_clock_mhz",
+        "Memory clock frequency (in MHz).",
+        "MHz",
+        _same,
+    ),
+    DcgmField("DCGM_FI_DEV_GPU_TEMP", "temperature_c", "GPU temperature (in C).", "Cel", _same),
+    DcgmField(
         "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
         "clock_event_reasons",
         "Current clock throttle reasons (bitmask).",
-        lambda v: v,
+        "1",
+        _same,
     ),
-    ("DCGM_FI_PROF_PCIE_TX_BYTES", "pcie_tx_Bps", "PCIe transmit rate (in B/s).", lambda v: v),
-    ("DCGM_FI_PROF_PCIE_RX_BYTES", "pcie_rx_Bps", "PCIe receive rate (in B/s).", lambda v: v),
-    (
+    DcgmField(
+        "DCGM_FI_PROF_PCIE_TX_BYTES", "pcie_tx_Bps", "PCIe transmit rate (in B/s).", "By/s", _same
+    ),
+    DcgmField(
+        "DCGM_FI_PROF_PCIE_RX_BYTES", "pcie_rx_Bps", "PCIe receive rate (in B/s).", "By/s", _same
+    ),
+    DcgmField(
         "DCGM_FI_PROF_NVLINK_TX_BYTES",
         "nvlink_tx_Bps",
         "NVLink transmit rate (in B/s).",
-        lambda v: v,
+        "By/s",
+        _same,
     ),
-    ("DCGM_FI_PROF_NVLINK_RX_BYTES", "nvlink_rx_Bps", "NVLink receive rate (in B/s).", lambda v: v),
-    (
+    DcgmField(
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "nvlink_rx_Bps",
+        "NVLink receive rate (in B/s).",
+        "By/s",
+        _same,
+    ),
+    DcgmField(
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
         "ecc_uncorrected",
         "Volatile uncorrectable ECC errors.",
-        lambda v: v,
+        "{error}",
+        _same,
     ),
 )
+
+#: dcgm-exporter's labels of each series (Prometheus labels, OTLP data-point attributes)
+DCGM_LABELS = ("gpu", "UUID", "modelName", "Hostname", "source")
+
+
+def dcgm_labels(s: TelemetrySample, host: str) -> tuple[str, str, str, str, str]:
+    """The values of ``DCGM_LABELS`` for a sample of one device on ``host``."""
+    return (str(s.device), s.uuid or "", s.name or "", host, s.source)
 
 
 class PrometheusSink:
@@ -94,9 +153,8 @@ class PrometheusSink:
         from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
         self.registry = CollectorRegistry()
-        labels = ("gpu", "UUID", "modelName", "Hostname", "source")
         self.gauges = {
-            name: Gauge(name, help_, labels, registry=self.registry) for name, _, help_, _ in DCGM
+            f.name: Gauge(f.name, f.help, DCGM_LABELS, registry=self.registry) for f in DCGM
         }
         self.host = socket.gethostname()
         started = start_http_server(port, addr=addr, registry=self.registry)
@@ -106,15 +164,15 @@ class PrometheusSink:
 
     def write(self, samples: list[TelemetrySample]) -> None:
         for s in samples:
-            lab = (str(s.device), s.uuid or "", s.name or "", self.host, s.source)
-            for name, field, _, conv in DCGM:
-                v = getattr(s, field)
-                g = self.gauges[name]
+            lab = dcgm_labels(s, self.host)
+            for f in DCGM:
+                v = f.value(s)
+                g = self.gauges[f.name]
                 if v is None:
                     with contextlib.suppress(KeyError):
                         g.remove(*lab)
                 else:
-                    g.labels(*lab).set(float(conv(v)))
+                    g.labels(*lab).set(v)
 
     def close(self) -> None:
         if self.server is not None:
