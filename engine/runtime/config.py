@@ -59,6 +59,9 @@ class RunConfig:
     #: Prometheus exposition port (None: off) and bind address
     prometheus_port: int | None = None
     prometheus_addr: str = "127.0.0.1"
+    #: OTLP/HTTP metrics endpoint (None: off; "": the OTEL_EXPORTER_OTLP_* environment's;
+    #: a base URL such as http://collector:4318 gets /v1/metrics): engine/telemetry/otlp.py
+    otlp_endpoint: str | None = None
     #: `gitm-tui capture --ui -- python PROGRAM`: run it here under CUPTI and stream its kernels
     capture_program: tuple[str, ...] = ()
     capture_flush_s: float = 0.5

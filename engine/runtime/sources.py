@@ -377,7 +377,8 @@ async def stream_capture(eng: Engine, decoder: LiveDecoder) -> None:
 
 
 def open_sinks(eng: Engine) -> list[Any]:
-    """telemetry.jsonl in the run store always; Prometheus when a port was given."""
+    """telemetry.jsonl in the run store always; Prometheus when a port was given; OTLP when an
+    endpoint was."""
     from engine.telemetry.sinks import JsonlSink, PrometheusSink
 
     sinks: list[Any] = [JsonlSink(eng.run_dir / "telemetry.jsonl")]
@@ -394,6 +395,11 @@ def open_sinks(eng: Engine) -> list[Any]:
         else:
             sinks.append(prom)
             eng.log("info", f"Prometheus metrics on http://{prom.addr}:{prom.port}/metrics")
+    if cfg.otlp_endpoint is not None:
+        from engine.telemetry.otlp import start_otlp
+
+        interval = cfg.telemetry_interval_s
+        sinks += start_otlp(cfg.otlp_endpoint, eng.run_id, interval, eng.log, eng.hw.name)
     return sinks
 
 
