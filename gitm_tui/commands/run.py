@@ -65,6 +65,14 @@ def run_parser() -> Parser:
     p.add_argument(
         "--prometheus-addr", default="127.0.0.1", help="bind address (default 127.0.0.1)"
     )
+    p.add_argument(
+        "--otlp",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="send metrics over OTLP/HTTP to an OpenTelemetry collector, e.g. "
+        "http://collector:4318 (URL left out: OTEL_EXPORTER_OTLP_ENDPOINT); the [otlp] extra",
+    )
     p.add_argument("--hardware", default="h100_telemetry", help=argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     return p
@@ -113,11 +121,17 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"bad --interval {ns.interval}: 0.05..3600 s")
     if ns.prometheus is not None and not 0 <= ns.prometheus <= 65535:
         raise UsageError(f"bad --prometheus port {ns.prometheus}")
+    if ns.otlp is not None:
+        from engine.telemetry.otlp import problem
+
+        if (why := problem(ns.otlp)) is not None:  # the extra missing, a bad URL: one line
+            raise UsageError(why)
     extra = {
         "device": ns.device,
         "telemetry_interval_s": ns.interval,
         "prometheus_port": ns.prometheus,
         "prometheus_addr": ns.prometheus_addr,
+        "otlp_endpoint": ns.otlp,
     }
     if ns.workload == "command":
         import dataclasses
