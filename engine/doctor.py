@@ -90,7 +90,30 @@ def run_checks() -> list[Check]:
     out += _backends()
     out += _cupti()
     out += _dirs()
+    out.append(_otlp())
     return out
+
+
+def _otlp() -> Check:
+    """The OTLP sink: whether ``--otlp`` can start, and where it sends when no URL is given."""
+    from engine.telemetry.otlp import EXTRA, missing_extra, resolve_endpoint, shown_url
+
+    name = "otlp sink"
+    if missing_extra() is not None:
+        return Check(name, None, "the [otlp] extra is not installed: no --otlp", EXTRA)
+    try:
+        url = resolve_endpoint(None)
+    except ValueError as e:
+        return Check(
+            name, False, str(e), "set OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT to an http(s) URL"
+        )
+    return Check(
+        name,
+        True,
+        f"--otlp URL sends OTLP/HTTP metrics (opentelemetry-exporter-otlp-proto-http "
+        f"{_ver('opentelemetry-exporter-otlp-proto-http') or '?'}); --otlp alone sends to "
+        f"{shown_url(url)}",
+    )
 
 
 def _backends() -> list[Check]:
