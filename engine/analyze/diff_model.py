@@ -1,0 +1,161 @@
+"""What `gitm-tui diff BEFORE AFTER` finds, as pydantic models: ``TraceDiff`` is what
+engine.analyze.diff returns and ``--json`` prints (its JSON Schema is committed as
+manifests/schemas/diff.schema.json; docs/diff.md tells every field's meaning)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
+
+from engine.text import clean, escape_json_text, map_strings, valid_unicode
+
+#: 1: the first diff (issue 39)
+SCHEMA_VERSION = 1
+
+#: a name's change in count, in HTA TraceDiff's words (``ops_diff``: added, deleted,
+#: increased, decreased, unchanged; "deleted" is "removed" here). Count only: a name whose count
+#: did not move but whose time did is "unchanged" with a ``delta_ns``
+Status = Literal["added", "removed", "increased", "decreased", "unchanged"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Side(_M):
+    """One of the two traces, as far as the diff read it."""
+
+    source: str
+    format: str
+    device: str = Field(description="the device as the analysis named it ('unknown' if not)")
+    rank: int | None
+    scope: str = Field(description="'whole trace', or 'ProfilerStep#N' (one step)")
+    rows: int = Field(description="GPU rows compared: kernels, copies, memsets, collectives")
+    kernels: int
+    gpu_time_ns: int = Field(description="sum of the rows' durations")
+    busy_ns: int = Field(description="time any row ran, per device, summed over devices")
+    span_ns: int = Field(description="first row's start to last row's end")
+    steps: int = Field(description="ProfilerSteps in scope (0: none found)")
+    step_ids: list[int] = Field(description="their N (ProfilerStep#N), -1 where unnamed")
+    rows_in_steps: int = Field(
+        description="rows whose launch call starts inside a step (HTA's iteration rule)"
+    )
+    mean_step_ns: float | None = Field(description="mean ProfilerStep duration (None: no steps)")
+
+
+class Figures(_M):
+    """A group of rows (a kernel name, a class, a label, a copy direction) in one trace."""
+
+    count: int
+    total_ns: int
+    mean_ns: float | None = Field(description="total_ns / count (None: no rows)")
+    per_step_ns: float | None = Field(
+        description="time of its rows launched inside a step, divided by the steps (None: "
+        "the trace has no ProfilerStep)"
+    )
+    bytes: int | None = Field(
+        default=None, description="copies and memsets: bytes moved (None: not recorded)"
+    )
+    label: str | None = Field(
+        default=None, description="kernel names: the majority label of their time"
+    )
+    prior_share: float | None = Field(
+        default=None,
+        description="decoded regimes: the share of the time whose label rests on the kernel-name "
+        "prior alone (evidence tier PRIOR); None where no label was decoded",
+    )
+
+
+class Change(_M):
+    """One kernel name (class, label, copy kind) before and after."""
+
+    key: str = Field(description="the kernel name as the trace wrote it, or the class / label")
+    klass: str | None = Field(default=None, description="kernel names: their class")
+    status: Status
+    before: Figures
+    after: Figures
+    delta_count: int
+    delta_ns: int = Field(description="after.total_ns - before.total_ns")
+    delta_per_step_ns: float | None = Field(description="None unless both traces have steps")
+
+
+class Metric(_M):
+    """One whole-trace figure before and after: idle, launches, copies, collectives, …"""
+
+    name: str
+    unit: Literal["ns", "count", "bytes"]
+    before: int | float | None = Field(description="None: the trace cannot say (note says why)")
+    after: int | float | None
+    delta: int | float | None
+    note: str = ""
+
+
+class FingerprintDiff(_M):
+    """The two traces' workload fingerprints compared (engine.optimizer.fingerprint)."""
+
+    available: bool = Field(description="False: no fingerprint could be computed (note: why)")
+    value: float | None = None
+    threshold: float | None = Field(default=None, description="documented same-workload bound")
+    same: bool | None = Field(default=None, description="value within threshold")
+    reasons: list[str] = Field(default_factory=list, description="what differs, one line each")
+    note: str = ""
+
+
+class TraceDiff(_M):
+    """What changed from one trace (before) to another (after)."""
+
+    schema_version: int = SCHEMA_VERSION
+    before: Side
+    after: Side
+    scope: str = Field(description="what was compared, in a line")
+    counting: str = Field(description="what counts as a row and its time (analyze's rule)")
+    totals: list[Metric]
+    kernels: list[Change] = Field(description="per kernel name, largest |delta_ns| first")
+    kernels_total: int = Field(description="names in either trace (kernels may hold the top)")
+    kernels_by_status: dict[str, int] = Field(
+        description="names per status, over all names (HTA ops_diff's five lists, counted)"
+    )
+    classes: list[Change] = Field(description="per kernel class, largest |delta_ns| first")
+    labels: list[Change] = Field(
+        description="per label (decoded regime, or COPY / COMM / UNKNOWN), largest |delta_ns| first"
+    )
+    copies: list[Change] = Field(description="per copy direction and memory kinds; memsets")
+    fingerprint: FingerprintDiff
+    notes: list[str]
+
+    def metric(self, name: str) -> Metric:
+        """The total called ``name``; KeyError if there is none."""
+        for m in self.totals:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON data: the names as they were in the traces, a lone surrogate (which UTF-8
+        cannot hold) as U+FFFD."""
+        out: dict[str, object] = map_strings(self.model_dump(mode="json"), valid_unicode)
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """JSON text: the names as they were, every control, bidi and line-separator character a
+        JSON escape (engine.text.escape_json_text): inert on a terminal that shows it."""
+        try:
+            text = self.model_dump_json(indent=indent)
+        except PydanticSerializationError:  # a lone surrogate in a name
+            fixed = TraceDiff.model_validate(map_strings(self.model_dump(), valid_unicode))
+            text = fixed.model_dump_json(indent=indent)
+        return escape_json_text(text)
+
+    def cleaned(self, limit: int | None = None) -> TraceDiff:
+        """A copy with every string through engine.text.clean (one line, no escape sequence, at
+        most ``limit`` characters): what a terminal or a screen shows."""
+        return TraceDiff.model_validate(map_strings(self.model_dump(), lambda s: clean(s, limit)))
+
+
+def diff_schema_json() -> str:
+    """The JSON Schema of ``TraceDiff`` (committed as manifests/schemas/diff.schema.json)."""
+    import json
+
+    return json.dumps(TraceDiff.model_json_schema(), indent=2) + "\n"
