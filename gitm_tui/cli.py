@@ -22,6 +22,7 @@ from gitm_tui.commands.audit import cmd_audit
 from gitm_tui.commands.capture import cmd_capture
 from gitm_tui.commands.common import UsageError, error, say
 from gitm_tui.commands.decide import cmd_decision
+from gitm_tui.commands.diff import cmd_diff
 from gitm_tui.commands.doctor import cmd_doctor
 from gitm_tui.commands.run import run_config, run_parser
 from gitm_tui.commands.validate import cmd_validate
@@ -33,6 +34,7 @@ SUBCOMMANDS = {
     "doctor": cmd_doctor,
     "validate": cmd_validate,
     "analyze": cmd_analyze,
+    "diff": cmd_diff,
     "approve": lambda argv: cmd_decision("approve", argv),
     "reject": lambda argv: cmd_decision("reject", argv),
     "rollback": lambda argv: cmd_decision("rollback", argv),
