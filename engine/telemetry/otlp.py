@@ -562,6 +562,7 @@ def start_otlp(
             interval_s=max(MIN_EXPORT_INTERVAL_S, interval_s),
             log=log,
             sim_name=sim_name,
+            flush_timeout_s=FLUSH_TIMEOUT_S,
         )
     except (OtlpUnavailable, ValueError, RuntimeError, OSError) as e:
         log("warning", clean(f"OTLP sink not started: {e}", 400))
