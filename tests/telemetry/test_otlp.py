@@ -357,3 +357,15 @@ async def test_a_run_sends_its_telemetry_and_ends_with_a_dead_collector(
     assert fin.kind == "run_finished" and fin.status == "completed"
     warnings = [e.message for e in evs if e.kind == "log" and e.level == "warning"]
     assert len(warnings) == 1 and "OTLP" in warnings[0]
+
+
+def test_the_documented_table_is_the_code_s():
+    from pathlib import Path
+
+    doc = Path(__file__).parents[2] / "docs" / "telemetry.md"
+    rows = [
+        tuple(c.strip().strip("`") for c in line.strip("|").split("|"))
+        for line in doc.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `DCGM_")
+    ]
+    assert rows == [(f.name, f.unit, f.field, f.help) for f in DCGM]
