@@ -406,3 +406,35 @@ def test_htas_trace_diff_pair(big_pair, step):
     whole = diff_results(before, after)
     assert (whole.before.rows - whole.before.rows_in_steps) == 0
     assert (whole.after.rows - whole.after.rows_in_steps) == 614
+
+
+@pytest.mark.slow
+def test_htas_rounding_of_fractional_timestamps_is_reproduced_by_counting_hta(big_pair, tmp_path):
+    """A trace with ns digits in its timestamps (kineto/v100_32gb_ns_resolution): HTA rounds
+    each row to whole µs (start up, end down), so with exact counting the counts agree and the
+    times do not; ``counting="hta"`` rounds as HTA does and the times agree to the ns."""
+    from hta.trace_diff import DeviceType, LabeledTrace, TraceDiff
+
+    ns_trace = TRACES / "kineto" / "v100_32gb_ns_resolution.json.gz"
+    (tmp_path / ns_trace.name).symlink_to(ns_trace)
+    control = LabeledTrace("control", trace_dir=str(tmp_path))
+    (_, test), (_, after) = big_pair
+    table = TraceDiff.compare_traces(control, test, device_type=DeviceType.GPU)
+    ns_exact = analyze_trace(load_trace(str(ns_trace)))
+    ns_hta = analyze_trace(load_trace(str(ns_trace)), counting="hta")
+    test_hta = analyze_trace(load_trace(str(BIG[1])), counting="hta")
+    counted = {
+        "exact": diff_results(ns_exact, after, step_before="first"),
+        "hta": diff_results(ns_hta, test_hta, step_before="first"),
+    }
+    exact = _by_key(counted["exact"].kernels)
+    off = [n for n, row in table.iterrows()
+           if exact[n].before.total_ns != round(row["control_total_duration"] * US)]  # fmt: skip
+    assert len(off) >= 10  # HTA's µs rounding moves most of the control's names
+    assert all(
+        (exact[n].before.count, exact[n].after.count) == (r["control_counts"], r["test_counts"])
+        for n, r in table.iterrows()
+    )
+    _same_as_hta(
+        counted["hta"], table, TraceDiff.ops_diff(control, test, device_type=DeviceType.GPU)
+    )
