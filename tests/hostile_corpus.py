@@ -87,6 +87,15 @@ def _hostile_names(d: Path) -> None:
     (d / "names.json").write_bytes(hi.trace_bytes(evs))
 
 
+def _run_with_two_traces(d: Path) -> None:
+    """A run folder (it has a journal) holding both a capture's and a profile's trace."""
+    run = d / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_text("")
+    for name in ("trace.json", "profile.json"):
+        (run / name).write_bytes(hi.trace_bytes())
+
+
 # ------------------------------------------------------------------ audit ledgers
 def _ledger(d: Path, **over: object) -> None:
     led = {
@@ -157,6 +166,12 @@ CASES: list[Case] = [
          ("malformed",), _hostile_names),
     Case("a ucx:// cluster", ["analyze", "{d}/e.json", "--cluster", "ucx://host:1"], USAGE,
          ("--cluster",)),
+    # diff
+    Case("diff a FIFO", ["diff", "{d}/pipe.json", "{d}/pipe.json"], INPUT, ("pipe.json",), _fifo),
+    Case("diff escapes, markup, no dur", ["diff", "{d}/names.json", "{d}/names.json"], OK,
+         ("totals",), _hostile_names),
+    Case("diff a run with two traces", ["diff", "{d}/run", "{d}/run"], USAGE,
+         ("holds 2 traces",), _run_with_two_traces),
     # audit ledgers
     Case("ledger seeds 10**9", ["audit", "--verify", "{d}/ledger.json"], INPUT,
          ("ledger.json", "seeds: Input should be less than or equal to 100"),
