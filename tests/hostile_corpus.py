@@ -169,7 +169,7 @@ CASES: list[Case] = [
     # diff
     Case("diff a FIFO", ["diff", "{d}/pipe.json", "{d}/pipe.json"], INPUT, ("pipe.json",), _fifo),
     Case("diff escapes, markup, no dur", ["diff", "{d}/names.json", "{d}/names.json"], OK,
-         ("totals",), _hostile_names),
+         ("totals", "1 malformed event"), _hostile_names),
     Case("diff a run with two traces", ["diff", "{d}/run", "{d}/run"], USAGE,
          ("holds 2 traces",), _run_with_two_traces),
     # audit ledgers

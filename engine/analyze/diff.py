@@ -688,6 +688,12 @@ def _notes(before: AnalysisResult, after: AnalysisResult, a: _Scoped, b: _Scoped
                 f"{word}: {s.side.rows:,} of {whole:,} GPU rows launched in {s.side.scope}; "
                 f"{out:,} others (other steps, or no launch call) left out"
             )
+    for res, word in ((before, "before"), (after, "after")):
+        bad = res.trace.device_properties.get("malformed_events") or 0
+        if bad:
+            notes.append(
+                f"{word}: {bad:,} malformed events skipped (a ts or dur missing or unusable)"
+            )
     if before.analysis.counting != after.analysis.counting:
         notes.append("the two traces were counted differently: see each analysis's counting")
     return notes

@@ -214,6 +214,12 @@ def test_a_trace_without_host_rows_has_unknown_launches():
     assert any("before has no ProfilerStep" in n for n in d.notes)
 
 
+def test_skipped_events_are_said():
+    odd = Trace(AFTER.segments, AFTER.names, AFTER.host, {"malformed_events": 3}, "odd")
+    d = diff_traces(BEFORE, odd)
+    assert "after: 3 malformed events skipped (a ts or dur missing or unusable)" in d.notes
+
+
 def test_json_round_trips_and_the_committed_schema_is_current(synthetic):
     again = TraceDiff.model_validate_json(synthetic.to_json())
     assert again == synthetic
