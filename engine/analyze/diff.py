@@ -691,8 +691,9 @@ def _notes(before: AnalysisResult, after: AnalysisResult, a: _Scoped, b: _Scoped
     for res, word in ((before, "before"), (after, "after")):
         bad = res.trace.device_properties.get("malformed_events") or 0
         if bad:
+            plural = "s" if bad != 1 else ""
             notes.append(
-                f"{word}: {bad:,} malformed events skipped (a ts or dur missing or unusable)"
+                f"{word}: {bad:,} malformed event{plural} skipped (a ts or dur missing or unusable)"
             )
     if before.analysis.counting != after.analysis.counting:
         notes.append("the two traces were counted differently: see each analysis's counting")
