@@ -21,12 +21,16 @@ How it behaves, and why:
   id, name, vendor, type), run id and whether the device is simulated.
 * **When.** A daemon thread exports what arrived every ``interval_s`` (the run passes its
   sampling interval, at least a second); ``close`` wakes it for a last export and waits at most
-  ``flush_timeout_s`` (2 s), so a healthy collector gets every sample and a dead one costs the
-  run's end 2 s, never a hang.
+  ``flush_timeout_s`` (2 s) for it, so a healthy collector gets every sample — and not at all
+  when the collector is known to be down (its last request failed, or an export has waited
+  that long already), so a dead one costs the run's end nothing, and never a hang.
 * **When it fails.** ``write`` only appends under a lock (the event loop never waits on the
   network); an export that fails keeps its samples for the next one (``max_pending`` at most, the
-  oldest dropped first and counted) and the run goes on. The first failure is said once, as one
-  warning line through ``log``; the end of the run adds one info line with what was delivered.
+  oldest dropped first and counted) and the run goes on. The first failed request (refused, an
+  HTTP error — seen by our requests session as it happens, not after the exporter's retries) or
+  an export without an answer for ``NO_ANSWER_S`` is said once, as one warning line through
+  ``log``; the end of the run adds one line with what was delivered (the warning, if none was
+  said yet).
   ``log`` is only called from the thread that calls ``write`` / ``close`` (the event loop's), so
   the engine's bus is never touched from the export thread. The exporter's own log records from
   that thread are kept off stderr: their text (a collector's reason phrase) is outside text, shown
@@ -74,6 +78,9 @@ DEFAULT_BASE = "http://localhost:4318"
 #: the longest the end of a run waits for the last export: a collector that accepted the
 #: connection and never answers costs this, not the exporter's own timeout (10 s by default)
 FLUSH_TIMEOUT_S = 2.0
+#: an export without an answer this long is said (as the one warning) before it times out: a
+#: collector answers a second's samples in milliseconds; the SDK's own timeout is 10 s
+NO_ANSWER_S = 5.0
 #: samples kept while the collector cannot be reached: about 20 minutes of 8 GPUs sampled once a
 #: second; beyond it the oldest are dropped (and counted) so memory stays bounded
 MAX_PENDING = 10_000
@@ -231,21 +238,20 @@ class _ThreadRecords(logging.Filter):
         return False
 
 
-def _recording_session() -> Any:
-    """A requests Session (the exporter's transport) that remembers the last request's outcome
-    — the exception, or the HTTP status and reason phrase — which the exporter only logs."""
+def _recording_session(on_outcome: Callable[[str | None], None]) -> Any:
+    """A requests Session (the exporter's transport) that tells ``on_outcome`` how each request
+    went — None, or why not: the exception, the HTTP status and reason phrase — which the
+    exporter only logs, and only once its retries are over."""
     import requests
 
     class Session(requests.Session):
-        outcome: str | None = None
-
         def request(self, *args: Any, **kwargs: Any) -> Any:
             try:
                 r = super().request(*args, **kwargs)
             except Exception as e:
-                self.outcome = _exception_reason(e)
+                on_outcome(_exception_reason(e))
                 raise
-            self.outcome = None if r.ok else f"HTTP {r.status_code} {r.reason or ''}".strip()
+            on_outcome(None if r.ok else f"HTTP {r.status_code} {r.reason or ''}".strip())
             return r
 
     return Session()
@@ -294,7 +300,7 @@ class OtlpSink:
         self.host = socket.gethostname()
         # our own session tells why an export failed (the exporter returns only FAILURE); an
         # OTEL_PYTHON_EXPORTER_OTLP_HTTP_*CREDENTIAL_PROVIDER session is left to the exporter
-        self._session = None if _credential_provider() else _recording_session()
+        self._session = None if _credential_provider() else _recording_session(self._outcome)
         self._exporter = OTLPMetricExporter(
             endpoint=self.url, timeout=timeout_s, session=self._session
         )
@@ -324,6 +330,10 @@ class OtlpSink:
         self.failed_exports = 0
         self._failure: str | None = None  # the first failure's reason, until it is said
         self._warned = False
+        #: the last request failed (and none succeeded since): the collector is down
+        self._failing = False
+        #: monotonic time the export now under way started (None: none is)
+        self._inflight_since: float | None = None
         self._closed = False
         self._records = _ThreadRecords()
         self._quieted: list[logging.Logger] = []
@@ -345,33 +355,44 @@ class OtlpSink:
         self._say_failure()
 
     def close(self) -> None:
-        """Export what is left and stop: waits at most ``flush_timeout_s``, then leaves a
-        collector that does not answer behind (the export thread is a daemon)."""
+        """Export what is left and stop. Waits at most ``flush_timeout_s`` for that export, and
+        not at all when the collector is known to be down (its last request failed, or an
+        export has had no answer for ``flush_timeout_s`` already): then the export thread, a
+        daemon, is left behind."""
         if self._closed:
             return
         self._closed = True
+        with self._lock:
+            since = self._inflight_since
+            stuck = since is not None and time.monotonic() - since >= self.flush_timeout_s
+            wait = 0.0 if self._failing or stuck else self.flush_timeout_s
         self._stop.set()
-        self._thread.join(self.flush_timeout_s)
-        answered = not self._thread.is_alive()
+        self._thread.join(wait)
+        finished = not self._thread.is_alive()
         # ends the exporter's retry waits at once and closes its connections
         with contextlib.suppress(Exception):  # nothing is left to send through it anyway
             self._exporter.shutdown()
         self._say_failure()
         with self._lock:
             lost = self.written - self.delivered
+            since = self._inflight_since
         if lost == 0:
             self._log("info", f"OTLP: {self.delivered} samples exported to {self.shown_url}")
             return
-        why = (
-            f"the last export had not finished {self.flush_timeout_s:g} s after the run's end"
-            if not answered
-            else "exports failed"
-        )
+        if finished or since is None:
+            why = "exports failed"
+        elif self._failing:
+            why = "the collector was failing when the run ended"
+        else:
+            why = f"an export had no answer after {time.monotonic() - since:.1f} s"
         # a warning when nothing was said yet (a collector that never answered): one per run
         self._log(
             "info" if self._warned else "warning",
-            f"OTLP: {self.delivered} of {self.written} samples delivered to {self.shown_url} "
-            f"({why}); telemetry.jsonl in the run store has them all",
+            clean(
+                f"OTLP: {self.delivered} of {self.written} samples delivered to "
+                f"{self.shown_url} ({why}); telemetry.jsonl in the run store has them all",
+                400,
+            ),
         )
 
     @property
@@ -389,9 +410,15 @@ class OtlpSink:
             self.dropped += over
 
     def _say_failure(self) -> None:
-        """Say the first failed export, once, as one warning line (on the caller's thread)."""
+        """Say the first failed request — or an export without an answer for ``NO_ANSWER_S`` —
+        once, as one warning line (on the caller's thread)."""
         with self._lock:
             reason = None if self._warned else self._failure
+            since = self._inflight_since
+            if reason is None and not self._warned and since is not None:
+                age = time.monotonic() - since
+                if age >= NO_ANSWER_S:
+                    reason = f"no answer for {age:.0f} s"
             if reason is not None:
                 self._warned = True
         if reason is not None:
@@ -406,6 +433,13 @@ class OtlpSink:
             )
 
     # ------------------------------------------------------------------ the export thread
+    def _outcome(self, why: str | None) -> None:
+        """How one HTTP request went (the session's callback, on the export thread)."""
+        with self._lock:
+            self._failing = why is not None
+            if why is not None and self._failure is None:
+                self._failure = why
+
     def _quiet_exporter_logs(self) -> None:
         names = [
             n
@@ -433,29 +467,31 @@ class OtlpSink:
         with self._lock:
             batch = list(self._pending)
             self._pending.clear()
+            if batch:
+                self._inflight_since = time.monotonic()
         if not batch:
             return
         from opentelemetry.sdk.metrics.export import MetricExportResult
 
         self._records.last = None
-        if self._session is not None:
-            self._session.outcome = None
         try:
             data = self._metrics_data(batch)
             ok = (
                 not data.resource_metrics
                 or self._exporter.export(data) == MetricExportResult.SUCCESS
             )
-            outcome = self._session.outcome if self._session is not None else None
-            reason = outcome or self._records.last or "the collector did not accept the request"
+            reason = self._records.last or "the collector did not accept the request"
         except Exception as e:  # a transport error an exporter version raises instead of logging
             ok, reason = False, f"{type(e).__name__}: {e}"
         with self._lock:
+            self._inflight_since = None
             if ok:
                 self.delivered += len(batch)
+                self._failing = False
                 return
             self.failed_exports += 1
-            if self._failure is None:
+            self._failing = True
+            if self._failure is None:  # (the session's reason, when it had one, came first)
                 self._failure = reason
             # kept for the next export, before what arrived meanwhile; the oldest go first
             self._pending.extendleft(reversed(batch))
