@@ -17,8 +17,8 @@ def cmd_doctor(argv: Sequence[str]) -> ExitCode:
     p = Parser(
         prog=f"{PROG} doctor",
         description="What this machine can do: Python and packages, each GPU backend (found, or "
-        "why not), CUPTI and counter permission, numba cache, scratch dir, S3 mirror — with the "
-        "exact remedy for each problem.",
+        "why not), CUPTI and counter permission, numba cache, scratch dir, S3 mirror, OTLP sink "
+        "— with the exact remedy for each problem.",
     )
     p.add_argument("--json", action="store_true", help="the checks as JSON on stdout")
     ns = p.parse_args(argv)
