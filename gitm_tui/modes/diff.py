@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from engine.analyze.diff_model import Change, TraceDiff
-from gitm_tui.commands.diff import METRIC_NAMES, metric_value, ms, signed_ms
+from gitm_tui.commands.diff import METRIC_NAMES, metric_value, ms, short_name, signed_ms
 from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, mode_title, outside_text
 
@@ -74,8 +74,9 @@ class DiffScreen(Screen[None]):
     #diff-header { dock: top; height: 1; background: $panel; }
     #diff-summary { height: auto; padding: 0 1; }
     #diff-body { height: 1fr; }
-    #diff-table { width: 3fr; border: round $primary; }
-    #diff-totals { width: 2fr; border: round $primary; padding: 0 1; }
+    #diff-table { width: 1fr; border: round $primary; }
+    #diff-totals { width: 70; border: round $primary; padding: 0 1; }
+    #diff-details { height: auto; max-height: 4; padding: 0 1; }
     #diff-loading { height: 1fr; align: center middle; }
     #diff-loading LoadingIndicator { height: 3; }
     #diff-stage { width: 100%; content-align: center middle; color: $text-muted; }
@@ -118,6 +119,8 @@ class DiffScreen(Screen[None]):
         self._view = 0
         self.shown: TraceDiff | None = None
         self.rows: list[Change] = []
+        #: the highlighted row
+        self.selected: Change | None = None
         #: the loader's error line (the app then exits), and what it raised
         self.error: str | None = None
         self.failure: BaseException | None = None
@@ -143,6 +146,7 @@ class DiffScreen(Screen[None]):
         with Horizontal(id="diff-body"):
             yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)
             yield Static(totals_table(d), id="diff-totals")
+        yield Static(id="diff-details")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -190,29 +194,61 @@ class DiffScreen(Screen[None]):
         table = self.query_one("#diff-table", DataTable)
         table.clear(columns=True)
         table.border_title = title
+        kernels = field == "kernels"
         table.add_column("change", key="status")
-        table.add_column("kernel" if field == "kernels" else field[:-1], key="key", width=44)
+        table.add_column("kernel" if kernels else field[:-1], key="key", width=30)
+        table.add_column("Δ ms", key="delta")
+        table.add_column("Δ ms/step", key="step")
         table.add_column("calls", key="calls")
         table.add_column("ms before", key="before")
         table.add_column("ms after", key="after")
-        table.add_column("Δ ms", key="delta")
-        table.add_column("Δ ms/step", key="step")
-        table.add_column("label" if field == "kernels" else "class", key="extra")
+        table.add_column("label" if kernels else "class", key="extra")
         for i, c in enumerate(self.rows):
             label = c.after.label or c.before.label or ""
-            extra = label if field == "kernels" else (c.klass or "")
             table.add_row(
                 c.status,
-                Text(c.key, overflow="ellipsis", no_wrap=True),  # cleaned in self.shown
-                f"{c.before.count:,}→{c.after.count:,}",
-                ms(c.before.total_ns),
-                ms(c.after.total_ns),
-                signed_ms(c.delta_ns),
-                signed_ms(c.delta_per_step_ns),
-                extra,
+                # cleaned in self.shown; kernel names shortened (the details line has it whole)
+                Text(short_name(c.key) if kernels else c.key, overflow="ellipsis", no_wrap=True),
+                *(
+                    Text(cell, justify="right")
+                    for cell in (
+                        signed_ms(c.delta_ns),
+                        signed_ms(c.delta_per_step_ns),
+                        f"{c.before.count:,}→{c.after.count:,}",
+                        ms(c.before.total_ns),
+                        ms(c.after.total_ns),
+                    )
+                ),
+                label if kernels else (c.klass or ""),
                 key=str(i),
             )
+        if self.rows:
+            self._details(0)
         table.focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self._details(int(event.row_key.value))
+
+    def _details(self, i: int) -> None:
+        """The highlighted row whole: its full name (cleaned), class, mean time and label
+        before → after, and how much of its label rests on the name prior."""
+        c = self.rows[i]
+        self.selected = c
+        t = Text(c.key, style="bold")  # cleaned in self.shown
+        parts = [c.klass or "", f"status {c.status}"]
+        for word, f in (("before", c.before), ("after", c.after)):
+            if f.count:
+                mean = f"{(f.mean_ns or 0) / 1e3:,.2f} µs mean"
+                label = f", {f.label}" if f.label else ""
+                prior = (
+                    f" ({f.prior_share:.0%} of it on the name prior)"
+                    if f.prior_share is not None
+                    else ""
+                )
+                parts.append(f"{word}: {f.count:,} calls, {mean}{label}{prior}")
+        t.append("\n" + " · ".join(p for p in parts if p), style="")
+        self.query_one("#diff-details", Static).update(t)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.shown is not None if action == "cycle_view" else True

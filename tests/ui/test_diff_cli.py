@@ -136,7 +136,11 @@ async def test_the_screen_shows_the_top_rows_and_cycles_its_views(pair):
         assert table.row_count == min(5, pair.kernels_total)
         first = table.get_row_at(0)
         assert first[0] == pair.kernels[0].status
-        assert str(first[1]) == pair.cleaned(2000).kernels[0].key
+        top = pair.cleaned(2000).kernels[0]
+        assert str(first[1]) == short_name(top.key)  # shortened in the table …
+        details = str(app.query_one("#diff-details", Static).content)
+        assert details.startswith(top.key) and f"status {top.status}" in details  # … whole here
+        assert screen.selected == top
         console = Console(width=70, record=True)
         console.print(app.query_one("#diff-totals", Static).content)
         totals = console.export_text()
