@@ -122,19 +122,19 @@ def metrics_url(url: str, keep_metrics_path: bool = True) -> str:
     ``http://collector:4318/v1/metrics``); with ``keep_metrics_path`` a URL already ending in
     ``/v1/metrics`` is kept as it is. ValueError (one line) unless it is an http(s) URL with a
     host and a valid port."""
-    shown = clean(url, 200)
-    parts = urlsplit(url.strip())
+    bad = ValueError(
+        f"bad OTLP endpoint '{clean(url, 200)}': use http(s)://HOST[:PORT], e.g. "
+        "http://collector:4318"
+    )
     try:
+        parts = urlsplit(url.strip())  # raises ValueError for a bad [IPv6] host
         _ = parts.port  # raises ValueError for a port that is not a number in 0..65535
-        port_ok = True
     except ValueError:
-        port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise ValueError(
-            f"bad OTLP endpoint {shown!r}: use http(s)://HOST[:PORT], e.g. http://collector:4318"
-        )
+        raise bad from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise bad
     if parts.fragment:
-        raise ValueError(f"bad OTLP endpoint {shown!r}: a URL with a #fragment")
+        raise ValueError(f"bad OTLP endpoint '{clean(url, 200)}': a URL with a #fragment")
     path = parts.path.rstrip("/")
     if not (keep_metrics_path and path.endswith(METRICS_PATH)):
         path += METRICS_PATH
@@ -148,12 +148,17 @@ def resolve_endpoint(url: str | None) -> str:
     specification's order). ValueError (one line) for a URL that is not http(s)."""
     if url:
         return metrics_url(url)
-    signal = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
-    if signal:
-        metrics_url(signal)  # validated; used as it is, as the specification says
-        return signal
-    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_BASE
-    return metrics_url(base, keep_metrics_path=False)
+    for var in ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        value = os.environ.get(var, "").strip()
+        if not value:
+            continue
+        try:
+            full = metrics_url(value, keep_metrics_path=False)
+        except ValueError as e:
+            raise ValueError(f"{var}: {e}") from None
+        # the signal's own variable is used as it is, the base one gets the path (the spec)
+        return value if var == "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" else full
+    return metrics_url(DEFAULT_BASE)
 
 
 def shown_url(url: str) -> str:

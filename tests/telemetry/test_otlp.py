@@ -225,9 +225,21 @@ def test_endpoint_rules(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://base:4318")
     assert resolve_endpoint(None) == "http://base:4318/v1/metrics"
     assert resolve_endpoint("http://flag:4318") == "http://flag:4318/v1/metrics"  # the flag wins
-    for bad in ("collector:4318", "ftp://c", "http://", "http://c:99999", "http://c/#x"):
+    for bad in (
+        "collector:4318",
+        "ftp://c",
+        "http://",
+        "http://c:99999",
+        "http://c/#x",
+        "http://[::1",
+    ):
         with pytest.raises(ValueError, match="bad OTLP endpoint"):
             metrics_url(bad)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "ftp://x\x1b[2J")
+    with pytest.raises(ValueError) as e:
+        resolve_endpoint(None)
+    assert str(e.value).startswith("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: bad OTLP endpoint")
+    assert "\x1b" not in str(e.value) and "'ftp://x\\x1b[2J'" in str(e.value)
     assert otlp.shown_url("http://user:secret@c:4318/v1/metrics") == "http://c:4318/v1/metrics"
 
 
