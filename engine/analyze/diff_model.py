@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
 
-from engine.text import clean, escape_json_text, map_strings, valid_unicode
+from engine.text import clean, escape_json_text, map_strings, md_escape, valid_unicode
 
 #: 1: the first diff (issue 39)
 SCHEMA_VERSION = 1
@@ -152,6 +152,71 @@ class TraceDiff(_M):
         """A copy with every string through engine.text.clean (one line, no escape sequence, at
         most ``limit`` characters): what a terminal or a screen shows."""
         return TraceDiff.model_validate(map_strings(self.model_dump(), lambda s: clean(s, limit)))
+
+    def markdown(self, top: int = 10) -> str:
+        """A report section (Markdown): the headline totals before → after and the ``top``
+        kernel names with the largest |Δ time|; every string from a trace cleaned and
+        Markdown-escaped (engine.text), names cut at 120 characters. What the optimize report
+        shows for a kept lever (baseline trace vs trial trace)."""
+        lines = [
+            f"Compared: {_md(self.scope)}; before {_md(self.before.source)} "
+            f"({_md(self.before.device)}), after {_md(self.after.source)} "
+            f"({_md(self.after.device)}).",
+            "",
+            "| total | before | after | Δ |",
+            "|---|---:|---:|---:|",
+        ]
+        for name in ("gpu_time", "gpu_time_per_step", "busy", "idle", "launch_calls",
+                     "copies", "collective_time"):  # fmt: skip
+            m = self.metric(name)
+            cells = [_md_value(m.unit, v) for v in (m.before, m.after)]
+            delta = _md_value(m.unit, m.delta, signed=True)
+            lines.append(f"| {name.replace('_', ' ')} | {cells[0]} | {cells[1]} | {delta} |")
+        f = self.fingerprint
+        if f.available and f.value is not None:
+            verdict = "same workload" if f.same else "different workload"
+            lines += ["", f"Fingerprint distance {f.value:.3g} (threshold {f.threshold:.3g}): "
+                      f"{verdict}" + "".join(f"; {_md(r)}" for r in f.reasons)]  # fmt: skip
+        else:
+            lines += ["", f"Fingerprint: {_md(f.note or 'unknown')}."]
+        by = ", ".join(f"{n} {k}" for k, n in self.kernels_by_status.items() if n)
+        lines += [
+            "",
+            f"Kernels: {self.kernels_total:,} names ({by}); the largest changes in time:",
+            "",
+            "| change | kernel | calls | total ms | Δ ms |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for c in self.kernels[:top]:
+            lines.append(
+                f"| {c.status} | `{_code(c.key, 120)}` | {c.before.count:,} → {c.after.count:,} | "
+                f"{c.before.total_ns / 1e6:,.3f} → {c.after.total_ns / 1e6:,.3f} | "
+                f"{c.delta_ns / 1e6:+,.3f} |"
+            )
+        lines += [f"- {_md(n)}" for n in ([""] if self.notes else []) + self.notes if n]
+        return "\n".join(lines) + "\n"
+
+
+def _md(text: str, limit: int = 2000) -> str:
+    """Outside text for Markdown: one line, no escape sequence, markup characters escaped."""
+    return md_escape(clean(text, limit))
+
+
+def _code(name: str, limit: int) -> str:
+    """A name for a code span in a Markdown table (as engine.analyze.export.md_code): cleaned,
+    cut, no pipe or backtick (markup inside a code span is shown, never rendered)."""
+    return clean(name, limit).replace("|", "\\|").replace("`", "'")
+
+
+def _md_value(unit: str, v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "unknown"
+    sign = "+" if signed else ""
+    if unit == "ns":
+        return f"{v / 1e6:{sign},.3f} ms"
+    if unit == "bytes":
+        return f"{v / 1e6:{sign},.1f} MB"
+    return f"{v:{sign},.0f}"
 
 
 def diff_schema_json() -> str:

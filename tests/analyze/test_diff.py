@@ -242,6 +242,18 @@ def test_hostile_names_are_escaped_in_json_and_cleaned_for_the_screen():
     assert all("\x1b" not in c.key and "\u202e" not in c.key for c in shown.kernels)
 
 
+def test_the_report_section_is_markdown_with_its_names_made_safe(synthetic):
+    md = synthetic.markdown(top=3)
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ") and "→" in ln]
+    assert len(rows) == 3 and rows[0].startswith(f"| added | `{NCCL}` | 0 → 1 |")
+    assert "| launch calls | 4 | 5 | +1 |" in md and "| idle |" in md
+    evil = "[x](http://x/y.png) |`<script>\x1b[2J"
+    t = _trace([(evil, K, 7, 10, 20, 5, None)])
+    md = diff_traces(t, BEFORE).markdown()
+    line = next(ln for ln in md.splitlines() if "script" in ln)
+    assert "\x1b" not in md and "\\|'<script>" in line and line.count(" | ") == 4
+
+
 def test_the_fingerprint_is_compared_when_the_engine_has_one(synthetic):
     f = synthetic.fingerprint
     has = importlib.util.find_spec("engine.optimizer.fingerprint") is not None
