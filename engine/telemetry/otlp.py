@@ -5,13 +5,10 @@ the engine.
 
 How it behaves, and why:
 
-* **Where to.** ``--otlp URL`` is a base URL like ``OTEL_EXPORTER_OTLP_ENDPOINT``
-  (``http://collector:4318`` → ``…/v1/metrics``; a URL already ending in ``/v1/metrics`` is kept);
-  ``--otlp`` alone takes the endpoint from the environment by the OpenTelemetry rules
-  (``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as is, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus
-  ``/v1/metrics``, else ``http://localhost:4318/v1/metrics``). Headers, timeout, compression
-  and TLS files come from the standard ``OTEL_EXPORTER_OTLP_[METRICS_]*`` variables, read by the
-  SDK's exporter itself; ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` are merged into each
+* **Where to.** The endpoint rules are engine/telemetry/otlp_endpoint.py's (``--otlp URL`` a
+  base URL, ``--otlp`` alone the ``OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT`` variables). Headers,
+  timeout, compression and TLS files come from the standard ``OTEL_EXPORTER_OTLP_[METRICS_]*``
+  variables, read by the SDK's exporter itself; ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` are merged into each
   resource (``service.name`` is ``gitm-tui`` unless the environment names it).
 * **What.** Every sample becomes one data point per reported field, at the wall-clock time it
   reached the sink (a simulated device's own clock is not Unix time); a field a device did not
@@ -49,8 +46,16 @@ from collections import deque
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
+from engine.telemetry.otlp_endpoint import (
+    EXTRA,
+    OtlpUnavailable,
+    metrics_url,
+    missing_extra,
+    problem,
+    resolve_endpoint,
+    shown_url,
+)
 from engine.telemetry.sample import TelemetrySample
 from engine.telemetry.sinks import DCGM, DCGM_LABELS, dcgm_labels
 from engine.text import clean
@@ -66,15 +71,10 @@ __all__ = [
     "missing_extra",
     "problem",
     "resolve_endpoint",
+    "shown_url",
     "start_otlp",
 ]
 
-#: the one remedy for a missing SDK or exporter
-EXTRA = "pip install 'gitm-tui[otlp]'"
-#: OTLP/HTTP's metrics path, appended to a base URL (OTLP specification, "OTLP/HTTP Request")
-METRICS_PATH = "/v1/metrics"
-#: OTLP/HTTP's default endpoint (4318 is the port IANA assigned to OTLP/HTTP)
-DEFAULT_BASE = "http://localhost:4318"
 #: the longest the end of a run waits for the last export: a collector that accepted the
 #: connection and never answers costs this, not the exporter's own timeout (10 s by default)
 FLUSH_TIMEOUT_S = 2.0
@@ -95,96 +95,6 @@ VENDORS = {"nvml": "NVIDIA", "amdsmi": "AMD", "pyrsmi": "AMD", "simulated": "sim
 _QUIET = ("opentelemetry", "urllib3", "requests")
 
 Log = Callable[[str, str], None]
-
-
-class OtlpUnavailable(Exception):
-    """The ``[otlp]`` extra is not installed: the message is the one line to show."""
-
-
-def missing_extra() -> str | None:
-    """Return one line saying what is missing when the SDK or its OTLP/HTTP exporter cannot be
-    imported, else None."""
-    try:
-        import opentelemetry.exporter.otlp.proto.http.metric_exporter
-        import opentelemetry.sdk.metrics.export
-        import opentelemetry.sdk.resources  # noqa: F401
-    except ImportError as e:
-        what = e.name or "the OpenTelemetry SDK"
-        return (
-            f"--otlp needs the OpenTelemetry SDK and its OTLP/HTTP exporter ({what} cannot be "
-            f"imported): {EXTRA}"
-        )
-    return None
-
-
-def metrics_url(url: str, keep_metrics_path: bool = True) -> str:
-    """Return the OTLP/HTTP metrics URL of a base URL (``http://collector:4318`` →
-    ``http://collector:4318/v1/metrics``); with ``keep_metrics_path`` a URL already ending in
-    ``/v1/metrics`` is kept as it is. ValueError (one line) unless it is an http(s) URL with a
-    host and a valid port."""
-    bad = ValueError(
-        f"bad OTLP endpoint '{clean(url, 200)}': use http(s)://HOST[:PORT], e.g. "
-        "http://collector:4318"
-    )
-    try:
-        parts = urlsplit(url.strip())  # raises ValueError for a bad [IPv6] host
-        _ = parts.port  # raises ValueError for a port that is not a number in 0..65535
-    except ValueError:
-        raise bad from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise bad
-    if parts.fragment:
-        raise ValueError(f"bad OTLP endpoint '{clean(url, 200)}': a URL with a #fragment")
-    path = parts.path.rstrip("/")
-    if not (keep_metrics_path and path.endswith(METRICS_PATH)):
-        path += METRICS_PATH
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def resolve_endpoint(url: str | None) -> str:
-    """Return the metrics URL the sink posts to: ``url`` (a base URL, see ``metrics_url``), else
-    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as it is, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus
-    ``/v1/metrics``, else ``http://localhost:4318/v1/metrics`` (the OpenTelemetry exporter
-    specification's order). ValueError (one line) for a URL that is not http(s)."""
-    if url:
-        return metrics_url(url)
-    for var in ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
-        value = os.environ.get(var, "").strip()
-        if not value:
-            continue
-        try:
-            full = metrics_url(value, keep_metrics_path=False)
-        except ValueError as e:
-            raise ValueError(f"{var}: {e}") from None
-        # the signal's own variable is used as it is, the base one gets the path (the spec)
-        return value if var == "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" else full
-    return metrics_url(DEFAULT_BASE)
-
-
-def shown_url(url: str) -> str:
-    """The endpoint as it may be shown: credentials in it (``user:pass@``) left out, cleaned."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:
-        port = ""
-    return clean(urlunsplit((parts.scheme, host + port, parts.path, "", "")), 200)
-
-
-def problem(url: str | None) -> str | None:
-    """The one line that stops ``--otlp [URL]`` before a run starts — the extra missing, a bad
-    URL (given, or in the environment) — or None when the sink can start."""
-    why = missing_extra()
-    if why is not None:
-        return why
-    try:
-        resolve_endpoint(url or None)
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 def _credential_provider() -> bool:
