@@ -306,12 +306,12 @@ def diff_lines(d: TraceDiff, top: int = TOP) -> list[str]:
     for n in d.notes:
         lines += _wrap(n, "note: ")
     lines.append("")
-    lines.append(f"{'totals':<28}{'before':>18}{'after':>18}{'Δ':>18}{'Δ %':>9}")
+    lines.append(f"{'totals':<28}{'before':>18}{'after':>18}{'Δ':>18}{'Δ %':>11}")
     for m in d.totals:
         label = METRIC_NAMES.get(m.name, m.name)
         lines.append(
             f"{label:<28}{metric_value(m, m.before):>18}{metric_value(m, m.after):>18}"
-            f"{metric_value(m, m.delta, signed=True):>18}{_pct(m.before, m.delta):>9}"
+            f"{metric_value(m, m.delta, signed=True):>18}{_pct(m.before, m.delta):>11}"
         )
         if m.note:
             lines += _wrap(m.note, "    ")
@@ -336,25 +336,54 @@ def diff_lines(d: TraceDiff, top: int = TOP) -> list[str]:
     return lines
 
 
-def short_name(name: str) -> str:
-    """A kernel name without its template and function arguments and its return type, as a
-    person reads it in a table (``void at::native::f<4, …>(int, …)`` → ``at::native::f``);
-    copies and memsets as they are. For the text table only: --json keeps names whole, and two
-    names may shorten alike (each keeps its own row). Reads at most 4,096 characters."""
+def short_name(name: str, templates: bool = False) -> str:
+    """A kernel name without its function arguments, its return type and (unless
+    ``templates``) its template arguments, as a person reads it in a table (``void
+    at::native::f<4, …>(int, …)`` → ``at::native::f``, or ``at::native::f<4, …>``); copies and
+    memsets as they are. For the text only: --json keeps names whole. Reads at most 4,096
+    characters."""
     if name.startswith(("Memcpy", "Memset")) or ("<" not in name and "(" not in name):
         return name
     text = name[:4096].replace("(anonymous namespace)", "{anon}").replace("->", "")
     out: list[str] = []
-    depth = 0
+    angle = paren = 0
+    last_space = -1  # the last space outside <…> and (…): the return type ends there
     for ch in text:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(0, depth - 1)
-        elif depth == 0:
+        if angle == 0 and ch == "(":
+            paren += 1
+        elif angle == 0 and ch == ")" and paren:
+            paren -= 1
+        elif paren:
+            continue  # function arguments
+        elif ch == "<":
+            angle += 1
+            if templates:
+                out.append(ch)
+        elif ch == ">" and angle:
+            angle -= 1
+            if templates:
+                out.append(ch)
+        elif angle and not templates:
+            continue
+        else:
+            if ch == " " and angle == 0:
+                last_space = len(out)
             out.append(ch)
-    short = "".join(out).strip()
-    return short.split(" ")[-1] or name
+    short = "".join(out[last_space + 1 :]).strip()
+    return short or name
+
+
+def shown_names(keys: list[str]) -> list[str]:
+    """Each kernel name as the table shows it: shortened, with its template arguments where
+    two names would otherwise read alike (``cutlass::Kernel`` stands for many kernels)."""
+    short = [short_name(k) for k in keys]
+    seen: dict[str, int] = {}
+    for s in short:
+        seen[s] = seen.get(s, 0) + 1
+    return [
+        short_name(k, templates=True) if seen[s] > 1 else s
+        for k, s in zip(keys, short, strict=True)
+    ]
 
 
 def _change_table(
@@ -387,7 +416,7 @@ def _change_table(
     heads += ["Δ ms/step"] if per_step else []
     heads += ["label"] if kernels else ["prior"] if prior else []
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(heads)]
-    keys = [short_name(c.key) if kernels else c.key for c in rows]
+    keys = shown_names([c.key for c in rows]) if kernels else [c.key for c in rows]
     rest = max(16, WIDTH - sum(widths) + widths[1] - (len(heads) - 1))
     widths[1] = min(rest, max([len(head)] + [len(clean(k, rest)) for k in keys]))
     left = {0, 1, len(heads) - 1} if (kernels or prior) else {0, 1}

@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from engine.analyze.diff_model import Change, TraceDiff
-from gitm_tui.commands.diff import METRIC_NAMES, metric_value, ms, short_name, signed_ms
+from gitm_tui.commands.diff import METRIC_NAMES, metric_value, ms, shown_names, signed_ms
 from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, mode_title, outside_text
 
@@ -203,12 +203,13 @@ class DiffScreen(Screen[None]):
         table.add_column("ms before", key="before")
         table.add_column("ms after", key="after")
         table.add_column("label" if kernels else "class", key="extra")
-        for i, c in enumerate(self.rows):
+        keys = shown_names([c.key for c in self.rows]) if kernels else [c.key for c in self.rows]
+        for i, (c, key) in enumerate(zip(self.rows, keys, strict=True)):
             label = c.after.label or c.before.label or ""
             table.add_row(
                 c.status,
                 # cleaned in self.shown; kernel names shortened (the details line has it whole)
-                Text(short_name(c.key) if kernels else c.key, overflow="ellipsis", no_wrap=True),
+                Text(key, overflow="ellipsis", no_wrap=True),
                 *(
                     Text(cell, justify="right")
                     for cell in (

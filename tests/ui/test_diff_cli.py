@@ -18,7 +18,7 @@ from engine.analyze.run import load_trace
 from gitm_tui.app import GitmApp
 from gitm_tui.cli import main
 from gitm_tui.commands.common import UsageError
-from gitm_tui.commands.diff import WIDTH, diff_lines, parse_steps, short_name
+from gitm_tui.commands.diff import WIDTH, diff_lines, parse_steps, short_name, shown_names
 from gitm_tui.exit_codes import ExitCode
 from gitm_tui.modes.diff import DiffScreen
 from tests.paths import TRACES
@@ -69,10 +69,20 @@ def test_long_names_are_shortened_then_cut():
     assert short_name(name) == "at::native::vectorized_elementwise_kernel"
     assert short_name("void at::(anonymous namespace)::f<1>(int)") == "at::{anon}::f"
     assert short_name("Memcpy HtoD (Pinned -> Device)") == "Memcpy HtoD (Pinned -> Device)"
+    cutlass = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_nn>(cutlass_80::Params)"
+    assert (
+        short_name(cutlass, templates=True)
+        == "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_nn>"
+    )
     t = diff_traces(load_trace(str(A)), load_trace(str(A)))
     t.kernels[0] = t.kernels[0].model_copy(update={"key": "void " + "k" * 500 + "<int>(int)"})
     lines = diff_lines(t)
     assert max(map(len, lines)) <= WIDTH and any("kkk…" in line for line in lines)
+    # two names that shorten alike keep their template arguments: rows that can be told apart
+    for i, g in enumerate(("a", "b")):
+        t.kernels[i + 1] = t.kernels[i + 1].model_copy(update={"key": cutlass.replace("nn", g)})
+    lines = diff_lines(t)
+    assert sum("cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_" in ln for ln in lines) == 2
 
 
 def test_json_is_the_whole_diff_and_top_cuts_the_kernels(capsys):
@@ -137,7 +147,7 @@ async def test_the_screen_shows_the_top_rows_and_cycles_its_views(pair):
         first = table.get_row_at(0)
         assert first[0] == pair.kernels[0].status
         top = pair.cleaned(2000).kernels[0]
-        assert str(first[1]) == short_name(top.key)  # shortened in the table …
+        assert str(first[1]) == shown_names([c.key for c in pair.cleaned(2000).kernels[:5]])[0]
         details = str(app.query_one("#diff-details", Static).content)
         assert details.startswith(top.key) and f"status {top.status}" in details  # … whole here
         assert screen.selected == top
