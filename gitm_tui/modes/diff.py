@@ -74,8 +74,8 @@ class DiffScreen(Screen[None]):
     #diff-header { dock: top; height: 1; background: $panel; }
     #diff-summary { height: auto; padding: 0 1; }
     #diff-body { height: 1fr; }
-    #diff-table { width: 1fr; border: round $primary; }
-    #diff-totals { width: 70; border: round $primary; padding: 0 1; }
+    #diff-table { width: 1fr; border: round $gitm-border; }
+    #diff-totals { width: 70; border: round $gitm-border; padding: 0 1; }
     #diff-details { height: auto; max-height: 4; padding: 0 1; }
     #diff-loading { height: 1fr; align: center middle; }
     #diff-loading LoadingIndicator { height: 3; }
