@@ -18,9 +18,10 @@ How it behaves, and why:
   id, name, vendor, type), run id and whether the device is simulated.
 * **When.** A daemon thread exports what arrived every ``interval_s`` (the run passes its
   sampling interval, at least a second); ``close`` wakes it for a last export and waits at most
-  ``flush_timeout_s`` (2 s) for it, so a healthy collector gets every sample — and not at all
-  when the collector is known to be down (its last request failed, or an export has waited
-  that long already), so a dead one costs the run's end nothing, and never a hang.
+  ``flush_timeout_s`` (2 s), counted from the start of the export under way, so a healthy
+  collector gets every sample — and not at all when the collector is known to be down (its
+  last request failed), so a dead one costs the run's end at most 2 s (nothing once an export
+  has waited that long), never a hang.
 * **When it fails.** ``write`` only appends under a lock (the event loop never waits on the
   network); an export that fails keeps its samples for the next one (``max_pending`` at most, the
   oldest dropped first and counted) and the run goes on. The first failed request (refused, an
@@ -270,17 +271,19 @@ class OtlpSink:
         self._say_failure()
 
     def close(self) -> None:
-        """Export what is left and stop. Waits at most ``flush_timeout_s`` for that export, and
-        not at all when the collector is known to be down (its last request failed, or an
-        export has had no answer for ``flush_timeout_s`` already): then the export thread, a
+        """Export what is left and stop. Waits at most ``flush_timeout_s`` counted from the
+        start of the export under way (from now when none is), and not at all when the
+        collector is known to be down (its last request failed); then the export thread, a
         daemon, is left behind."""
         if self._closed:
             return
         self._closed = True
         with self._lock:
-            since = self._inflight_since
-            stuck = since is not None and time.monotonic() - since >= self.flush_timeout_s
-            wait = 0.0 if self._failing or stuck else self.flush_timeout_s
+            now = time.monotonic()
+            # an export that has waited already spent that part of its time: a collector that
+            # never answers costs the run's end nothing once its first export is that old
+            start = self._inflight_since if self._inflight_since is not None else now
+            wait = 0.0 if self._failing else max(0.0, start + self.flush_timeout_s - now)
         self._stop.set()
         self._thread.join(wait)
         finished = not self._thread.is_alive()
