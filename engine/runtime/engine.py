@@ -44,7 +44,7 @@ from engine.runtime.events import (
     RunFinished,
     TelemetryEvent,
 )
-from engine.runtime.phases import OptimizePhases, end_early, recover_earlier_runs
+from engine.runtime.phases import OptimizePhases, end_early, end_watch, recover_earlier_runs
 from engine.runtime.stream import DecodedStream
 from engine.runtime.warmup import in_daemon_thread
 from engine.store.runs import RunLock, new_run_id, run_path
@@ -297,6 +297,8 @@ class Engine:
                 status, report = phases.end_journal(status, report)
             elif cfg.optimize and self.backend is None:  # cut short before the loop began
                 report = end_early(self, status)
+            else:
+                end_watch(self, status)
             for sink in self._sinks:
                 sink.close()
             await sources.mirror(self)

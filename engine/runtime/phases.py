@@ -494,6 +494,22 @@ def end_early(eng: Engine, status: str) -> str:
         return ""
 
 
+def end_watch(eng: Engine, status: str) -> None:
+    """A watch run (``--watch``, or a real device's telemetry): it measures and applies
+    nothing, but its folder still gets a journal that says it started and how it ended, so the
+    next start does not take it for a run that died before its first record."""
+    try:
+        journal = Journal(eng.run_dir / "journal.jsonl")
+        journal.append(run_started(eng, traced=False))
+        journal.append(
+            {"type": "run_finished", "status": status, "note": "watch only: nothing applied"}
+        )
+        journal.close()
+    except Exception as e:  # the run store cannot be written: say so, keep the status
+        if not (eng.store_refused and write_refused(e)):  # (a full store: said once)
+            eng.log("error", f"the run's journal could not be written ({e!r})")
+
+
 async def recover_earlier_runs(eng: Engine) -> None:
     """Put back every dead run of this run store (DESIGN §6) and say what was done."""
     from engine.optimizer.report import rewrite_recovered

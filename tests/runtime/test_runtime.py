@@ -304,3 +304,16 @@ async def test_a_run_waiting_for_a_person_says_how_long_and_beats_not_floods(tmp
     assert all(b.waiting_s <= b.elapsed_s for b in waiting)
     assert [b.waiting_s for b in waiting] == sorted(b.waiting_s for b in waiting)  # it grows
     assert all(b.segments > 0 and b.regime_shares for b in waiting)  # counters as they stand
+
+
+async def test_a_watch_run_journals_its_end_so_the_next_start_does_not_call_it_dead():
+    """A run that only watches (no optimize loop) still journals its start and end: before, its
+    folder held only a lock and telemetry, and every next start warned it had died."""
+    cfg = dict(workload="kitti", budget_s=30, realtime=False, max_windows=2, seed=2)
+    first = Engine(RunConfig(**cfg, optimize=False))
+    await _collect(first)
+    journal = (first.run_dir / "journal.jsonl").read_text().splitlines()
+    assert '"run_started"' in journal[0] and '"watch only: nothing applied"' in journal[-1]
+    second = Engine(RunConfig(**cfg, optimize=False))
+    logs = [e.message for e in await _collect(second) if e.kind == "log"]
+    assert not [m for m in logs if "had died" in m], logs
