@@ -35,7 +35,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_import import REAL, traces  # noqa: E402
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
+from bench_import import REAL, traces  # noqa: E402  (each input checked against its pin)
 
 from engine.analyze.run import INTERPRET_MAX_ROWS  # noqa: E402
 from engine.trace.kineto.json_twin import MAX_BYTES as TWIN_MAX_BYTES  # noqa: E402
@@ -314,9 +315,11 @@ def main() -> None:
         "",
         growth,
         "",
+        *datasets.markdown("analyze_end_to_end"),
     ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "analyze_end_to_end.md").write_text("\n".join(lines))
+    datasets.write_inputs(ns.out, "analyze_end_to_end")
     print("\n".join(lines))
 
 

@@ -33,6 +33,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
+
 from engine.regimes import Regime  # noqa: E402
 from engine.runtime import EventBus, RunConfig  # noqa: E402
 from engine.runtime.events import (  # noqa: E402
@@ -50,6 +52,20 @@ NAMES = tuple(
 )
 
 
+def rows_per_batch(rate: int, streams: int) -> int:
+    """Rows in each batch the load engine publishes (one per stream every TICK_S)."""
+    return max(1, round(rate * TICK_S / streams))
+
+
+def load_batches(per: int, seed: int = 0) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """The SYNTHETIC load's 64 batches of ``per`` rows, published in turn: regime labels (drawn
+    with ``seed``) and kernel names. Pinned in benchmarks/datasets.json."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, len(Regime), (64, per)).astype(np.uint8)
+    names = [tuple(NAMES[(k + i) % len(NAMES)] for i in range(per)) for k in range(64)]
+    return labels, names
+
+
 class LoadEngine:
     """An EngineLike that only publishes: decoded rows at ``rate`` per second."""
 
@@ -59,7 +75,7 @@ class LoadEngine:
         self.rate, self.seconds, self.streams = rate, seconds, streams
         self.published: dict[int, float] = {}  # batch sequence → perf_counter at publication
         self.rows = 0
-        self.per = max(1, round(rate * TICK_S / streams))  # rows per batch
+        self.per = rows_per_batch(rate, streams)
         self._stop = asyncio.Event()
 
     def pause(self) -> None: ...
@@ -79,9 +95,7 @@ class LoadEngine:
         pub(PhaseChanged(t_wall=0.0, phase="profile", detail="SYNTHETIC load"))
         pub(KernelsReady(t_wall=0.0, backend="numba", seconds=0.0))
         per = self.per
-        rng = np.random.default_rng(0)
-        labels = rng.integers(0, len(Regime), (64, per)).astype(np.uint8)
-        names = [tuple(NAMES[(k + i) % len(NAMES)] for i in range(per)) for k in range(64)]
+        labels, names = load_batches(per)
         t0 = time.perf_counter()
         seq = 0
         tick = 0
@@ -241,6 +255,10 @@ def main() -> None:
     ap.add_argument("--first-runs", type=int, default=5, help="cold starts timed (0: none)")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ns = ap.parse_args()
+    per = rows_per_batch(ns.rate, ns.streams)
+    labels, names = load_batches(per)  # what LoadEngine publishes, checked against its pin
+    datasets.verify(datasets.load_name(per), data=datasets.array_chunks(labels=labels, names=names),
+                    generator="benchmarks.bench_dashboard:load_batches", params={"per": per})  # fmt: skip
     cold = first_run(ns.first_runs)
     r = asyncio.run(measure(ns.rate, ns.seconds, ns.streams))
     lines = [
@@ -304,8 +322,10 @@ def main() -> None:
             "target; the thread then loads them from the cache (warm_up_elsewhere).",
             "",
         ]
+    lines += datasets.markdown("dashboard_load")
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "dashboard_load.md").write_text("\n".join(lines))
+    datasets.write_inputs(ns.out, "dashboard_load")
     print("\n".join(lines))
 
 

@@ -87,6 +87,7 @@ def _read_floor():  # type: ignore[no-untyped-def]
 
 def worker(tool: str, n: int, repeat: int) -> dict:
     """Run one measurement in this process; return timings and memory."""
+    import datasets
     import numpy as np
 
     from engine.eesm import emission, stream_order, viterbi
@@ -96,6 +97,9 @@ def worker(tool: str, n: int, repeat: int) -> dict:
     small = make_segments(10_000)
     decode_fused(small)  # compile / load cache outside the timing
     seg = make_segments(n)
+    # the rows checked against their pin before any tool reads them (exit 3 if they differ)
+    read = datasets.verify(datasets.segments_name(n), data=datasets.column_chunks(seg),
+                           generator="benchmarks.bench_decode:make_segments", params={"n": n})  # fmt: skip
     cols9 = (
         seg.start_ns, seg.end_ns, seg.stream, seg.klass, seg.flops, seg.dram_bytes,
         seg.issue_active, seg.stall_frac, seg.occupancy,
@@ -162,6 +166,7 @@ def worker(tool: str, n: int, repeat: int) -> dict:
         "rows_per_s": n / best,
         "peak_extra_mib": max(0, peak - rss0) / 1024,
         "labels_crc32": zlib.crc32(np.ascontiguousarray(out, dtype=np.uint8).tobytes()),
+        "input": read.record(),
     }
 
 
@@ -175,6 +180,8 @@ def main() -> None:
     if ns.worker:
         print(json.dumps(worker(ns.worker[0], int(float(ns.worker[1])), ns.repeat)))
         return
+    import datasets
+
     env = {**os.environ, **ONE_CORE}
     rows = []
     for n in ns.sizes:
@@ -184,9 +191,13 @@ def main() -> None:
                 env=env,
                 capture_output=True,
                 text=True,
-                check=True,
             )
+            if p.returncode == datasets.EXIT_INPUT:  # the worker refused its input: its line
+                print((p.stderr.strip().splitlines() or ["?"])[-1], file=sys.stderr)
+                raise SystemExit(datasets.EXIT_INPUT)
+            p.check_returncode()
             r = json.loads(p.stdout.strip().splitlines()[-1])
+            datasets.remember(r.pop("input"))
             rows.append(r)
             print(
                 f"{tool:13s} {int(n):>10,} rows  {r['rows_per_s'] / 1e6:8.2f} M rows/s  "
@@ -228,10 +239,12 @@ def main() -> None:
         "(start, end, stream, class, flops, DRAM bytes, issue, stall, occupancy) once: a full "
         "decode at k× hmmlearn needs the floor well above k× hmmlearn.",
         "",
+        *datasets.markdown("decode_throughput"),
     ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "decode_throughput.md").write_text("\n".join(lines))
     (ns.out / "decode_throughput.json").write_text(json.dumps(rows, indent=2))
+    datasets.write_inputs(ns.out, "decode_throughput")
     print("\n".join(lines))
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "traces" / "kineto" / "a100_training_3streams.json.gz"
 CACHE = Path(__file__).parent / ".cache"
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
 
 
 def _peak_mib() -> float:
@@ -178,7 +179,9 @@ def _best_of(tool: str, path: Path, repeat: int) -> dict[str, float]:
 def traces(n_events: int) -> list[tuple[str, Path, int]]:
     """(label, path, event count) of the two inputs: the real A100 trace, copied alone into
     the cache (HTA reads a directory), and the synthetic one of about ``n_events`` events,
-    generated once and cached."""
+    generated once and cached. Each checked against its pin (benchmarks/datasets.json) before
+    it is read: a copy or cache that differs stops the benchmark (exit 3)."""
+    datasets.verify(REAL)  # the source of both, before anything reads it
     real_dir = CACHE / "real"
     real_dir.mkdir(parents=True, exist_ok=True)
     real = real_dir / REAL.name
@@ -194,6 +197,8 @@ def traces(n_events: int) -> list[tuple[str, Path, int]]:
         print(f"generating {n_events:,} synthetic events …", file=sys.stderr)
         count_file.write_text(str(generate(n_events, synth)))
     n_synth = int(count_file.read_text())
+    datasets.verify(datasets.REAL_TRACE, at=real)
+    datasets.verify(datasets.tiled_name(n_events), at=synth)
     return [
         ("A100 training (real)", real, n_real),
         (f"synthetic {n_synth / 1e6:.1f} M events", synth, n_synth),
@@ -210,6 +215,7 @@ def main() -> None:
     if ns.worker:
         print(json.dumps(stages(ns.worker[1]) if ns.worker[0] == "stages" else worker(*ns.worker)))
         return
+    datasets.verify(REAL)  # before the warm-up below reads it
     # numba compiles on the first import of a process; warm its cache outside the timing
     subprocess.run(
         [
@@ -244,6 +250,7 @@ def main() -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}.",
         "",
+        *datasets.markdown("import_kineto"),
         "| trace | events | .gz MB | gitm s | gitm M ev/s | gitm median s | gitm warm M ev/s "
         "| gitm s incl. imports | gitm peak MiB "
         "| HTA s | HTA k ev/s | HTA s incl. imports | HTA peak MiB | speed ratio | memory ratio |",
@@ -290,6 +297,7 @@ def main() -> None:
     ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "import_kineto.md").write_text("\n".join(lines))
+    datasets.write_inputs(ns.out, "import_kineto")
     print("\n".join(lines))
 
 

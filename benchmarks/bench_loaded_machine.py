@@ -32,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TRAIN = HERE / "programs" / "train_cnn.py"
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
 
 #: one busy process; "cycle": 20 s on, 10 s off (load that changes mid-run); "constant": on
 LOAD = {
@@ -86,6 +87,7 @@ def main() -> int:
     ap.add_argument("--only", choices=("train", "models", "all"), default="all")
     ap.add_argument("--load", choices=("cycle", "constant", "none"), default="cycle")
     a = ap.parse_args()
+    datasets.verify(TRAIN)  # the unmodified script, checked against its pin (exit 3 if it differs)
     load = None if a.load == "none" else subprocess.Popen([sys.executable, "-c", LOAD[a.load]])
     out = []
     try:
@@ -111,7 +113,8 @@ def main() -> int:
             load.kill()
     dest = HERE / "results" / f"loaded_machine_{a.label}.json"
     dest.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"results: {dest.relative_to(ROOT)}")
+    inputs = datasets.write_inputs(HERE / "results", f"loaded_machine_{a.label}")
+    print(f"results: {dest.relative_to(ROOT)}, inputs: {inputs.relative_to(ROOT)}")
     return 0
 
 

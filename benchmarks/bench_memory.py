@@ -34,7 +34,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_import import traces  # noqa: E402
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
+from bench_import import traces  # noqa: E402  (each input checked against its pin)
 
 #: the stages timed, in the order analyze runs them (module: function); a boundary is a call's
 #: start and its end, and what runs between two stages is a row of its own
@@ -237,9 +238,11 @@ def main() -> None:
         "runs by their anonymous "
         "memory as well as by their peaks. " + growth,
         "",
+        *datasets.markdown("memory_stages"),
     ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "memory_stages.md").write_text("\n".join(lines))
+    datasets.write_inputs(ns.out, "memory_stages")
     (ns.out / "memory_stages.json").write_text(
         json.dumps([{"trace": lab, "events": n, **r} for lab, n, r in results], indent=1)
     )

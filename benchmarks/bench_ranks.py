@@ -35,6 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
 
 GITM_SCRIPT = """
 import json, sys, time
@@ -75,22 +76,34 @@ print(json.dumps({"seconds": dt, "client_mib": own / 1024, "ranks": n}))
 """
 
 
-def _data(ranks: int, events: int) -> Path:
-    """The cached 64-rank (or larger) directory, and a directory of links to its first ranks."""
-    from engine.analyze.synth_ranks import iteration_kernels, write_ranks
+def rank_params(ranks: int, events: int) -> dict:
+    """write_ranks's arguments for ``ranks`` ranks of ~``events`` events (the pinned input's
+    parameters, benchmarks/datasets.json)."""
+    from engine.analyze.synth_ranks import iteration_kernels
 
-    top = max(64, ranks)
-    full = HERE / ".cache" / f"ranks-{top}x{events}"
     steps, buckets = 20, 4
     # events per rank ≈ 2 × steps × (kernels + buckets + 2)
     kernels = max(len(iteration_kernels("hft-lob")), events // (2 * steps) - buckets - 2)
+    return {
+        "ranks": ranks, "steps": steps, "kernels_per_step": kernels, "buckets": buckets,
+        "straggler": 5, "slow_link": [2, 3], "seed": 1,
+    }  # fmt: skip
+
+
+def _data(ranks: int, events: int) -> Path:
+    """The cached 64-rank (or larger) directory, and a directory of links to its first ranks;
+    each file checked against its pin before it is read."""
+    from engine.analyze.synth_ranks import write_ranks
+
+    top = max(64, ranks)
+    full = HERE / ".cache" / f"ranks-{top}x{events}"
     if not (full / "done").exists():
         print(f"generating {top} SYNTHETIC ranks of ~{events:,} events in {full} …", flush=True)
-        write_ranks(
-            full, ranks=top, steps=steps, kernels_per_step=kernels, buckets=buckets,
-            straggler=5, slow_link=(2, 3), seed=1,
-        )  # fmt: skip
+        kw = rank_params(top, events)
+        write_ranks(full, **{**kw, "slow_link": tuple(kw["slow_link"])})
         (full / "done").write_text("")
+    name = datasets.ranks_name(top, events)
+    datasets.verify(name, at=full)
     if ranks == top:
         return full
     sub = HERE / ".cache" / f"ranks-{ranks}of{top}x{events}"
@@ -99,6 +112,7 @@ def _data(ranks: int, events: int) -> Path:
         link = sub / f"rank{r:04d}.json.gz"
         if not link.exists():
             link.symlink_to(full / f"rank{r:04d}.json.gz")
+    datasets.verify(name, at=sub)
     return sub
 
 
@@ -246,9 +260,11 @@ def write(ns: argparse.Namespace, rows: list, size_mib: dict) -> None:
         "peak may be missed). The gitm client is what would grow with the number of ranks: only "
         "summaries cross the network, and each worker holds one rank's analysis at a time.",
         "",
+        *datasets.markdown("ranks_dask"),
     ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "ranks_dask.md").write_text("\n".join(lines))
+    datasets.write_inputs(ns.out, "ranks_dask")
     (ns.out / "ranks_dask.json").write_text(
         json.dumps([{"ranks": n, "gitm": g, "hta": h} for n, g, h in rows], indent=1) + "\n"
     )

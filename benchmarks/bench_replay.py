@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
+
 from engine.eesm.pipeline import EesmModel, decode_fused  # noqa: E402
 from engine.levers.library import LEVERS  # noqa: E402
 from engine.levers.model import Observation  # noqa: E402
@@ -48,6 +50,12 @@ def one_at_a_time(seed: int, model: EesmModel) -> list[dict]:
     for w in WORKLOADS:
         wl = SimWorkload(w, machine_seed=seed)
         m = wl.measure(wl.base, seed=seed * 100 + 1)
+        datasets.verify(
+            datasets.measure_name(w, seed, seed * 100 + 1),
+            data=datasets.trace_chunks(m.trace),
+            generator="engine.workloads.sim:SimWorkload.measure",
+            params={"workload": w, "machine_seed": seed, "state": "base", "seed": seed * 100 + 1},
+        )
         dec = decode_fused(m.trace.segments, model)
         dag = build_dag(m.trace, H100, m.iterations, regimes=dec.labels, window=m.window)
         obs = Observation(dag, schedule(dag), m.telemetry, H100, m.samples_per_iteration)
@@ -80,6 +88,12 @@ def in_loop(seed: int) -> list[dict]:
         with tempfile.TemporaryDirectory() as tmp:
             opt = Optimizer(w, Path(tmp), seed=seed, repeats=3)
             opt.profile()
+            datasets.verify(
+                datasets.profile_name(w, seed, 3),
+                data=datasets.trace_chunks(*(m.trace for m in opt.current)),
+                generator="engine.optimizer.loop:Optimizer.profile",
+                params={"workload": w, "repeats": 3, "seed": seed},
+            )
             opt.analyse()
             while True:
                 ivs = opt.propose(opt.rank())
@@ -165,10 +179,12 @@ def main() -> None:
         "",
         "Goal (issue #4): median ≤ 5% (Lumos reports 3.3% on real clusters, dPRO ~14%).",
         "",
+        *datasets.markdown("replay_accuracy"),
     ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "replay_accuracy.md").write_text("\n".join(lines))
     (ns.out / "replay_accuracy.json").write_text(json.dumps(rows, indent=1))
+    datasets.write_inputs(ns.out, "replay_accuracy")
     print("\n".join(lines))
 
 

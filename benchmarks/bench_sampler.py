@@ -18,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import datasets  # noqa: E402  (this one reads no input: datasets.NO_INPUTS)
+
 from engine.device.backend import SimBackend  # noqa: E402
 from engine.telemetry.backends import Backend, NvmlBackend  # noqa: E402
 from engine.telemetry.sampler import Sampler  # noqa: E402
@@ -59,8 +61,10 @@ def main() -> None:
     for label, b in rows:
         med, p99, devs = measure(b, ns.rounds)
         lines.append(f"| {label} | {devs} | {med:.1f} | {p99:.1f} | {med / 1e6:.4%} |")
+    lines += ["", *datasets.markdown("sampler_cost")]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "sampler_cost.md").write_text("\n".join(lines) + "\n")
+    datasets.write_inputs(ns.out, "sampler_cost")
     print("\n".join(lines))
 
 

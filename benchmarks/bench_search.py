@@ -28,6 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
+
 from engine.levers.library import LEVERS, by_id  # noqa: E402
 from engine.levers.model import Safety  # noqa: E402
 from engine.optimizer.loop import Optimizer  # noqa: E402
@@ -36,10 +38,21 @@ from engine.store.journal import State  # noqa: E402
 WORKLOADS = ("hft-lob", "af2", "kitti")
 
 
+def verify_profile(opt: Optimizer, workload: str, seed: int) -> None:
+    """The profile both searches start from, checked against its pin (exit 3 if it differs)."""
+    datasets.verify(
+        datasets.profile_name(workload, seed, 4),
+        data=datasets.trace_chunks(*(m.trace for m in opt.current)),
+        generator="engine.optimizer.loop:Optimizer.profile",
+        params={"workload": workload, "repeats": 4, "seed": seed},
+    )
+
+
 def gitm_search(workload: str, seed: int, target: float) -> tuple[int, bool, float]:
     with tempfile.TemporaryDirectory() as tmp:
         opt = Optimizer(workload, Path(tmp), seed=seed, repeats=4)
         opt.profile()
+        verify_profile(opt, workload, seed)
         opt.analyse()
         trials = 0
         while opt.gain() < target:
@@ -61,6 +74,7 @@ def random_search(
     with tempfile.TemporaryDirectory() as tmp:
         opt = Optimizer(workload, Path(tmp), seed=seed, repeats=4)
         opt.profile()
+        verify_profile(opt, workload, seed)
         opt.analyse()
         pool = [
             lv.id for lv in LEVERS if lv.spec.safety == Safety.SAFE and lv.sites(opt.wl.base).ok
@@ -132,9 +146,11 @@ def main() -> None:
                 f"| {target:.0%} | {w} | {gt:.1f} | {gr:.0%} | {rt:.1f} | {rr:.0%} | {ratio:.1f}× |"
             )
     lines += ["", f"Geometric mean of the ratios: {statistics.geometric_mean(ratios):.1f}×.", ""]
+    lines += datasets.markdown("search_efficiency")
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "search_efficiency.md").write_text("\n".join(lines))
     (ns.out / "search_efficiency.json").write_text(json.dumps(rows, indent=1))
+    datasets.write_inputs(ns.out, "search_efficiency")
     print("\n".join(lines))
 
 
