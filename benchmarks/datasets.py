@@ -450,6 +450,8 @@ def _check_files(
             f"input {_show(name)} ({_show(str(folder))}) holds a file its pin does not: "
             f"{_show(extra[0])}{made}"
         )
+    if not present:
+        raise _refuse(f"input {_show(name)} ({_show(str(folder))}) holds none of its files{made}")
     if pin.get("path") and (ROOT / pin["path"]).resolve() == folder.resolve():
         missing = [n for n in pinned if n not in present]
         if missing:

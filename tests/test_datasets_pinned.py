@@ -237,6 +237,10 @@ def test_a_rank_directory_names_the_file_that_differs(tmp_path, capsys):
         and "rank0001.json.gz differs" in err[0]
         and per["rank0001.json.gz"][0] in err[0]
     )
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(datasets.Refused):  # nothing to check is not a pass
+        datasets.verify("ranks", at=tmp_path / "empty", pins=pins)
+    assert "holds none of its files" in capsys.readouterr().err
     (full / "rank0001.json.gz").write_bytes(gzip.compress(b'{"rank": 1}'))
     (full / "rank0003.json.gz").write_bytes(gzip.compress(b"{}"))
     with pytest.raises(datasets.Refused):
