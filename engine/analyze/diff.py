@@ -51,6 +51,7 @@ from engine.trace.trace import ApiKind, HostEvents, Trace
 if TYPE_CHECKING:
     from engine.analyze.compute import AnalysisResult
     from engine.analyze.options import AnalyzeOptions, Hooks
+    from engine.analyze.run import FileOutcome
 
 __all__ = [
     "RUN_TRACES",
@@ -193,23 +194,41 @@ def diff_paths(
     through the analysis's front door as ``options`` say (hardware, counting; nothing is
     written). DiffInputError: an input cannot be read, or is a CPU-only trace; DiffUsageError:
     a folder of several traces, or a step a trace lacks."""
-    from engine.analyze.api import AnalysisFailed, AnalyzeOptions, CpuOnlyTrace, analyze
+    from engine.analyze.api import AnalyzeOptions, analyze
 
+    # both files in one call, here (workers=1: never on Dask): one first-run helper for both —
+    # two calls started two compile children on a first run (the second waiting on the first)
     opts = dataclasses.replace(
-        options or AnalyzeOptions(), keep_arrays=True, ranks=False, out_root=None, cluster=None
-    )
+        options or AnalyzeOptions(),
+        keep_arrays=True, ranks=False, out_root=None, cluster=None, workers=1,
+    )  # fmt: skip
     files = [trace_file_of(p) for p in (before, after)]  # both named before either is read
-    got = []
-    for f in files:
-        try:
-            got.append(analyze([f], opts, hooks).one())
-        except CpuOnlyTrace:
-            raise DiffInputError(
-                f"{f}: a CPU-only trace (no GPU rows): diff compares GPU rows"
-            ) from None
-        except AnalysisFailed as e:
-            raise DiffInputError(str(e)) from None
+    outcomes = analyze(files, opts, hooks).outcomes
+    got = [_result_of(f, outcomes) for f in files]
     return diff_results(got[0], got[1], step_before, step_after, top)
+
+
+def _result_of(path: str, outcomes: list[FileOutcome]) -> AnalysisResult:
+    """The analysis of ``path`` among the front door's outcomes (a file named twice is
+    analysed once); DiffInputError with its line when it has none."""
+    import os
+
+    from engine.analyze.remote import is_url
+
+    def same(o: FileOutcome) -> bool:
+        if o.path == path or is_url(path) or is_url(o.path):
+            return o.path == path
+        return o.path == str(Path(path)) or os.path.realpath(o.path) == os.path.realpath(path)
+
+    found = [o for o in outcomes if same(o)]
+    if not found:  # (not expected: every named file has its outcome)
+        raise DiffInputError(f"{path}: not analysed")
+    o = found[0]
+    if o.cpu is not None:
+        raise DiffInputError(f"{path}: a CPU-only trace (no GPU rows): diff compares GPU rows")
+    if o.result is None:
+        raise DiffInputError(o.error or f"{path}: not analysed")
+    return o.result
 
 
 def trace_file_of(path: str) -> str:

@@ -332,6 +332,9 @@ def test_inputs_that_cannot_be_read_are_one_line(tmp_path):
         diff_paths(str(bad), str(SMALL[1]), HERE)
     with pytest.raises(DiffInputError, match="no such file"):
         diff_paths(str(SMALL[0]), str(tmp_path / "missing.json"), HERE)
+    # one file named twice (two spellings) is read once and diffed with itself
+    twice = diff_paths(str(SMALL[0]), str(SMALL[0].parent / "." / SMALL[0].name), HERE)
+    assert twice.kernels and all(c.status == "unchanged" for c in twice.kernels)
     cpu = TRACES / "cpu" / "cpu_only_train_small.json.gz"
     with pytest.raises(DiffInputError, match="CPU-only"):
         diff_paths(str(cpu), str(SMALL[1]), HERE)
