@@ -1,0 +1,84 @@
+"""The workload fingerprint of a trace file (engine.optimizer.fingerprint): a device trace's
+kernels, or a CPU-only PyTorch trace's operators (engine.analyze.cpu_trace), with the op shapes
+the profile recorded (engine.trace.kineto.op_shapes). What `gitm-tui analyze` writes to
+analysis.json, what the optimize loops compare a trial's capture with, and what the ranks of one
+job are checked by."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engine.analyze.cpu_trace import CpuEvents, _nesting, read_cpu_events
+from engine.optimizer.fingerprint import (
+    Fingerprint,
+    OperatorCalls,
+    fingerprint_of_cpu,
+    fingerprint_of_trace,
+)
+from engine.trace.files import head
+from engine.trace.kineto.op_shapes import OpShapes, read_op_shapes
+from engine.trace.limits import ReadLimits
+from engine.trace.trace import Trace
+
+__all__ = ["fingerprint_file", "operator_calls", "shapes_of", "trace_fingerprint"]
+
+_STEP = "ProfilerStep#"
+
+
+def operator_calls(ev: CpuEvents, source: str = "") -> OperatorCalls:
+    """A CPU-only trace's operator calls with their self time (cpu_trace's per-thread nesting)
+    and its ProfilerStep spans, as engine.optimizer.fingerprint takes them."""
+    self_ns, _top = _nesting(ev)
+    ops = np.flatnonzero(ev.is_op)
+    is_step = np.array([n.startswith(_STEP) for n in ev.names], bool)
+    rng = np.flatnonzero(~ev.is_op & is_step[ev.name]) if len(ev) else np.zeros(0, np.int64)
+    return OperatorCalls(
+        names=ev.names,
+        name=ev.name[ops],
+        start_ns=ev.start[ops],
+        self_ns=self_ns[ops],
+        steps=[(int(ev.start[i]), int(ev.end[i])) for i in rng.tolist()],
+        source=source,
+    )
+
+
+def shapes_of(path: str | Path, limits: ReadLimits | None = None) -> OpShapes | None:
+    """The op shapes recorded in a Kineto JSON trace; None for a format that has none (Nsight
+    Systems SQLite). TraceImportError (one line) as the readers raise it."""
+    p = Path(path)
+    if head(p).startswith(b"SQLite format 3"):
+        return None
+    return read_op_shapes(p, limits)
+
+
+def trace_fingerprint(trace: Trace, limits: ReadLimits | None = None) -> Fingerprint:
+    """The fingerprint of an imported device trace, with the shapes its file recorded (read
+    again from ``trace.source`` when that is a local Kineto file; unknown otherwise)."""
+    shapes = None
+    src = Path(trace.source) if trace.source else None
+    if trace.device_properties.get("format") == "kineto" and src is not None and src.is_file():
+        shapes = shapes_of(src, limits)
+    return fingerprint_of_trace(trace, shapes)
+
+
+def fingerprint_file(path: str | Path, limits: ReadLimits | None = None) -> Fingerprint:
+    """The fingerprint of a trace file: its kernels where it has device rows, else (a Kineto
+    trace with no GPU row) its CPU operators. TraceImportError (one line) for a file that cannot
+    be read."""
+    from engine.trace.read import read_trace
+
+    p = Path(path)
+    trace = read_trace(p)
+    props = trace.device_properties
+    if len(trace.segments) or props.get("format") != "kineto":
+        return fingerprint_of_trace(trace, shapes_of(p, limits))
+    ev = read_cpu_events(p, limits)
+    fp = fingerprint_of_cpu(operator_calls(ev, str(p)), shapes_of(p, limits))
+    rank, world = props.get("rank"), props.get("world_size")
+    if rank is None and world is None:
+        return fp
+    from dataclasses import replace
+
+    return replace(fp, process=replace(fp.process, rank=rank, world_size=world))
