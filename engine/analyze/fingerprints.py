@@ -82,3 +82,50 @@ def fingerprint_file(path: str | Path, limits: ReadLimits | None = None) -> Fing
     from dataclasses import replace
 
     return replace(fp, process=replace(fp.process, rank=rank, world_size=world))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.analyze.fingerprints TRACE [OTHER]``: each trace's fingerprint in a
+    line and, given two, their distance and what differs. Exit 2 for bad arguments, 3 for a
+    file that cannot be read (one line on stderr; gitm_tui/exit_codes.py's USAGE and INPUT)."""
+    import argparse
+    import sys
+
+    from engine.optimizer.fingerprint import distance
+    from engine.text import clean
+    from engine.trace.errors import TraceImportError
+
+    ap = argparse.ArgumentParser(
+        prog="python -m engine.analyze.fingerprints", description=main.__doc__
+    )
+    ap.add_argument("traces", nargs="+", metavar="TRACE")
+    ap.add_argument("--json", action="store_true", help="the fingerprints as JSON lines")
+    ns = ap.parse_args(argv)
+    if len(ns.traces) > 2:
+        ap.error("one trace, or two to compare")
+    fps = []
+    for path in ns.traces:
+        try:
+            fps.append(fingerprint_file(path))
+        except (TraceImportError, OSError) as e:
+            print(f"fingerprints: error: {clean(str(e), 400)}", file=sys.stderr)
+            return 3
+    for path, fp in zip(ns.traces, fps, strict=True):
+        if ns.json:
+            print(fp.to_json())
+        else:
+            print(f"{clean(path, 120)}: {fp.summary_line()}")
+    if len(fps) == 2 and not ns.json:
+        d = distance(fps[0], fps[1])
+        print(
+            d.line().split(": ", 1)[0] + ": " + ("same workload" if d.same else "another workload")
+        )
+        for r in d.reasons:
+            print(f"  {r}")
+        for u in d.unknown:
+            print(f"  unknown: {u}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

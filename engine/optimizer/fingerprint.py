@@ -39,6 +39,7 @@ whole, so identity survives the cut); the ``reasons`` lines clean every name the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -412,6 +413,15 @@ def allowed_change_for(lever: str | Any) -> AllowedChange:
     return AllowedChange(lever_id, spec)
 
 
+#: the parts that say what runs, with the label their reason lines start with
+_PART = {
+    "kernels": "kernel mix",
+    "operators": "operator mix",
+    "classes": "class mix",
+    "dtypes": "dtype mix",
+}
+
+
 def credit_trial(
     baseline: Fingerprint, trial: Fingerprint, allowed: AllowedChange | None = None
 ) -> TrialCredit:
@@ -421,12 +431,26 @@ def credit_trial(
     allowed = allowed or AllowedChange("none", AllowedSpec(what="nothing but times"))
     d = _compare(baseline, trial, allowed.spec)
     lever = clean(allowed.lever, 40)
-    if d.same:
+    # what runs — kernel, operator and class mix, arithmetic types — must hold still in a
+    # trial beyond what the lever changes: a part past trial_part_max fails the trial even when
+    # the whole stays within the threshold (renaming a fifth of the kernels is 0.13 overall)
+    limit = load_params().trial_part_max
+    moved = [
+        f"{_PART[k]} moved {v:.2f} (a trial may move what its lever does not change by "
+        f"{limit:g} at most)"
+        for k, v in d.parts.items()
+        if k in _PART and v is not None and v > limit
+    ]
+    credited = d.same and not moved
+    if credited:
         reason = (
             f"same workload ({lever}: {allowed.what}): distance {d.value:.3f} ≤ {d.threshold:g}"
         )
     else:
+        why = moved + [r for r in d.reasons if not d.same or r.split(":")[0] in _PART.values()]
         reason = f"not the baseline's workload ({lever} allows {allowed.what}): " + "; ".join(
-            d.reasons[:3] or (f"distance {d.value:.3f} > {d.threshold:g}",)
+            why[:3] or (f"distance {d.value:.3f} > {d.threshold:g}",)
         )
-    return TrialCredit(d.same, d, allowed, reason)
+    if moved:
+        d = dataclasses.replace(d, same=False, reasons=(*moved, *d.reasons))
+    return TrialCredit(credited, d, allowed, reason)

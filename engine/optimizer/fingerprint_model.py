@@ -58,6 +58,7 @@ class FingerprintParams(_Strict):
     reason_floor: float = Field(ge=0, lt=1)
     activity_tolerance: float = Field(ge=0, lt=1)
     max_rows: int = Field(gt=0)
+    trial_part_max: float = Field(gt=0, lt=1)
     allowed: dict[str, AllowedSpec]
 
 
