@@ -53,14 +53,10 @@ def shapes_of(path: str | Path, limits: ReadLimits | None = None) -> OpShapes | 
     return read_op_shapes(p, limits)
 
 
-def trace_fingerprint(trace: Trace, limits: ReadLimits | None = None) -> Fingerprint:
-    """The fingerprint of an imported device trace, with the shapes its file recorded (read
-    again from ``trace.source`` when that is a local Kineto file; unknown otherwise)."""
-    shapes = None
-    src = Path(trace.source) if trace.source else None
-    if trace.device_properties.get("format") == "kineto" and src is not None and src.is_file():
-        shapes = shapes_of(src, limits)
-    return fingerprint_of_trace(trace, shapes)
+def trace_fingerprint(trace: Trace) -> Fingerprint:
+    """The fingerprint of an imported device trace, with the shapes its importer kept (a Kineto
+    trace's: the ops whose work it derives; none from Nsight exports or CUPTI captures)."""
+    return fingerprint_of_trace(trace)
 
 
 def fingerprint_file(path: str | Path, limits: ReadLimits | None = None) -> Fingerprint:
@@ -73,8 +69,10 @@ def fingerprint_file(path: str | Path, limits: ReadLimits | None = None) -> Fing
     trace = read_trace(p)
     props = trace.device_properties
     if len(trace.segments) or props.get("format") != "kineto":
-        return fingerprint_of_trace(trace, shapes_of(p, limits))
+        return fingerprint_of_trace(trace)
     ev = read_cpu_events(p, limits)
+    # every op's shapes (a CPU trace's ops are its workload; the importer kept only those whose
+    # work it derives): one more pass over a CPU trace, which is small
     fp = fingerprint_of_cpu(operator_calls(ev, str(p)), shapes_of(p, limits))
     rank, world = props.get("rank"), props.get("world_size")
     if rank is None and world is None:

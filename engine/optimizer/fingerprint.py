@@ -339,10 +339,11 @@ def _compare(
         dt = min(1.0, max(0.0, excess / math.log(2)))
     parts["time"] = dt
     # the value
+    # each part is evidence on its own: 1 − Π(1 − d)^w — a part that changed is not outvoted
+    # by the parts that did not (a changed batch size leaves the operator names alone)
     judged = {k: v for k, v in parts.items() if v is not None and k != "time"}
-    total_w = sum(w.get(k, 1.0) for k in judged)
-    soft = sum(w.get(k, 1.0) * v for k, v in judged.items()) / total_w if total_w else 0.0
-    value = min(1.0, soft + p.time_weight * (dt or 0.0))
+    kept = math.prod((1.0 - min(v, 1.0)) ** w.get(k, 1.0) for k, v in judged.items())
+    value = min(1.0, 1.0 - kept + p.time_weight * (dt or 0.0))
     if not judged:
         unknown.append("no structural part could be judged: the verdict rests on device and size")
     if hard:

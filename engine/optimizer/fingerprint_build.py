@@ -288,10 +288,13 @@ def _steps_of(
 
 def fingerprint_of_trace(trace: Trace, shapes: OpShapes | None = None) -> Fingerprint:
     """The fingerprint of a device trace (any importer's or a live capture's ``Trace``).
-    ``shapes``: the op shapes recorded with it (engine.trace.kineto.op_shapes.read_op_shapes
-    of the same file; None: shapes unknown, said so)."""
+    ``shapes``: the op shapes recorded with it; None: those the Kineto importer kept
+    (``device_properties["op_shapes"]``: the ops whose work it derives), else unknown (said
+    so: an Nsight export or a CUPTI capture records none)."""
     p = load_params()
     seg, props, host = trace.segments, trace.device_properties, trace.host
+    if shapes is None and isinstance(props.get("op_shapes"), OpShapes):
+        shapes = props["op_shapes"]
     names = trace.names.names()
     notes: list[str] = []
     # each device row's time on the host clock (its launch call) where linked: a GPU running

@@ -54,6 +54,7 @@ from engine.trace.kineto import json_twin
 from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, chunks, metadata, prefetched
 from engine.trace.kineto.collectives import collective_meta
 from engine.trace.kineto.derive import derive_work
+from engine.trace.kineto.op_shapes import from_derived_ops
 from engine.trace.kineto.shapes import OpWork, may_derive, op_work
 from engine.trace.limits import ReadLimits, check_times
 from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
@@ -812,6 +813,9 @@ def _build(
                 part["tid"] = t[keep[off : off + len(t)]]
                 off += len(t)
         del keep
+    # the recorded shapes of the ops whose work is derived, for the workload fingerprint (read
+    # from the blocks before derive_work consumes them: engine.trace.kineto.op_shapes)
+    op_shapes = from_derived_ops(cols.op_work_memo, cols.work_index, cols.ops, cols.framework_ops)
     seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work, compiled)
     cols.ops, cols.work = [], []
     give_back()  # the derivation's transients: the analysis starts from what the trace keeps
@@ -840,6 +844,7 @@ def _build(
         "mtia_events": cols.mtia,
         "mtia_streams": len(cols.mtia_streams),
         "mtia_unstreamed_events": cols.mtia_unstreamed,
+        "op_shapes": op_shapes,
     }
     if cols.mtia:  # the device the rows ran on, as the trace names it (no catalogue entry)
         props["platform"] = "mtia"

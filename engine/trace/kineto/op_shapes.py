@@ -17,6 +17,7 @@ Nothing is interpreted here; a caller that shows them cleans them (engine.text.c
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from engine.trace.kineto import json_scan as js
 from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, chunks, prefetched
 from engine.trace.limits import ReadLimits
 
-__all__ = ["MAX_GROUPS", "OpShapes", "read_op_shapes"]
+__all__ = ["MAX_GROUPS", "OpShapes", "from_derived_ops", "read_op_shapes"]
 
 #: distinct (name, dims, types) groups kept: a training loop has tens to a few thousand; a
 #: trace whose every op has shapes of its own (a hostile or a dynamic-shape one) stops adding
@@ -61,6 +62,16 @@ class OpShapes:
     calls: int = 0
     #: calls not kept: their group came after MAX_GROUPS others
     dropped: int = 0
+
+    def __eq__(self, other: object) -> bool:  # (equal content: two reads of one file)
+        if not isinstance(other, OpShapes):
+            return NotImplemented
+        return (
+            (self.ops, self.dims, self.types, self.calls, self.dropped)
+            == (other.ops, other.dims, other.types, other.calls, other.dropped)
+            and np.array_equal(self.group, other.group)
+            and np.array_equal(self.start_ns, other.start_ns)
+        )
 
     @property
     def recorded(self) -> bool:
@@ -237,3 +248,49 @@ def read_op_shapes(path: str | Path, limits: ReadLimits | None = None) -> OpShap
     finally:
         stream.close()
     return got.shapes()
+
+
+def _compact_text(text: str) -> str:
+    """A recorded value's text as compact JSON (the reader's raw slice may hold blanks)."""
+    try:
+        return _compact(json.loads(text))
+    except (ValueError, RecursionError):
+        return text
+
+
+def from_derived_ops(
+    memo: Mapping[tuple[str, ...], Any],
+    work_index: Mapping[int, int],
+    op_parts: Sequence[Mapping[str, np.ndarray]],
+    calls: int = 0,
+) -> OpShapes:
+    """The shapes the Kineto importer already read, without a second pass: those of the ops
+    whose work it derives (matmul, convolution, attention, norm and elementwise families:
+    engine.trace.kineto.shapes.may_derive) — its memo of (name, Input Dims text, Input type
+    text, …) → work, each work's index, and each kept op's work index and start (the op blocks,
+    read, not consumed). A 2 M-event trace's ~150k such ops cost two arrays' concatenation."""
+    groups: dict[tuple[str, str, str], int] = {}
+    ops: list[str] = []
+    dims: list[str] = []
+    types: list[str] = []
+    lut = np.full(len(work_index) + 1, -1, np.int64)
+    for key, w in memo.items():
+        k = work_index.get(id(w)) if w is not None else None
+        if k is None or k >= len(lut) - 1 or len(key) < 3:
+            continue
+        g_key = (key[0], _compact_text(key[1]), _compact_text(key[2]))
+        g = groups.get(g_key)
+        if g is None:
+            g = groups[g_key] = len(ops)
+            ops.append(g_key[0])
+            dims.append(g_key[1])
+            types.append(g_key[2])
+        lut[k] = g
+    if not op_parts or not ops:
+        return OpShapes(ops, dims, types, np.zeros(0, np.int64), np.zeros(0, np.int64), calls)
+    work = np.concatenate([np.asarray(o["work"], np.int64) for o in op_parts])
+    start = np.concatenate([np.asarray(o["start"], np.int64) for o in op_parts])
+    group = lut[np.clip(work, 0, len(lut) - 1)]
+    group[(work < 0) | (work >= len(lut) - 1)] = -1
+    keep = group >= 0
+    return OpShapes(ops, dims, types, group[keep], start[keep], calls)
