@@ -16,6 +16,7 @@ from engine.analyze.model import (
     Analysis,
     CommStats,
     Evidence,
+    FingerprintSummary,
     Hardware,
     Idle,
     Invariant,
@@ -26,6 +27,7 @@ from engine.analyze.model import (
 )
 from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
+from engine.optimizer.fingerprint import Fingerprint, fingerprint_of_trace
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
 from engine.planner.catalogue import GpuPeaks, by_id, detect
 from engine.planner.graph import (
@@ -70,6 +72,8 @@ class AnalysisResult:
     #: the invariants' verdicts as the optimize loop's monitor gives them, every violation
     #: (citing ``rows`` by index); ``analysis.invariants`` is their analysis.json form
     verdicts: list[InvariantResult] = field(default_factory=list)
+    #: the workload's fingerprint (engine.optimizer.fingerprint): fingerprint.json
+    fingerprint: Fingerprint | None = None
 
 
 def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hardware, list[str]]:
@@ -375,6 +379,8 @@ def analyze_trace(
 
 
 def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> AnalysisResult:
+    # the workload's identity, whatever is counted (~0.07 s on a 2 M-event trace)
+    fingerprint = fingerprint_of_trace(trace) if len(trace.segments) else None
     trace, counting_note = _counting(trace, counting)
     seg = trace.segments
     timed = np.isin(seg.kind, np.array(_TIMED, np.uint8))
@@ -584,8 +590,12 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         in_use=levers.in_use if levers else [],
         interventions=levers.estimates if levers else [],
         notes=notes,
+        fingerprint=FingerprintSummary.of(fingerprint) if fingerprint is not None else None,
     )
-    return AnalysisResult(analysis=analysis, rows=rows, decoded=dec, trace=trace, verdicts=verdicts)
+    return AnalysisResult(
+        analysis=analysis, rows=rows, decoded=dec, trace=trace, verdicts=verdicts,
+        fingerprint=fingerprint,
+    )  # fmt: skip
 
 
 def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:

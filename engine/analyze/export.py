@@ -224,8 +224,10 @@ def report_markdown(a: Analysis) -> str:
             else f"; mean confidence {a.evidence.mean_confidence:.2f} (time-weighted)"
         ),
         f"* counting: {a.counting}",
-        "",
     ]
+    if a.fingerprint is not None:  # (cleaned with the rest; names in it are the device's only)
+        lines.append(f"* workload {md_text(a.fingerprint.line)} (docs/fingerprint.md)")
+    lines.append("")
     if a.evidence is not None:
         lines += [f"Tiers: {a.evidence.note}.", ""]
     lines += [
@@ -378,12 +380,18 @@ def report_markdown(a: Analysis) -> str:
 
 
 def write_outputs(res: AnalysisResult, out_dir: Path) -> list[Path]:
-    """Write analysis.json, report.md and perfetto.json into ``out_dir`` (atomically)."""
+    """Write analysis.json, report.md and perfetto.json into ``out_dir`` (atomically), and
+    fingerprint.json (the workload fingerprint whole: engine.optimizer.fingerprint
+    ``Fingerprint.from_json`` reads it back; names as the trace wrote them, JSON-escaped)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "analysis.json", out_dir / "report.md", out_dir / "perfetto.json"]
     atomic_write_text(paths[0], analysis_json(res.analysis))
     atomic_write_text(paths[1], report_markdown(res.analysis))
     atomic_write_text(paths[2], perfetto_json(res))
+    if res.fingerprint is not None:
+        paths.append(out_dir / "fingerprint.json")
+        text = json.dumps(map_strings(res.fingerprint.to_dict(), valid_unicode), ensure_ascii=True)
+        atomic_write_text(paths[-1], text + "\n")
     return paths
 
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.optimizer.fingerprint import Fingerprint
 from engine.optimizer.monitor import InvariantResult, Violation
 
 #: 2: hardware may be unknown (id None), evidence tiers and confidence per kernel, copies,
@@ -275,6 +276,45 @@ class LeverEstimate(_M):
         return f"{self.predicted_gain:+.1%} ({lo:+.1%} … {hi:+.1%})"
 
 
+class FingerprintSummary(_M):
+    """The workload fingerprint in brief (engine.optimizer.fingerprint; the whole of it —
+    kernel and shape rows — in fingerprint.json beside analysis.json; docs/fingerprint.md)."""
+
+    digest: str = Field(description="hash of names, calls per step, shapes, dtypes, device")
+    line: str = Field(description="the fingerprint in one line, as report.md shows it")
+    kind: Literal["gpu", "cpu"]
+    device: str = Field(description="catalogue name, else as the trace reports it; '' unknown")
+    steps: int
+    steps_found_by: str = Field(description="ProfilerStep, repeating sequence, or unknown")
+    kernel_names: int
+    shapes: int | None = Field(description="distinct recorded op shapes (None: not recorded)")
+    launches_per_step: float | None
+    copies_per_step: float | None
+    collectives_per_step: float | None
+    world_size: int | None
+    notes: list[str]
+
+    @classmethod
+    def of(cls, fp: Fingerprint) -> FingerprintSummary:
+        """The summary of a fingerprint."""
+        a = fp.activity
+        return cls(
+            digest=fp.digest(),
+            line=fp.summary_line(),
+            kind="cpu" if fp.kind == "cpu" else "gpu",
+            device=fp.device,
+            steps=fp.steps.count,
+            steps_found_by=fp.steps.how,
+            kernel_names=len(fp.kernels),
+            shapes=len(fp.shapes) if fp.shapes_recorded else None,
+            launches_per_step=a.launches,
+            copies_per_step=a.copies,
+            collectives_per_step=a.collectives,
+            world_size=fp.process.world_size,
+            notes=list(fp.notes),
+        )
+
+
 class Analysis(_M):
     schema_version: int = SCHEMA_VERSION
     source: str
@@ -313,3 +353,6 @@ class Analysis(_M):
         "conservative end of their interval (best first), then ceilings, then those not judged",
     )
     notes: list[str]
+    fingerprint: FingerprintSummary | None = Field(
+        default=None, description="the workload's fingerprint in brief (None: not computed)"
+    )

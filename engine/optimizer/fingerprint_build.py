@@ -126,8 +126,13 @@ def per_step(
     if not len(ids):
         z = np.zeros(0)
         return np.zeros(0, np.int64), z, z
-    keys, inv = np.unique(ids, return_inverse=True)
-    inv = inv.reshape(-1)
+    if ids.min() >= 0 and ids.max() < max(1 << 16, 2 * len(ids)):  # (small ids: no sort)
+        present = np.bincount(ids) > 0
+        keys = np.flatnonzero(present)
+        inv = (np.cumsum(present) - 1)[ids]
+    else:
+        keys, inv = np.unique(ids, return_inverse=True)
+        inv = inv.reshape(-1)
     k = len(keys)
     if n_steps * k > _MEDIAN_CELLS or n_steps <= 2:  # two steps: the median is the mean
         calls = np.bincount(inv, minlength=k) / n_steps
@@ -327,7 +332,8 @@ def fingerprint_of_trace(trace: Trace, shapes: OpShapes | None = None) -> Finger
     mix, cut = _mix(seg.name[ki], kstep, n, dur[ki], names, p.max_rows)
     if cut:
         notes.append(f"{cut:,} rarer kernel names left out (max_rows {p.max_rows})")
-    klass_of = dict(zip(seg.name[ki].tolist(), seg.klass[ki].tolist(), strict=True))
+    klass_of = np.zeros(len(names) + 1, np.uint8)
+    klass_of[seg.name[ki]] = seg.klass[ki]
     kernels = tuple(MixRow(_name(names[i]), c, t, Klass(klass_of[i]).name) for i, c, t in mix)
     cmix, _ = _mix(seg.klass[ki], kstep, n, dur[ki], [k.name for k in Klass], len(Klass))
     classes = tuple(MixRow(Klass(i).name, c, t) for i, c, t in cmix)
@@ -354,7 +360,10 @@ def fingerprint_of_trace(trace: Trace, shapes: OpShapes | None = None) -> Finger
     dkeys, dcalls, _ = per_step(codes[typed], kstep[typed], n)
     dtypes = tuple((DTYPES[int(c)], float(x)) for c, x in zip(dkeys, dcalls, strict=True) if x)
     if not typed.any() and len(ki):
-        notes.append("no kernel's arithmetic type is known (no recorded shapes): dtype mix unknown")
+        notes.append(
+            "no kernel's arithmetic type is known (derived from recorded matmul, convolution "
+            "and elementwise shapes): dtype mix unknown"
+        )
     shape_rows, recorded, _types, shape_notes = _shape_rows(shapes, steps, p.max_rows)
     notes += shape_notes if recorded else [*shape_notes, _NO_SHAPES]
     return Fingerprint(

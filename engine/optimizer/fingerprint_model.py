@@ -173,7 +173,10 @@ class Fingerprint:
         (the device name cleaned: it comes from the trace)."""
         parts = []
         if self.kind == "gpu":
-            parts.append(f"{len(self.kernels):,} kernel names in {len(self.classes)} classes")
+            nc = len(self.classes)
+            parts.append(
+                f"{len(self.kernels):,} kernel names in {nc} class{'es' if nc != 1 else ''}"
+            )
         else:
             parts.append(f"{len(self.operators):,} operators (CPU-only trace: no kernels)")
         a = self.activity

@@ -302,3 +302,25 @@ def test_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert main([str(bad)]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ analyze writes it
+def test_analyze_writes_the_fingerprint(tmp_path: Path) -> None:
+    """analysis.json holds it in brief, fingerprint.json whole (read back equal), report.md in
+    one line — the fingerprint a trial or `gitm-tui diff` of a run folder compares."""
+    from engine.analyze.api import AnalyzeOptions, analyze
+
+    (o,) = analyze([str(A100)], AnalyzeOptions(out_root=str(tmp_path), first_run=False)).outcomes
+    assert o.analysis is not None and o.analysis.fingerprint is not None
+    folder = tmp_path / "a100_training_3streams"
+    doc = json.loads((folder / "analysis.json").read_text())
+    direct = fingerprint_file(A100)
+    assert doc["fingerprint"]["digest"] == direct.digest()
+    assert (
+        doc["fingerprint"]["steps"] == 6 and doc["fingerprint"]["steps_found_by"] == "ProfilerStep"
+    )
+    whole = Fingerprint.from_json((folder / "fingerprint.json").read_text())
+    assert whole == direct and str(folder / "fingerprint.json") in o.outputs
+    report = (folder / "report.md").read_text()
+    (line,) = [ln for ln in report.splitlines() if ln.startswith("* workload fingerprint ")]
+    assert direct.digest() in line and "launches/step" in line and "6 steps (ProfilerStep)" in line
