@@ -74,6 +74,9 @@ class Analyzed:
     cross_failed: str | None = None
     #: the paths named, as given
     paths: tuple[str, ...] = field(default=())
+    #: files of several jobs (``not_one_job``): each job's ranks crossed on their own
+    #: (engine.analyze.ranks.job_groups), largest first — never merged into one
+    jobs: tuple[CrossRank, ...] = ()
 
     @property
     def good(self) -> list[FileOutcome]:
@@ -186,6 +189,11 @@ def analyze(
     from engine.analyze.ranks import cross_rank
 
     crossed = cross_rank(got.summaries)
+    if crossed is None and got.not_one_job is not None:
+        from engine.analyze.ranks import job_groups
+
+        jobs = tuple(c for g in job_groups(got.summaries) if (c := cross_rank(g)) is not None)
+        return Analyzed(outcomes, None, claimed, paths=tuple(paths), jobs=jobs)
     if crossed is None or options.out_root is None:
         return Analyzed(outcomes, crossed, claimed, paths=tuple(paths))
     written, unwritten, failed = _write_cross_rank(crossed, options.out_root, got.good)

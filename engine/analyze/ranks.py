@@ -36,6 +36,7 @@ import bisect
 import hashlib
 import re
 from collections import defaultdict
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.analyze.intervals import intersection as _intersection
 from engine.analyze.intervals import interval_union
 from engine.analyze.intervals import length as _length
+from engine.optimizer.fingerprint import Fingerprint, distance, fingerprint_of_trace, load_params
 from engine.text import clean
 from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind, Klass
@@ -121,6 +123,11 @@ class RankSummary(_M):
         description="the workload's fingerprint: a short hash of each of the KERNEL_PRINT "
         "compute kernel names that took the most device time (never the names themselves)",
     )
+    fingerprint: Fingerprint | None = Field(
+        default=None,
+        description="the rank's workload fingerprint (engine.optimizer.fingerprint), names "
+        "hashed and shapes left out: ranks of one job may hold different shards",
+    )
     first_ns: int = Field(default=0, description="the trace's earliest time, own clock")
     compute_ns: int = Field(description="kernel time outside collectives (union over streams)")
     comm_ns: int = Field(description="collective kernel time (union over streams)")
@@ -167,6 +174,14 @@ def rank_ranges(ranks: tuple[int, ...] | list[int]) -> list[tuple[int, int, int]
         out.append((ranks[i], ranks[j] + 1, step))
         i = j + 1
     return out
+
+
+def rank_fingerprint(trace: Trace) -> Fingerprint:
+    """The fingerprint a rank's summary carries: names hashed (a summary holds no text from the
+    trace), shapes left out (not compared across ranks: ``distance(across_ranks=True)``) — a
+    few kB whatever the trace."""
+    fp = fingerprint_of_trace(trace).hashed()
+    return replace(fp, shapes=(), shapes_recorded=False, notes=())
 
 
 def summarize(trace: Trace) -> RankSummary:
@@ -265,6 +280,7 @@ def summarize(trace: Trace) -> RankSummary:
         group_desc=group_desc,
         nelems=nelems,
         kernels=kernels,
+        fingerprint=rank_fingerprint(trace),
         first_ns=int(seg.start_ns.min()) if len(seg) else 0,
         compute_ns=_length(ku) - both,
         comm_ns=_length(cu),
@@ -658,19 +674,102 @@ def _links(complete: list[_Instance]) -> tuple[list[LinkStats], list[str], list[
     return stats, sentences, notes
 
 
-#: files whose busiest compute kernels share less than this (Jaccard) with the others' are not
-#: the same workload: ranks of one job run one program (pipeline stages still share most)
-WORKLOAD_MIN = 0.15
 #: times after this (ns since 1970: 2001) are wall-clock times, comparable across hosts
 EPOCH_NS = 10**18
 #: ranks of one job profiled further apart than this (wall clock) are not one profile
 APART_NS = 3_600 * 10**9
 
 
+#: what each fingerprint part is called in a line
+_PARTS = {
+    "kernels": "kernel mix",
+    "classes": "class mix",
+    "dtypes": "dtype mix",
+    "activity": "launches/copies/collectives per step",
+    "operators": "operator mix",
+}
+
+
+def workload_groups(summaries: list[RankSummary]) -> list[list[int]]:
+    """The summaries (indices) grouped by workload: each joins the first group whose first
+    member's fingerprint is within ``ranks_threshold`` of its own (distance across ranks:
+    manifests/fingerprint.json), else starts one; largest group first. Summaries without a
+    fingerprint join the largest. O(files × groups) comparisons, not every pair."""
+    thr = load_params().ranks_threshold
+    groups: list[list[int]] = []
+    loose: list[int] = []
+    for k, s in enumerate(summaries):
+        fp = s.fingerprint
+        if fp is None:
+            loose.append(k)
+            continue
+        for g in groups:
+            ref = summaries[g[0]].fingerprint
+            if ref is not None and distance(ref, fp, across_ranks=True).value <= thr:
+                g.append(k)
+                break
+        else:
+            groups.append([k])
+    groups.sort(key=lambda g: (-len(g), g[0]))
+    if loose:
+        if groups:
+            groups[0] = sorted(groups[0] + loose)
+        else:
+            groups = [loose]
+    return groups
+
+
+def job_groups(summaries: list[RankSummary]) -> list[list[RankSummary]]:
+    """The files split into the jobs they can be: by workload (``workload_groups``), then by
+    world size; largest first. Each group with two distinct ranks or more can be crossed
+    (``cross_rank``) on its own: files of two jobs in one run are kept apart, not merged."""
+    out: list[list[RankSummary]] = []
+    for g in workload_groups(summaries):
+        by_world: dict[int | None, list[RankSummary]] = defaultdict(list)
+        for k in g:
+            by_world[summaries[k].world_size].append(summaries[k])
+        out += by_world.values()
+    out.sort(key=lambda g: -len(g))
+    return out
+
+
+def _other_workloads(ss: list[RankSummary]) -> dict[int, str]:
+    """Why each file that is not of the main workload group is another workload (its distance
+    from the group's first file, the parts that differ); with no single largest group, every
+    file of every group."""
+    groups = workload_groups(ss)
+    if len(groups) < 2:
+        return {}
+    thr = load_params().ranks_threshold
+    tie = len(groups[0]) == len(groups[1])
+    out: dict[int, str] = {}
+    for gi, g in enumerate(groups):
+        if gi == 0 and not tie:
+            continue
+        ref = groups[1][0] if gi == 0 else groups[0][0]
+        a, b = ss[ref].fingerprint, ss[g[0]].fingerprint
+        if a is None or b is None:
+            continue
+        d = distance(a, b, across_ranks=True)
+        hard = [r for r in d.reasons if r.startswith(("device ", "kind of trace"))]
+        moved = sorted(
+            ((v, _PARTS[k]) for k, v in d.parts.items() if k in _PARTS and v),
+            reverse=True,
+        )
+        what = ", ".join([*hard, *(f"{label} {v:.2f}" for v, label in moved[:3])])
+        line = (
+            f"another workload (fingerprint distance {d.value:.2f} from "
+            f"{clean(Path(ss[ref].source).name, 40)}'s, above {thr:g}: {what})"
+        )
+        for k in g:
+            out[k] = line
+    return out
+
+
 def not_one_job(summaries: list[RankSummary]) -> str | None:
     """One line naming the files that are not of one job with the others — another world size,
-    a rank twice, a process group recorded differently, another workload (the busiest kernels),
-    or profiled hours apart — or None when nothing says so. The odd ones are the minority;
+    a rank twice, a process group recorded differently, another workload (its fingerprint:
+    ``workload_groups``), or profiled hours apart — or None when nothing says so. The odd ones are the minority;
     with no majority, every file is named with what it says."""
     ss = [s for s in summaries if s.rank is not None]
     if len(ss) < 2:
@@ -720,23 +819,8 @@ def not_one_job(summaries: list[RankSummary]) -> str | None:
         for k, m in members.items():
             if ss[k].rank not in m:
                 odd[k].append(f"{label} without its own rank {ss[k].rank}")
-    prints = {k: set(s.kernels) for k, s in enumerate(ss) if s.kernels}
-    if len(prints) >= 2:
-
-        def share(a: set[str], b: set[str]) -> float:
-            return len(a & b) / len(a | b)
-
-        med = {
-            k: float(np.median([share(p, q) for j, q in prints.items() if j != k]))
-            for k, p in prints.items()
-        }
-        centre = max(med, key=lambda k: med[k])
-        for k, p in prints.items():
-            x = share(p, prints[centre]) if k != centre else med[k]
-            if x < WORKLOAD_MIN:
-                odd[k].append(
-                    f"another workload (its {len(p)} busiest kernels share {x:.0%} with the others')"
-                )
+    for k, why in _other_workloads(ss).items():
+        odd[k].append(why)
     wall = {k: s.first_ns for k, s in enumerate(ss) if s.first_ns >= EPOCH_NS}
     if len(wall) >= 2:
         mid = float(np.median(list(wall.values())))

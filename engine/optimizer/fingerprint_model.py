@@ -59,6 +59,7 @@ class FingerprintParams(_Strict):
     activity_tolerance: float = Field(ge=0, lt=1)
     max_rows: int = Field(gt=0)
     trial_part_max: float = Field(gt=0, lt=1)
+    ranks_threshold: float = Field(gt=0, lt=1)
     allowed: dict[str, AllowedSpec]
 
 
