@@ -44,6 +44,11 @@ class RunConfig:
     approve: str = "manual"
     #: measurements per arm (noise floor, each trial, the final check)
     repeats: int = 4
+    #: manual approval only: time spent waiting for a person's decision is not charged to the
+    #: budget, so proposals never expire undecided; the apply phase ends when they are all
+    #: decided or the operator finishes it (``f`` in the dashboard or at the headless prompt).
+    #: The dashboard's ``k`` turns it on mid-run (``Engine.keep_deciding_on``)
+    keep_deciding: bool = False
     #: run the optimize phases after profiling (False: profile/watch only)
     optimize: bool = True
     # --workload command: the program (no shell), its metric, levers and check

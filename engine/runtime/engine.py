@@ -56,6 +56,12 @@ if TYPE_CHECKING:
 
 __all__ = ["PHASES", "Engine", "RunConfig", "phase_deadline"]
 
+KEEP_DECIDING = (
+    "keep deciding: time waiting for your decision is not charged to the budget; proposals "
+    "stay open until you decide them or finish the apply phase (f in the dashboard or at the "
+    "prompt; Ctrl-C stops the run and still writes its report)"
+)
+
 
 class Engine:
     """One optimize-loop run on one device source. Create, subscribe to ``bus``, ``await run()``."""
@@ -105,8 +111,11 @@ class Engine:
         self._t0 = 0.0
         #: the run store refused a write (disk full, read-only): said once, in the log
         self.store_refused = False
-        #: seconds the apply phase has waited for a person's decision (part of elapsed)
+        #: seconds the apply phase has waited for a person's decision (part of elapsed, unless
+        #: ``keep_deciding``: then not charged to the budget)
         self.waiting_s = 0.0
+        #: the operator keeps deciding after the budget would have ended (see keep_deciding_on)
+        self.keep_deciding = config.keep_deciding and config.approve == "manual"
         self._paused_s = 0.0
         self._warm: asyncio.Future[float] | None = None
 
@@ -130,10 +139,39 @@ class Engine:
         if self.torch_job is not None and self.optimizer is not None:
             self.optimizer.cancelled = True  # no new measurement starts
 
-    def finish_apply(self) -> None:
-        """End the apply phase now (the operator is done deciding): go on to the report."""
+    def finish_apply(self, by: str = "operator") -> None:
+        """End the apply phase now (the operator is done deciding): go on to the report.
+        Journaled when the loop runs (what is left undecided then stays PROPOSED)."""
+        if self.optimizer is not None and not self.apply_finished and self.state != "done":
+            self.optimizer.journal.append({"type": "apply_finished", "by": by})
         self.apply_finished = True
         self.decisions.put_nowait(("finish", "", ""))
+
+    def keep_deciding_on(self, by: str = "operator") -> bool:
+        """Keep deciding: from now on, time spent waiting for a person's decision is not
+        charged to the budget, so undecided proposals stay open until the operator decides
+        them or ends the apply phase (``finish_apply``). Journaled. Returns False where it
+        cannot apply: an unattended policy decides alone, or the run has ended."""
+        if self.config.approve != "manual" or self.state == "done":
+            return False
+        if not self.keep_deciding:
+            self.keep_deciding = True
+            if self.optimizer is not None:  # else run_started records it (phases.run_started)
+                self.optimizer.journal.append({"type": "keep_deciding", "by": by})
+            self.log("info", KEEP_DECIDING)
+        return True
+
+    def waited(self, seconds: float) -> None:
+        """The apply phase waited ``seconds`` for a person: count it apart, and, when keeping
+        deciding, give it back to the budget (as a pause does)."""
+        self.waiting_s += seconds
+        if self.keep_deciding:
+            self._paused_s += seconds
+            self._sync_deadline()
+            # a live PyTorch program's loop stops measuring at its own wall-clock deadline
+            deadline = getattr(self.optimizer, "deadline", None)
+            if isinstance(deadline, float):
+                setattr(self.optimizer, "deadline", deadline + seconds)  # noqa: B010
 
     def decide(self, action: str, iid: str, by: str = "operator") -> None:
         """Queue an operator decision on an intervention: approve | reject | rollback."""
@@ -245,6 +283,8 @@ class Engine:
             SimulatedGPU(self.hw, self.workload, seed=cfg.seed) if self.workload else None
         )
         sources.announce(self)
+        if self.keep_deciding:
+            self.log("info", KEEP_DECIDING)
         self._sinks = sources.open_sinks(self)
         await recover_earlier_runs(self)
         if self.workload is not None and self.backend is None:  # command / real GPU: no decoding

@@ -217,7 +217,7 @@ class OptimizePhases:
                     continue
                 finally:
                     if waits:  # a proposal is up to a person and the run waits for them
-                        eng.waiting_s += time.monotonic() - t0
+                        eng.waited(time.monotonic() - t0)
                 await self.handle(action, iid, by)
         finally:
             poller.cancel()
@@ -466,6 +466,7 @@ def run_started(eng: Engine, traced: bool) -> dict[str, Any]:
         "device": eng.device_label,
         "simulated": eng.workload is not None and eng.backend is None,
         "traced": traced,
+        "keep_deciding": eng.keep_deciding,
     }
 
 

@@ -33,6 +33,12 @@ def run_parser() -> Parser:
         help="approval policy: manual (a person decides; the default), auto (SAFE levers "
         "only), none (propose only)",
     )
+    p.add_argument(
+        "--keep-deciding",
+        action="store_true",
+        help="with --approve manual: time waiting for your decisions is not charged to the "
+        "budget, so proposals stay open until you decide them or finish the apply phase",
+    )
     p.add_argument("--repeats", type=int, default=4, help="measurements per arm (default 4)")
     c = p.add_argument_group(
         "--workload command -- ARGV…",
@@ -108,6 +114,10 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"bad seed {shown}: must be between 0 and 2^63 - 1")
     if ns.approve not in ("manual", "auto", "none"):
         raise UsageError(f"unknown approval policy {ns.approve!r}; one of manual, auto, none")
+    if ns.keep_deciding and ns.approve != "manual":
+        raise UsageError(
+            f"--keep-deciding waits for a person: it needs --approve manual, not {ns.approve!r}"
+        )
     if not 2 <= ns.repeats <= 50:
         raise UsageError(f"bad --repeats {ns.repeats}: must be 2..50")
     if ns.device not in ("sim", "auto", "nvidia", "amd", "cpu", "cuda"):
@@ -151,6 +161,7 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         hardware=ns.hardware,
         target=parse_target(ns.target),
         approve=ns.approve,
+        keep_deciding=ns.keep_deciding,
         repeats=ns.repeats,
         optimize=not ns.watch,
         **extra,
@@ -186,6 +197,7 @@ def _program_config(ns: argparse.Namespace, budget: float, workload: str, **more
         seed=ns.seed,
         target=parse_target(ns.target),
         approve=ns.approve,
+        keep_deciding=ns.keep_deciding,
         repeats=ns.repeats,
         optimize=True,
         command=tuple(ns.argv),

@@ -72,6 +72,7 @@ class EngineLike(Protocol):
     def stop(self) -> None: ...
     def decide(self, action: str, iid: str, by: str = "operator") -> None: ...
     def finish_apply(self) -> None: ...
+    def keep_deciding_on(self, by: str = "operator") -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class DashboardScreen(Screen[None]):
         Binding("b", "decide('rollback')", "Roll back"),
         Binding("d", "details", "Details"),
         Binding("f", "finish", "Finish apply"),
+        Binding("k", "keep_deciding", "Keep deciding"),
         Binding("q", "quit_run", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         # Ctrl-C stops the run as headless does (stopped, report, exit 130), not Textual's
@@ -181,8 +183,11 @@ class DashboardScreen(Screen[None]):
         if self.finished is not None or not self.run_id or elapsed is None:
             return
         header = self.query_one(RunHeader)
-        header.elapsed = self.query_one(OptimizeBar).elapsed = elapsed()
+        # never backwards: time waited while keeping deciding (or paused) is given back to the
+        # budget when the wait ends, after the clock may have shown part of it
+        header.elapsed = self.query_one(OptimizeBar).elapsed = max(header.elapsed, elapsed())
         header.waiting = getattr(self.engine, "waiting_s", 0.0)
+        header.keep_deciding = bool(getattr(self.engine, "keep_deciding", False))
 
     def _show_end(self, ev: RunFinished) -> None:
         """The run's end on the main view: how it ended, what is still undecided, the report;
@@ -199,13 +204,24 @@ class DashboardScreen(Screen[None]):
             text.append(": ").append(outside_text(ev.headline))
         elif ev.status != "completed" and self._last_error:  # why it failed, off the Log tab
             text.append(": ").append(outside_text(self._last_error, "bold " + tone("gitm-bad")))
+        kept_open = bool(getattr(self.engine, "keep_deciding", False))
         if waiting:
             text.append(
                 f" · {len(waiting)} proposal(s) left undecided ({', '.join(waiting[:5])}"
                 + ("…" if len(waiting) > 5 else "")
-                + "): the budget ended before anyone decided",
+                + (
+                    "): the apply phase was finished before they were decided"
+                    if kept_open
+                    else "): the budget ended before anyone decided"
+                ),
                 style="bold " + tone("gitm-warn"),
             )
+            if not kept_open:
+                text.append(
+                    " — to decide after the budget, press k during the run or start it with "
+                    "--keep-deciding (docs/optimize.md)",
+                    style=tone("gitm-warn"),
+                )
         if ev.report:
             text.append(" · report: ").append(outside_text(ev.report))
         text.append(" · q quits", style="dim")
@@ -326,10 +342,27 @@ class DashboardScreen(Screen[None]):
         table = self.query_one(InterventionTable)
         first = not table.row_count
         table.update_iv(ev)
+        self._best_trial()
         if first:  # the loop's decisions are made here: put the cursor on them
             table.focus()
         self.refresh_bindings()
         self._show_measured()
+
+    def _best_trial(self) -> None:
+        """The bar's "best trial": the best measured gain of a lever that is not kept."""
+        bar = self.query_one(OptimizeBar)
+        tried = [
+            iv
+            for iv in self.query_one(InterventionTable).latest.values()
+            if iv.measured_gain is not None
+            and math.isfinite(iv.measured_gain)
+            and iv.state not in ("VERIFIED", "APPLYING", "APPROVED")
+        ]
+        best = max(tried, key=lambda iv: iv.measured_gain or 0.0, default=None)
+        bar.best_trial = (
+            math.nan if best is None or best.measured_gain is None else best.measured_gain
+        )
+        bar.best_trial_id = clean(best.id, 12) if best is not None else ""
 
     @_show.register
     def _(self, ev: InvariantsReport) -> None:
@@ -476,6 +509,14 @@ class DashboardScreen(Screen[None]):
             return None  # shown dimmed: nothing to pause
         if action == "finish":
             return True if self.phase == "apply" else None
+        if action == "keep_deciding":  # a person decides, the run is on, not already kept
+            if (
+                self.engine.config.approve != "manual"
+                or self.finished is not None
+                or getattr(self.engine, "keep_deciding", False)
+            ):
+                return False  # not offered: an unattended policy, an ended run, or already on
+            return None if self.phase == "starting" else True
         if action in ("decide", "details"):
             iv = self.query_one(InterventionTable).selected()
             if iv is None or (action == "decide" and self.phase == "done"):
@@ -523,6 +564,18 @@ class DashboardScreen(Screen[None]):
         """Done deciding: the engine moves on to the report phase."""
         self.engine.finish_apply()
         self._log_line("apply phase finished by the operator")
+
+    def action_keep_deciding(self) -> None:
+        """Keep deciding: the budget stops counting while the run waits for a decision, so
+        no proposal ends undecided; ``f`` ends the apply phase (the engine journals it)."""
+        if self.engine.keep_deciding_on("tui"):
+            self.query_one(RunHeader).keep_deciding = True
+            self.refresh_bindings()
+            self.notify(
+                "keep deciding: waiting for you no longer uses the budget — decide each "
+                "proposal, then f to finish the apply phase",
+                timeout=10,
+            )
 
     def action_details(self) -> None:
         iv = self.query_one(InterventionTable).selected()

@@ -1,5 +1,10 @@
 """The optimize loop's one-line bar: phase progress against the budget, and the measured gain
-against the target."""
+against the target.
+
+"gain" here is always the **kept** gain — the configuration the run keeps against the baseline,
+the figure report.md's result line gives. A lever measured faster but not kept (rolled back by
+the gate) is not part of it: it shows apart as "best trial … not kept", the figure report.md's
+interventions table gives in its "measured Δ" column."""
 
 from __future__ import annotations
 
@@ -31,6 +36,10 @@ class OptimizeBar(Static):
     gain_low = reactive(0.0)
     gain_high = reactive(0.0)
     policy = reactive("manual")
+    #: the best measured gain of a trial that was not kept (rolled back, superseded) and its
+    #: intervention id; NaN while there is none above the kept gain
+    best_trial = reactive(float("nan"))
+    best_trial_id = reactive("")
     unit = reactive("µs/sample")
     scale = reactive(1e3)
 
@@ -57,6 +66,7 @@ class OptimizeBar(Static):
                 f"target {self.target:.0%} {self.verdict}",
                 style="bold " + tone("gitm-warn"),
             )
+            self._best_trial(t)
             t.append(f" · noise ±{self.noise:.1%}")
         elif self.baseline_ns:
             hit = self.verdict == "met" if self.verdict else self.gain >= self.target
@@ -65,10 +75,17 @@ class OptimizeBar(Static):
             t.append(f" · {b:{fmt}}→{c:{fmt}} {self.unit} · ")
             style = "bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn")
             if self.verdict:  # the run's verdict, as the summary line has it
-                t.append(f"gain {self.gain:+.1%} [{self.gain_low:+.1%}…{self.gain_high:+.1%}]")
+                t.append(f"kept gain {self.gain:+.1%} [{self.gain_low:+.1%}…{self.gain_high:+.1%}]")
                 t.append(f" · target {self.target:.0%} {self.verdict}", style=style)
             else:
-                t.append(f"gain {self.gain:+.1%}", style=style)
+                t.append(f"kept gain {self.gain:+.1%}", style=style)
                 t.append(f"/{self.target:.0%}")
+            self._best_trial(t)
             t.append(f" · noise ±{self.noise:.1%}")
         return t
+
+    def _best_trial(self, t: Text) -> None:
+        """A trial measured faster than what is kept, but not kept: said apart, labelled."""
+        best = self.best_trial
+        if best == best and best > (self.gain if self.verdict != "nothing kept" else 0.0):
+            t.append(f" · best trial {best:+.1%} ({self.best_trial_id}, not kept)")

@@ -20,8 +20,10 @@ class RunHeader(Static):
     phase = reactive("starting")
     elapsed = reactive(0.0)
     budget = reactive(0.0)
-    #: of elapsed, the time the run has waited for a person's decision
+    #: the time the run has waited for a person's decision: part of elapsed, unless
+    #: keep_deciding (then the budget clock stands while it waits)
     waiting = reactive(0.0)
+    keep_deciding = reactive(False)
     kernels = reactive("warming up")
 
     def render(self) -> Text:
@@ -40,6 +42,10 @@ class RunHeader(Static):
         t.append(f"{format_seconds(self.elapsed)} / {format_seconds(self.budget)}")
         if self.waiting >= 1:
             t.append(f", {format_seconds(self.waiting)} waiting for you", style="bold")
+            if self.keep_deciding:  # the budget clock stands while it waits
+                t.append(" (not charged)", style="bold")
+        elif self.keep_deciding:
+            t.append(", keep deciding", style="bold")
         t.append("  ")
         t.append(f"kernels: {self.kernels}", style="italic")
         return t

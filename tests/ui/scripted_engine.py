@@ -59,6 +59,7 @@ class ScriptedEngine:
         self.config = RunConfig(workload="af2", budget_s=60.0)
         self.batches = batches
         self.commands: list[str] = []
+        self.keep_deciding = False
         self.ivs: dict[str, InterventionUpdate] = {}
         self._stopped = asyncio.Event()
 
@@ -76,6 +77,11 @@ class ScriptedEngine:
 
     def finish_apply(self) -> None:
         self.commands.append("finish")
+
+    def keep_deciding_on(self, by: str = "operator") -> bool:
+        self.commands.append("keep_deciding")
+        self.keep_deciding = True
+        return True
 
     def decide(self, action: str, iid: str, by: str = "operator") -> None:
         """Record the decision and answer as the engine would: approve → VERIFIED, reject →
