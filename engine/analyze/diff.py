@@ -158,7 +158,7 @@ def diff_results(
         classes=classes,
         labels=labels,
         copies=copies,
-        fingerprint=fingerprint_diff(before.trace, after.trace),
+        fingerprint=fingerprint_diff(before, after),
         notes=_notes(before, after, a, b),
     )
 
@@ -660,27 +660,32 @@ def _totals(a: _Scoped, b: _Scoped) -> list[Metric]:
 
 
 # ------------------------------------------------------------------ fingerprint, notes
-def fingerprint_diff(before: Trace, after: Trace) -> FingerprintDiff:
-    """The two traces' workload fingerprints and their distance (engine.optimizer.fingerprint);
-    ``available`` False, with the reason, when it cannot be computed."""
-    import importlib
+def fingerprint_diff(before: AnalysisResult, after: AnalysisResult) -> FingerprintDiff:
+    """The two workload fingerprints (engine.optimizer.fingerprint; the analyses carry them,
+    computed on the whole of each trace, per step) and their distance against the manifest's
+    threshold; ``available`` False, with why, when a side has none."""
+    from engine.optimizer.fingerprint import distance, fingerprint_of_trace
 
-    try:
-        fp = importlib.import_module("engine.optimizer.fingerprint")
-    except ModuleNotFoundError as e:
-        if e.name != "engine.optimizer.fingerprint":
-            raise
-        return FingerprintDiff(
-            available=False,
-            note="unknown: this build has no workload fingerprint (engine.optimizer.fingerprint)",
-        )
-    d = fp.distance(fp.fingerprint_of_trace(before), fp.fingerprint_of_trace(after))
+    prints = []
+    for res in (before, after):
+        fp = res.fingerprint
+        if fp is None and len(res.trace.segments):
+            fp = fingerprint_of_trace(res.trace)
+        if fp is None:
+            return FingerprintDiff(
+                available=False, note=f"unknown: {res.analysis.source} has no fingerprint"
+            )
+        prints.append(fp)
+    d = distance(prints[0], prints[1])
     return FingerprintDiff(
         available=True,
         value=float(d.value),
         threshold=float(d.threshold),
         same=bool(d.same),
         reasons=[str(r) for r in d.reasons],
+        parts=dict(d.parts),
+        unknown=[str(u) for u in d.unknown],
+        note="computed on the whole of each trace (per step), whatever the scope compared",
     )
 
 

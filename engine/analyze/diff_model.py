@@ -100,6 +100,12 @@ class FingerprintDiff(_M):
     threshold: float | None = Field(default=None, description="documented same-workload bound")
     same: bool | None = Field(default=None, description="value within threshold")
     reasons: list[str] = Field(default_factory=list, description="what differs, one line each")
+    parts: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="each part's dissimilarity in [0, 1] (kernels, shapes, activity, …); null: "
+        "one side cannot say",
+    )
+    unknown: list[str] = Field(default_factory=list, description="what could not be judged, why")
     note: str = ""
 
 
@@ -176,7 +182,7 @@ class TraceDiff(_M):
         if f.available and f.value is not None:
             verdict = "same workload" if f.same else "different workload"
             lines += ["", f"Fingerprint distance {f.value:.3g} (threshold {f.threshold:.3g}): "
-                      f"{verdict}" + "".join(f"; {_md(r)}" for r in f.reasons)]  # fmt: skip
+                      f"{verdict}" + "".join(f"; {_md(r, 240)}" for r in f.reasons[:3])]  # fmt: skip
         else:
             lines += ["", f"Fingerprint: {_md(f.note or 'unknown')}."]
         by = ", ".join(f"{n} {k}" for k, n in self.kernels_by_status.items() if n)

@@ -265,8 +265,15 @@ def _fingerprint_line(d: TraceDiff) -> str:
     if not f.available or f.value is None:
         return f"fingerprint: {f.note or 'unknown'}"
     verdict = "the same workload" if f.same else "a different workload"
-    why = f": {'; '.join(f.reasons)}" if f.reasons and not f.same else ""
-    return f"fingerprint: distance {f.value:.3g} (threshold {f.threshold:.3g}): {verdict}{why}"
+    why = ""
+    if f.reasons and not f.same:  # the three most telling; --json has them all
+        more = f" (and {len(f.reasons) - 3} more in --json)" if len(f.reasons) > 3 else ""
+        why = ": " + "; ".join(clean(r, 240) for r in f.reasons[:3]) + more
+    unjudged = f" (not judged: {'; '.join(f.unknown)})" if f.unknown else ""
+    return (
+        f"fingerprint: distance {f.value:.3g} (threshold {f.threshold:.3g}): {verdict}{why}"
+        f"{unjudged}"
+    )
 
 
 def _label_text(c: Change) -> str:

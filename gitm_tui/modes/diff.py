@@ -58,7 +58,7 @@ def summary_text(d: TraceDiff) -> Text:
         out.append(f"{s.source} · {s.device} · {s.scope} · {s.rows:,} GPU rows · {steps}\n")
     f = d.fingerprint
     if f.available and f.value is not None:
-        verdict = "same workload" if f.same else "different workload: " + "; ".join(f.reasons)
+        verdict = "same workload" if f.same else "different workload: " + "; ".join(f.reasons[:3])
         out.append(f"fingerprint: distance {f.value:.3g} (threshold {f.threshold:.3g}) — {verdict}")
     else:
         out.append(f"fingerprint: {f.note or 'unknown'}", style="dim")

@@ -5,7 +5,6 @@ control/test pairs of HTA's own tests (tests/data/traces/hta_diff/README.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -250,18 +249,22 @@ def test_the_report_section_is_markdown_with_its_names_made_safe(synthetic):
     evil = "[x](http://x/y.png) |`<script>\x1b[2J"
     t = _trace([(evil, K, 7, 10, 20, 5, None)])
     md = diff_traces(t, BEFORE).markdown()
-    line = next(ln for ln in md.splitlines() if "script" in ln)
+    line = next(ln for ln in md.splitlines() if "script" in ln and ln.startswith("| "))
+    quoted = next(ln for ln in md.splitlines() if ln.startswith("Fingerprint"))
+    assert "\\[x\\](http" in quoted and "\\<script\\>" in quoted  # the reason, escaped
     assert "\x1b" not in md and "\\|'<script>" in line and line.count(" | ") == 4
 
 
-def test_the_fingerprint_is_compared_when_the_engine_has_one(synthetic):
+def test_the_fingerprints_are_compared(synthetic, alexnet):
+    from engine.optimizer.fingerprint_model import load_params
+
     f = synthetic.fingerprint
-    has = importlib.util.find_spec("engine.optimizer.fingerprint") is not None
-    assert f.available == has
-    if has:
-        assert f.value is not None and f.threshold is not None and f.same is not None
-    else:
-        assert f.note.startswith("unknown")
+    assert f.available and f.threshold == load_params().threshold
+    assert f.value is not None and 0 < f.value <= 1 and f.same == (f.value <= f.threshold)
+    assert not f.same and f.reasons  # a kernel fused away, one added, a collective: not the same
+    assert "kernels" in f.parts or f.parts  # the parts it judged, by name
+    itself = diff_results(alexnet, alexnet).fingerprint
+    assert (itself.value, itself.same, itself.reasons) == (0.0, True, [])
 
 
 # ------------------------------------------------------------------ a real trace
@@ -422,6 +425,9 @@ def test_htas_trace_diff_pair(big_pair, step):
     assert ours.kernels_total == 201 and {k: len(v) for k, v in lists.items()} == {
         "added": 27, "deleted": 66, "increased": 15, "decreased": 9, "unchanged": 84,
     }  # fmt: skip
+    assert ours.fingerprint.same is False and any(
+        r.startswith("device A100 SXM4 40GB → V100 SXM2 16GB") for r in ours.fingerprint.reasons
+    )
     # our default compares the whole traces: what HTA leaves out of every iteration is in it —
     # the test trace's 614 GPU rows launched outside any ProfilerStep (or with no launch call)
     whole = diff_results(before, after)
