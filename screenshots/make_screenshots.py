@@ -114,7 +114,9 @@ async def shoot_audit() -> None:
 
 
 async def shoot_ranks() -> None:
-    """The ranks screen on 8 SYNTHETIC rank traces (a planted straggler and slow link)."""
+    """The ranks screen on 8 SYNTHETIC rank traces (a planted straggler and slow link) and the
+    tests' CPU-only torch.profiler trace among them (its own line: CPU-only, not a rank)."""
+    import shutil
     import tempfile
 
     from textual.widgets import DataTable
@@ -125,11 +127,13 @@ async def shoot_ranks() -> None:
 
     with tempfile.TemporaryDirectory() as d:
         write_ranks(Path(d), ranks=8, steps=3, straggler=5, slow_link=(2, 3))
+        cpu = HERE.parent / "tests" / "data" / "traces" / "cpu" / "cpu_only_train_small.json.gz"
+        shutil.copy(cpu, Path(d) / "cpu_only.json.gz")
 
         def load(progress: Callable[[int, int, str], None], _dashboard: object) -> Analyzed:
             return analyze([d], AnalyzeOptions(workers=1), Hooks(progress=progress))
 
-        app = make_ranks_app(load, "ranks/ (SYNTHETIC)")
+        app = make_ranks_app(load, "ranks/ (SYNTHETIC, one CPU-only)")
         async with app.run_test(size=SIZE) as pilot:
 
             def filled() -> bool:  # the ranks are analysed in the screen's loader thread

@@ -128,13 +128,19 @@ class RanksScreen(Screen[None]):
         if self.outcomes is not None:
             good = [o for o in self.outcomes if o.analysis is not None]
             head.append(f"{len(good)} analysed")
-            bad = len(self.outcomes) - len(good)
+            cpu = _cpu_only(self.outcomes)
+            if cpu:  # read, but with no GPU rows to compare: not a failure
+                head.append(f"  ·  {len(cpu)} CPU-only (no GPU rows)", style="bold")
+            bad = len(self.outcomes) - len(good) - len(cpu)
             if bad:
                 head.append(f"  ·  {bad} failed", style="bold")
         return head
 
     def _cross(self) -> Text:
         out = Text()
+        for o in _cpu_only(self.outcomes or []):  # first: read, yet not among what follows
+            out.append_text(_cpu_line(o))
+            out.append("\n")
         if self.crossed is not None:
             out.append_text(cross_rank_text(self.crossed))  # cleaned where it comes from a trace
             out.append("\n")
@@ -250,6 +256,28 @@ class RanksScreen(Screen[None]):
         self.app.push_screen(
             RankAnalysisScreen(load=lambda progress: opener(path, progress), source=path)
         )
+
+
+def _cpu_only(outcomes: list[FileOutcome]) -> list[FileOutcome]:
+    """The files read as CPU-only traces (a CpuSummary, no analysis): their own outcome, neither
+    a rank nor a failure."""
+    return [o for o in outcomes if o.cpu is not None and o.analysis is None]
+
+
+def _cpu_line(o: FileOutcome) -> Text:
+    """A CPU-only file's line: what it holds, why it is not among the ranks, what next."""
+    name = Path(o.path).name or o.path
+    steps = o.cpu.steps if o.cpu is not None else None
+    held = (
+        f"{steps.count} steps, median {steps.median_ns / 1e6:,.2f} ms"
+        if steps is not None and steps.count
+        else "CPU operators, no ProfilerStep"
+    )
+    line = outside_text(name, "bold", 200)
+    line.append(f": CPU-only (no GPU rows; {held}), not among the ranks — ")
+    line.append_text(outside_text(f"gitm-tui analyze {name}", "italic", 240))
+    line.append(" prints its CPU summary; a trace with ProfilerActivity.CUDA puts it here")
+    return line
 
 
 def _mix(by_regime: dict[str, int], width: int = 16) -> Text:

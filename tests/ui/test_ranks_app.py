@@ -123,3 +123,30 @@ async def test_analyze_dir_ui_runs_the_ranks_on_a_local_dask_cluster_under_the_a
         await pilot.press("q")
     assert not failures and not said and (tmp_path / "out" / "cross_rank.md").exists()
     assert (tmp_path / "out" / "ranks.perfetto.json.gz").exists()
+
+
+async def test_a_cpu_only_rank_has_its_own_line_not_a_failure(tmp_path):
+    """A Kineto trace with no GPU row among the ranks is read for its CPU events: the header
+    counts it apart ("CPU-only", never "failed") and the findings say what it holds and what
+    to run on it."""
+    import shutil
+
+    from tests.paths import TRACES
+
+    ranks = tmp_path / "ranks"
+    write_ranks(ranks, ranks=2, steps=1)
+    shutil.copy(TRACES / "cpu" / "cpu_only_train_small.json.gz", ranks / "cpu_rank.json.gz")
+
+    def load(progress, dashboard):
+        return analyze([str(ranks)], AnalyzeOptions(workers=1), Hooks(progress=progress))
+
+    app = make_ranks_app(load, source=str(ranks))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: _rows(app) == 2, what="the two GPU ranks' rows")
+        header = str(app.query_one("#ranks-header", Static).render())
+        assert "2 analysed  ·  1 CPU-only (no GPU rows)" in header and "failed" not in header
+        findings = str(app.query_one("#ranks-findings", Static).render())
+        assert "cpu_rank.json.gz: CPU-only (no GPU rows; " in findings
+        assert "steps, median" in findings and "not among the ranks" in findings
+        assert "gitm-tui analyze cpu_rank.json.gz prints its CPU summary" in findings
+        await pilot.press("q")
