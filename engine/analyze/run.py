@@ -24,6 +24,7 @@ from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular
 from engine.trace.read import read_trace
+from engine.trace.rocprof.rocprof_csv import is_rocprof_dir
 from engine.trace.trace import Trace
 
 if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
@@ -74,7 +75,9 @@ def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
         except OSError as e:
             errors.append(FileOutcome(str(p), error=f"{p}: cannot read: {e.strerror or e}"))
             continue
-        if stat.S_ISDIR(mode):
+        if stat.S_ISDIR(mode) and is_rocprof_dir(p):  # one rocprofv3 CSV output: one trace
+            files.append(raw)
+        elif stat.S_ISDIR(mode):
             try:
                 found = sorted(str(f) for f in p.iterdir() if _is_trace_file(f))
             except OSError as e:

@@ -12,6 +12,7 @@ from engine.trace.files import head
 from engine.trace.idle_calls import merge_idle_calls
 from engine.trace.kineto.kineto import read_kineto
 from engine.trace.nsys.nsys import read_nsys
+from engine.trace.rocprof.rocprof_csv import looks_like_rocprof_csv, read_rocprof_csv
 from engine.trace.trace import Trace
 
 
@@ -21,12 +22,16 @@ def read_trace(
     declined: Callable[[], None] | None = None,
     merge_idle: Callable[[Trace], Sequence[int]] | None = None,
 ) -> Trace:
-    """Import a file by its content: SQLite magic → Nsight, otherwise Chrome-trace JSON.
+    """Import a file by its content: a folder or a rocprofv3 CSV header → rocprofv3, SQLite
+    magic → Nsight, otherwise Chrome-trace JSON.
     TraceImportError for any file that cannot be read (not a regular file included).
     ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it
     (``declined`` is called when the twin leaves the file to the compiled reader).
     ``merge_idle``: runs of calls that only take host time kept as one row, exact at the
     times it names (engine.trace.idle_calls: as Kineto files are read; Nsight's once read)."""
+    if Path(path).is_dir() or looks_like_rocprof_csv(head(Path(path), 64)):
+        # a rocprofv3 CSV output folder, or one of its files (engine.trace.rocprof)
+        return read_rocprof_csv(path)
     if head(Path(path)).startswith(b"SQLite format 3"):
         trace = read_nsys(path)
         if merge_idle is not None and len(trace.host) > 1:
