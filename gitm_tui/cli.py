@@ -83,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("interrupted")
         return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:  # the reader went away (`| head`): it read what it wanted
+        _drop_stdout()
+        return int(ExitCode.OK)
     except Exception as e:
         if write_refused(e):  # a full disk (an output, the run store, stdout): not a bug
             _write_refused_line(e)

@@ -9,7 +9,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from engine.text import clean
-from gitm_tui.commands.common import PROG, Parser, UsageError, error, loading_modules
+from gitm_tui.commands.common import (
+    PROG,
+    Parser,
+    UsageError,
+    error,
+    loading_modules,
+    stdout_console,
+)
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -161,13 +168,11 @@ def _options(ns: argparse.Namespace) -> AnalyzeOptions:
 
 def _print_text(got: Analyzed, ns: argparse.Namespace) -> None:
     """The text output: each file's summary and what was written, then the ranks."""
-    from rich.console import Console
     from rich.text import Text
 
     from gitm_tui.analyze_view import cpu_summary, cross_rank_text, rank_table, summary
 
-    # piped output is not 80 columns of wrapped cells: tables get room to stay tables
-    console = Console(width=None if sys.stdout.isatty() else 140)
+    console = stdout_console()
     several = len(got.outcomes) > 1
     for o in got.outcomes:
         if o.analysis is not None:
@@ -246,8 +251,6 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
     app = make_analysis_app(load=load, source=str(files[0]))
     app.run()
     if cpu:  # the analysis screen draws GPU rows: a CPU-only trace gets the command's text
-        from rich.console import Console
-
         from gitm_tui.analyze_view import cpu_summary
 
         print(
@@ -255,7 +258,7 @@ def analyze_ui(ns: argparse.Namespace) -> ExitCode:
             "so here is its CPU summary",
             file=sys.stderr,
         )
-        Console(width=None if sys.stdout.isatty() else 140).print(cpu_summary(cpu[0].cpu))
+        stdout_console().print(cpu_summary(cpu[0].cpu))
         return ExitCode.OK
     if app.analysis.error is not None:  # shown after the screen is gone: one line, like the CLI's
         error(app.analysis.error)

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from engine.text import clean
 
@@ -94,3 +94,16 @@ def package_version() -> str:
         return version("gitm-tui")
     except PackageNotFoundError:  # running from a source tree without install
         return "0+unknown"
+
+
+def stdout_console() -> Any:
+    """A rich Console on stdout: as wide as the terminal, or 140 columns when piped (tables get
+    room to stay tables). A reader that goes away (``| head``) raises BrokenPipeError, which
+    ``cli.main`` takes as "it read what it wanted" (exit 0) — rich's own answer is exit 1."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return _Console(width=None if sys.stdout.isatty() else 140)
