@@ -165,3 +165,22 @@ def test_cli_exit_code_on_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert rc == ExitCode.INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "counters with no kernel" in err[0]
+
+
+def test_measured_confusion_on_the_synthetic_output(synthetic: Path) -> None:
+    from engine.analyze.compute import analyze_trace
+    from engine.analyze.measured import measured_confusion
+    from engine.eesm.pipeline import EesmModel
+    from engine.planner.catalogue import by_id
+
+    res = analyze_trace(read_trace(synthetic))
+    hw = by_id("mi300x")
+    conf = measured_confusion(res.rows, hw, EesmModel.build(hw))
+    assert conf is not None
+    assert sum(map(sum, conf.counts)) == 4  # the four dispatches with pressure counters
+    assert conf.measured_share == pytest.approx(4 / 6)  # equal durations, 4 of 6 measured
+    assert conf.measured_share == pytest.approx(
+        res.analysis.evidence.share_of_kernel_time["MEASURED"]
+    )
+    assert sum(map(sum, conf.time_ns)) == 4 * 50_000
+    assert "measured tier: 67% of kernel time" in conf.lines()[0]
