@@ -26,6 +26,7 @@ from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, legend, mode_title, outside_text
 from gitm_tui.theme import regime_style
 from gitm_tui.timeline import timeline_text
+from gitm_tui.widgets.fit import NARROW, FitTable
 
 _LABEL_W = 12
 
@@ -203,7 +204,9 @@ class AnalysisScreen(Screen[None]):
             yield Static(legend(), id="legend")
             yield RegimeTimeline(self.res, id="timeline")
         with Horizontal(id="analysis-bottom"):
-            yield DataTable(id="analysis-kernels", cursor_type="row", zebra_stripes=True)
+            yield FitTable(
+                "name", 16, 80, id="analysis-kernels", cursor_type="row", zebra_stripes=True
+            )
             yield Static(id="analysis-details")
         yield Footer()
 
@@ -245,7 +248,7 @@ class AnalysisScreen(Screen[None]):
     def _populate(self) -> None:
         table = self.query_one("#analysis-kernels", DataTable)
         table.add_column("kernel", key="name", width=48)
-        table.add_column("label", key="regime", width=16)
+        table.add_column("label", key="regime", width=13)
         table.add_column("evidence", key="tier", width=9)
         table.add_column("conf", key="conf", width=5)
         table.add_column("calls", key="calls")
@@ -263,6 +266,8 @@ class AnalysisScreen(Screen[None]):
                 round(k.mean_ns / 1e3, 2),
                 key=key,
             )
+        if isinstance(table, FitTable):
+            table.fit()
         if self._kernels:
             self._show(next(iter(self._kernels)))
         self.query_one(RegimeTimeline).focus()
@@ -274,6 +279,11 @@ class AnalysisScreen(Screen[None]):
     def _show(self, key: str) -> None:
         self.selected = self._kernels[key]
         self.query_one("#analysis-details", Static).update(kernel_details(self.selected))
+
+    def on_resize(self) -> None:
+        """Under NARROW columns the details go under the table: beside it they left the
+        table ~70 cells for ~110 cells of figures."""
+        self.set_class(self.size.width < NARROW, "-narrow")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # nothing to sort until the analysis is in

@@ -28,6 +28,7 @@ from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.modes.analysis import AnalysisScreen
 from gitm_tui.render import mode_title, outside_text
 from gitm_tui.theme import regime_style
+from gitm_tui.widgets.fit import NARROW
 
 #: progress(done, total, path) and the Dask dashboard's address when the cluster has one
 Progress = Callable[[int, int, str], None]
@@ -233,6 +234,11 @@ class RanksScreen(Screen[None]):
                 key=key,
             )
         table.focus()
+
+    def on_resize(self) -> None:
+        """Under NARROW columns the findings go under the table: beside it they left the
+        table ~70 cells for ~100 cells of figures."""
+        self.set_class(self.size.width < NARROW, "-narrow")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "open_rank":

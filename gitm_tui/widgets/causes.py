@@ -10,6 +10,7 @@ from textual.widgets import DataTable
 from engine.runtime.events import HypothesisView
 from gitm_tui.render import outside_text
 from gitm_tui.theme import tone
+from gitm_tui.widgets.fit import cut, fit_text_column
 
 
 class CauseTable(DataTable[object]):
@@ -27,6 +28,11 @@ class CauseTable(DataTable[object]):
             ("ev", "evidence", 80),
         ):
             self.add_column(label, key=key, width=width)
+        self.call_after_refresh(self.on_resize)
+
+    def on_resize(self, _: object = None) -> None:
+        """The evidence takes what the figures leave (cut with "…")."""
+        fit_text_column(self, "ev", 12)
 
     def show(self, hyps: tuple[HypothesisView, ...]) -> None:
         self.clear()
@@ -42,5 +48,5 @@ class CauseTable(DataTable[object]):
                 f"{h.impact:.1%}",
                 f"{h.confidence:.2f}",
                 claimed,
-                outside_text(ev),  # evidence quotes kernel names: Text, never markup
+                cut(outside_text(ev)),  # evidence quotes kernel names: Text, never markup
             )

@@ -10,6 +10,7 @@ from textual.widgets import DataTable
 from engine.runtime.events import InterventionUpdate
 from gitm_tui.render import outside_text
 from gitm_tui.theme import tone
+from gitm_tui.widgets.fit import cut, fit_text_column
 
 #: how each lifecycle state and safety class is drawn: (emphasis, theme colour)
 STATE_TONE = {
@@ -47,7 +48,7 @@ class InterventionTable(DataTable[object]):
         ("pred", "predicted", 9),
         ("conf", "conf", 5),
         ("meas", "measured", 9),
-        ("note", "note", 48),
+        ("note", "note", 48),  # the rest of the table's width (fit_text_column)
     )
 
     def __init__(self, **kw: Any) -> None:
@@ -57,6 +58,11 @@ class InterventionTable(DataTable[object]):
     def on_mount(self) -> None:
         for key, label, width in self.COLUMNS:
             self.add_column(label, key=key, width=width)
+        self.call_after_refresh(self.on_resize)
+
+    def on_resize(self, _: object = None) -> None:
+        """The note takes what the figures leave (cut with "…"; ``d`` shows it whole)."""
+        fit_text_column(self, "note", 12)
 
     def update_iv(self, ev: InterventionUpdate) -> None:
         self.latest[ev.id] = ev
@@ -72,7 +78,9 @@ class InterventionTable(DataTable[object]):
             else "measured",
             "conf": f"{ev.confidence:.2f}" if ev.predicted_gain == ev.predicted_gain else "—",
             "meas": _pct(ev.measured_gain),
-            "note": outside_text(ev.note or (f"by {ev.approved_by}" if ev.approved_by else "")),
+            "note": cut(
+                outside_text(ev.note or (f"by {ev.approved_by}" if ev.approved_by else ""))
+            ),
         }
         if ev.id in self.rows:
             for key, value in cells.items():

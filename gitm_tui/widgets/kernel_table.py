@@ -17,12 +17,16 @@ from engine.regimes import N_LABELS, Label
 from engine.text import clean
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.theme import regime_style
+from gitm_tui.widgets.fit import fit_text_column
 
 _REFRESH_S = 0.5  # table redraw rhythm: rows change every tick, eyes need less
 _MAX_ROWS = 200
-# kernel names are long (templated C++): cap them so the regime column stays on screen; fixed
-# widths elsewhere because a DataTable column does not grow when its cells later do
-_WIDTHS = {"kernel": 40, "regime": 13, "calls": 9, "total": 10, "mean": 9, "lowconf": 8}
+# fixed widths because a DataTable column does not grow when its cells later do: each figure's
+# column holds its header and its widest figure (_fits keeps a figure within it); the kernel
+# name takes what they leave of the pane (fit_text_column, on every resize), cut with "…" —
+# at 120 terminal columns the pane is ~76 cells and the figures need 62 of them
+_WIDTHS = {"kernel": 40, "regime": 12, "stream": 6, "calls": 7, "total": 8, "mean": 7, "lowconf": 8}
+_LEAST_NAME = 12  # a kernel name narrower than this says nothing
 
 
 @dataclass
@@ -58,6 +62,7 @@ class KernelTable(DataTable[object]):
     def on_mount(self) -> None:
         for key, label in self.COLUMNS:
             self.add_column(label, key=key, width=_WIDTHS.get(key))
+        self.call_after_refresh(self.on_resize)
         self.set_interval(_REFRESH_S, lambda: self.flush(visible_only=True))
 
     def add(
@@ -146,6 +151,9 @@ class KernelTable(DataTable[object]):
                         self.update_cell(f"r{i}", col, v)
                 self._shown[i] = cells
 
+    def on_resize(self, _: object = None) -> None:
+        fit_text_column(self, "kernel", _LEAST_NAME)
+
     def _visible(self) -> range:
         """The ranks on screen, with a margin."""
         top = max(0, int(self.scroll_y) - 4)
@@ -165,9 +173,23 @@ class KernelTable(DataTable[object]):
             # a kernel name: cleaned and cut (engine.text.clean), a Text: never markup
             Text(clean(k[1], SHOWN_CHARS), overflow="ellipsis", no_wrap=True),
             regime,
-            str(k[0]),
-            f"{a.calls:,}",
-            f"{a.total_ns / 1e6:,.2f}",
-            f"{a.total_ns / max(1, a.calls) / 1e3:,.1f}",
+            _fits(k[0], _WIDTHS["stream"], 0),
+            _fits(a.calls, _WIDTHS["calls"], 0),
+            _fits(a.total_ns / 1e6, _WIDTHS["total"], 2),
+            _fits(a.total_ns / max(1, a.calls) / 1e3, _WIDTHS["mean"], 1),
             f"{a.degenerate / max(1, a.calls):.0%}",
         )
+
+
+def _fits(x: float, width: int, decimals: int) -> str:
+    """``x`` in at most ``width`` characters: grouped with its decimals while it fits, then
+    fewer decimals, then with a k/M/G suffix (3 significant figures) — never cut."""
+    for d in range(decimals, -1, -1):
+        text = f"{x:,.{d}f}"
+        if len(text) <= width:
+            return text
+    for scale, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")):
+        text = f"{x / scale:.3g}{suffix}"
+        if len(text) <= width and "e" not in text:
+            return text
+    return f"{x:.0e}"

@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 from engine.runtime.events import InvariantView
 from gitm_tui.render import outside_text
 from gitm_tui.theme import tone
+from gitm_tui.widgets.fit import cut, fit_text_column
 
 
 class ViolationTable(DataTable[object]):
@@ -22,13 +23,18 @@ class ViolationTable(DataTable[object]):
     def on_mount(self) -> None:
         for key, label, width in (
             ("inv", "invariant", 15),
-            ("op", "op", 44),
+            ("op", "op", 32),
             ("n", "rows", 5),
             ("obs", "observed", 11),
             ("pred", "predicted", 11),
             ("msg", "", 40),
         ):
             self.add_column(label, key=key, width=width)
+        self.call_after_refresh(self.on_resize)
+
+    def on_resize(self, _: object = None) -> None:
+        """The message takes what the figures leave (cut with "…")."""
+        fit_text_column(self, "msg", 12)
 
     def show(self, results: tuple[InvariantView, ...]) -> None:
         self.clear()
@@ -40,7 +46,7 @@ class ViolationTable(DataTable[object]):
                     "",
                     "",
                     "",
-                    outside_text(r.reason),
+                    cut(outside_text(r.reason)),
                 )
                 continue
             if not r.violations:
@@ -61,9 +67,9 @@ class ViolationTable(DataTable[object]):
                 )
                 self.add_row(  # names and messages quote the trace: Text, never markup
                     outside_text(r.invariant),
-                    outside_text(v.name, limit=44),
+                    cut(outside_text(v.name, limit=44)),
                     str(v.count),
                     fmt(v.observed),
                     fmt(v.predicted),
-                    outside_text(v.message),
+                    cut(outside_text(v.message)),
                 )
