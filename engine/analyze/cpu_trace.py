@@ -26,13 +26,22 @@ What it says (``CpuSummary``):
   waiting. Covered is the union of the thread's operators: the top-level ones' where events
   nest properly, and no gap where a child outlasts its parent.
 
+Read once: a trace that says in its metadata that it is a CPU-only profile
+(``"deviceProperties": []``, as torch.profiler writes it without CUDA; ``cpu_profile``) is read
+here first (``read_cpu_profile``), and handed to the GPU reader only when a device row turns up
+after all. Any other trace is read by the GPU reader first, and here only when it holds no GPU
+row (engine.analyze.run.analyze_file).
+
 UI-free: engine.analyze.run makes a file's outcome of it; gitm_tui renders it. Names are kept as
 the trace wrote them: a caller cleans them (engine.text.clean) before showing any.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +52,7 @@ import numpy.typing as npt
 
 from engine.text import valid_unicode
 from engine.trace.errors import TraceImportError
-from engine.trace.files import head
+from engine.trace.files import head, open_regular
 from engine.trace.kineto import json_scan as js
 from engine.trace.kineto import json_twin
 from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, chunks, metadata, prefetched
@@ -59,7 +68,9 @@ __all__ = [
     "Share",
     "Steps",
     "cpu_dict",
+    "cpu_profile",
     "read_cpu_events",
+    "read_cpu_profile",
     "read_cpu_summary",
     "summarize",
 ]
@@ -78,6 +89,14 @@ NOTHING = (
     "ProfilerStep event): nothing to analyse"
 )
 
+#: the event categories that are device rows (kernels, copies, memsets, syncs, profiler ranges,
+#: MTIA): one of them in a trace makes it the GPU reader's
+_DEVICE = np.array(
+    [js.CAT_KERNEL, js.CAT_MEMCPY, js.CAT_MEMSET, js.CAT_SYNC, js.CAT_PROFILER, js.CAT_MTIA]
+)
+#: how much of a trace's start (decompressed) ``cpu_profile`` reads for its metadata
+HEAD_BYTES = 64 * 1024
+_NO_DEVICES = re.compile(rb'"deviceProperties"\s*:\s*\[\s*\]')
 _DATALOADER = "enumerate(DataLoader)#"
 _OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
 _STEP = "ProfilerStep#"
@@ -105,6 +124,8 @@ class CpuEvents:
     threads: list[tuple[int | None, int | None]]
     #: CPU events skipped: ts or dur missing, not a number, negative or out of range
     skipped: int = 0
+    #: events of a device category (kernel, copy, memset…): a CPU-only trace has none
+    device_rows: int = 0
 
     def __len__(self) -> int:
         return len(self.start)
@@ -118,6 +139,11 @@ class _Collect:
         self.names: list[str] = []
         self.by_hash: dict[int, int] = {}
         self.skipped = 0
+        self.device_rows = 0
+
+    def count_device(self, codes: np.ndarray) -> None:
+        """Count the device rows among a block's events (before they are filtered out)."""
+        self.device_rows += int(np.isin(codes, _DEVICE.astype(codes.dtype)).sum())
 
     def add(self, buf: np.ndarray, codes: np.ndarray, fields: tuple[Any, ...]) -> None:
         ints, ts, dur, _occ, _flops, ns, ne, esc, h = fields[:9]
@@ -180,7 +206,7 @@ class _Collect:
         threads = [(raw(int(uniq[i, 0])), raw(int(uniq[i, 1]))) for i in order.tolist()]
         return CpuEvents(
             is_op.astype(bool), rank[inv.reshape(-1)].astype(np.int32), start, end,
-            name.astype(np.int32), self.names, threads, self.skipped,
+            name.astype(np.int32), self.names, threads, self.skipped, self.device_rows,
         )  # fmt: skip
 
 
@@ -220,12 +246,14 @@ def read_cpu_events(
     twin = _twin_blocks(path, limits) if interpreted else None
     if twin is not None:
         for buf, codes, fields in twin:
+            got.count_device(codes)
             got.add(buf, codes, fields)
         return got.events(path)
 
     def parse(
         data: bytes, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, base: int
     ) -> None:
+        got.count_device(codes)
         keep = np.isin(codes, np.array(_KEPT, codes.dtype))
         if not keep.any():
             return
@@ -615,6 +643,39 @@ def read_cpu_summary(
     cannot be read, or (NOTHING) one with neither CPU operators nor ProfilerSteps. ``source``:
     the name to give it (default: ``path``)."""
     ev = read_cpu_events(path, limits, interpreted)
+    return summarize(ev, str(path) if source is None else source, top)
+
+
+def cpu_profile(path: str | Path) -> bool:
+    """Whether the trace says in its metadata, before its ``traceEvents``, that it was recorded
+    with no device (``"deviceProperties": []``, torch.profiler without CUDA): it is then read
+    here first (``read_cpu_profile``), once. Reads at most HEAD_BYTES of it (decompressed); False
+    for anything else, a file that cannot be read included (the reader says why)."""
+    try:
+        with open_regular(path) as f:
+            raw = f.read(HEAD_BYTES)
+            if raw[:2] == b"\x1f\x8b":
+                f.seek(0)
+                with gzip.GzipFile(fileobj=f) as z:
+                    raw = z.read(HEAD_BYTES)
+    except (TraceImportError, OSError, EOFError, zlib.error):
+        return False
+    end = raw.find(b'"traceEvents"')
+    return end > 0 and _NO_DEVICES.search(raw, 0, end) is not None
+
+
+def read_cpu_profile(
+    path: str | Path,
+    top: int = 20,
+    source: str | None = None,
+    limits: ReadLimits | None = None,
+    interpreted: bool = False,
+) -> CpuSummary | None:
+    """``read_cpu_summary`` for a trace ``cpu_profile`` names, in one read; None when it holds a
+    device row after all (the GPU reader's to read). TraceImportError as read_cpu_summary."""
+    ev = read_cpu_events(path, limits, interpreted)
+    if ev.device_rows:
+        return None
     return summarize(ev, str(path) if source is None else source, top)
 
 

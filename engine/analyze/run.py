@@ -298,12 +298,20 @@ def analyze_file(
 
             summaries.append(summarize(t))
 
+    if not is_url(path):
+        from engine.analyze.cpu_trace import cpu_profile
+
+        if cpu_profile(path):  # it says it is a CPU-only profile: read once, for its CPU events
+            got = cpu_outcome(path, options, stage, first, out_name, device_rows_ok=False)
+            if got is not None:
+                return got  # (None: a device row after all, the GPU reader's)
     try:
         res = read_and_analyse(path, options, stage, first, seen)
         summary = summaries[0] if summaries else None
     except TraceImportError as e:
         if gpu_free and gpu_free[0]:  # read, but nothing for the GPU analysis: its CPU events
-            return cpu_outcome(path, options, stage, first, out_name)
+            got = cpu_outcome(path, options, stage, first, out_name)  # (None only when asked)
+            return got if got is not None else FileOutcome(path, error=str(e))
         return FileOutcome(path, error=str(e))
     kept = res if options.keep_arrays else None
     outputs: tuple[str, ...] = ()
@@ -329,24 +337,33 @@ def cpu_outcome(
     stage: Callable[[str], None] | None = None,
     first: FirstRun | None = None,
     out_name: str | None = None,
-) -> FileOutcome:
+    device_rows_ok: bool = True,
+) -> FileOutcome | None:
     """The outcome of a Kineto trace with no GPU row: its CPU summary (engine.analyze.cpu_trace)
     and, under ``options.out_root``, cpu_summary.json; or its one error line (neither CPU
-    operators nor ProfilerSteps in it, a file that cannot be read)."""
+    operators nor ProfilerSteps in it, a file that cannot be read). ``device_rows_ok`` False:
+    the file is read here first (cpu_trace.cpu_profile), and None is returned when it holds a
+    device row after all."""
     import json
 
-    from engine.analyze.cpu_trace import cpu_dict, read_cpu_summary
+    from engine.analyze.cpu_trace import cpu_dict, read_cpu_profile, read_cpu_summary
     from engine.store.runs import atomic_write_text
     from engine.text import escape_json_text
 
     p = Path(url_name(path) if is_url(path) else path)
     if stage is not None:
-        stage(f"{p.name}: no GPU rows — reading its CPU operators and steps…")
+        said = "a CPU-only profile" if not device_rows_ok else "no GPU rows"
+        stage(f"{p.name}: {said} — reading its CPU operators and steps…")
     cold_read = first is not None and first.read_cold()
     try:
         if is_url(path):
             with local_copy(path) as copy:
                 cpu = read_cpu_summary(copy, options.top, path, interpreted=cold_read)
+        elif not device_rows_ok:
+            found = read_cpu_profile(path, options.top, interpreted=cold_read)
+            if found is None:
+                return None
+            cpu = found
         else:
             cpu = read_cpu_summary(path, options.top, interpreted=cold_read)
     except TraceImportError as e:

@@ -78,6 +78,24 @@ _MEM_KIND_BY_ENUM = {
     "CUDA_MEMOPR_MEMORY_KIND_" + v.upper().replace(" ", "_"): v for v in _MEM_KIND.values()
 }
 _VERSIONED = re.compile(r"_v\d+$")  # cudaMemcpy_v3020: CUPTI's versioned entry-point name
+#: tables only Nsight Systems writes, whatever was traced: an export that captured no CUDA
+#: activity (``--trace=osrt,nvtx``, CPU sampling only) has no CUPTI_ACTIVITY_KIND_* table
+_NSYS_MARKERS = ("META_DATA_EXPORT", "META_DATA_CAPTURE", "TARGET_INFO_SESSION_START_TIME")
+#: what a CPU-only export holds, table by table, as a person names it
+_CPU_TABLES = (
+    (_RUNTIME, "CUDA API call"),
+    ("NVTX_EVENTS", "NVTX event"),
+    ("OSRT_API", "OS runtime call"),
+    ("COMPOSITE_EVENTS", "CPU sample"),
+    ("SCHED_EVENTS", "thread scheduling event"),
+    ("ThreadNames", "named thread"),
+)
+#: what a GPU trace adds, and how to record one (cf. engine.analyze.cpu_trace.GPU_HINT)
+GPU_HINT = (
+    "a GPU trace adds kernels, copies, regimes, the roofline and the replay's lever "
+    "predictions: record the GPU work with nsys profile --trace=cuda,nvtx,osrt, then nsys "
+    "export --type sqlite"
+)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -201,6 +219,8 @@ def read_nsys(path: str | Path) -> Trace:
         if not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables) and (
             "TARGET_INFO_GPU" not in tables
         ):
+            if any(t in tables for t in _NSYS_MARKERS):  # Nsight's, with no CUDA activity
+                raise TraceImportError(path, _cpu_only(con, tables))
             raise TraceImportError(
                 path,
                 "SQLite file is not an Nsight Systems export (no CUPTI_ACTIVITY_KIND_* tables)",
@@ -228,6 +248,10 @@ def read_nsys(path: str | Path) -> Trace:
         if _SYNC in tables:
             _link_syncs(con, host)
         gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
+        if not any(len(p["kind"]) and p["kind"][0] != Kind.SYNC for p in parts):
+            # not one kernel, copy or memset row: a CPU-only capture, said for what it holds
+            # (rows read but unusable, times backwards, are counted as malformed below)
+            raise TraceImportError(path, _cpu_only(con, tables))
     except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
         raise TraceImportError(path, f"unreadable Nsight export ({_one_line(e)})") from None
     except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong type in a column
@@ -271,6 +295,23 @@ def read_nsys(path: str | Path) -> Trace:
         "duplicate_runtime_rows": twins,
     }
     return Trace(segments=seg, names=names, host=host, device_properties=props, source=str(path))
+
+
+def _cpu_only(con: sqlite3.Connection, tables: set[str]) -> str:
+    """The line for an Nsight export with no GPU row (no kernel, copy or memset): what it holds
+    (rows per CPU-side table, as counted by SQLite) and what a GPU trace would add."""
+    held = []
+    for table, what in _CPU_TABLES:
+        if table in tables:
+            row = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            n = int(row[0]) if row and isinstance(row[0], int) else 0
+            if n:
+                held.append(f"{n:,} {what}{'s' if n != 1 else ''}")
+    holds = ", ".join(held) if held else "no CPU-side rows either"
+    return (
+        f"an Nsight Systems export with no GPU rows — CPU-only ({holds}; no CUDA kernel, copy "
+        f"or memset): nothing for the GPU analysis; {GPU_HINT}"
+    )
 
 
 def _kernels(
