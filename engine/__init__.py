@@ -24,7 +24,7 @@ class OptimizeResult:
     """What an embedded optimize run produced."""
 
     run_id: str
-    status: str  # completed | stopped | failed
+    status: str  # completed | diagnosed (the gate ended it in its profile phase) | stopped | failed
     gain: float | None  # time-per-sample gain vs the baseline, re-measured at the end
     target: float
     target_met: bool | None
@@ -43,6 +43,7 @@ def optimize(
     repeats: int = 4,
     levers: tuple[Any, ...] | None = None,
     progress: Callable[[str], None] | None = None,
+    force: bool = False,
 ) -> OptimizeResult:
     """Run the optimize loop and return its result.
 
@@ -61,7 +62,11 @@ def optimize(
     Progress: every phase, decision and log line of the run goes to the ``logging`` module
     (logger ``"engine"``: warnings show by default, ``logging.basicConfig(level="INFO")``
     shows the rest) and, when given, to ``progress(line)`` — called from the run's own thread,
-    one plain line at a time."""
+    one plain line at a time.
+
+    The qualification gate (engine/optimizer/gate.py) may end the run in its profile phase with
+    a diagnosis (``status == "diagnosed"``: the target cannot be measured here, or the levers
+    that apply cannot reach it); ``force=True`` goes on anyway (the report says so)."""
     import asyncio
     import threading
 
@@ -109,6 +114,7 @@ def optimize(
         repeats=repeats,
         realtime=False,
         max_windows=3,
+        force=force,
     )
 
     async def _run() -> OptimizeResult:

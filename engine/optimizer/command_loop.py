@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.measure import Block, finite_or_none
 from engine.optimizer.attribution import RankedHypotheses
+from engine.optimizer.gate import LeverCeiling, Reach
 from engine.optimizer.loop import (
     Intervention,
     LoopAnalysis,
@@ -117,6 +118,16 @@ class CommandOptimizer(LoopRun):
         self._keep_baseline(a)
         return a
 
+    def reach(self) -> Reach:
+        """A black box's declared choices have no ceiling: reachability cannot be judged (the
+        gate commits on the noise alone, and says so)."""
+        cands = self.rank()
+        return Reach(
+            tuple(LeverCeiling(c.key, None, basis="measured only") for c in cands),
+            unknown=f"{self.no_trace}: no lever's gain can be bounded before it is measured",
+            not_applicable=dict(self.not_applicable),
+        )
+
     # ------------------------------------------------------------------ rank
     def rank(self, a: Any = None) -> list[CommandCandidate]:
         tried = self._tried()
@@ -201,6 +212,7 @@ class CommandOptimizer(LoopRun):
                 if run.failed_arm == "B"
                 else f"the current configuration's own run failed during the trial: {bad.reason}"
             )
+        self._identity(iid, None, None, cand.key)  # no trace of either arm: said, not guessed
         kind, _, rest = why.partition(": ")
         if kind == "correctness check failed":
             verdict, note = self._verdict(False, rest, c)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from engine.levers.torch_levers import TorchLever
     from engine.optimizer.attribution import RankedHypotheses
     from engine.optimizer.command_loop import CommandCandidate, CommandOptimizer
+    from engine.optimizer.gate import GateDecision
     from engine.optimizer.loop import (
         Candidate,
         Intervention,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from engine.optimizer.monitor import InvariantResult
     from engine.optimizer.torch_loop import TorchLaunchOptimizer, TorchOptimizer
     from engine.store.journal import Journal
+    from engine.trace.trace import Trace
     from engine.workloads.command import CommandMeasurement
     from engine.workloads.sim import Measurement
     from engine.workloads.torch_job import TorchMeasurement
@@ -104,9 +106,20 @@ class OptimizeLoop(Protocol[C]):
     def baseline_hypotheses(self) -> RankedHypotheses | None: ...
     @property
     def replay_errors(self) -> Sequence[tuple[str, float, float]]: ...
+    @property
+    def gate(self) -> GateDecision | None:
+        """The qualification gate's decision, once ``qualify`` made it."""
+        ...
+
+    @property
+    def trial_traces(self) -> Mapping[str, tuple[Trace, Trace]]:
+        """Each kept trial's traces (the state before it, the trial) where the loop has them."""
+        ...
 
     # -------------------------------------------------------------- the phases' steps
     def profile(self) -> NoiseFloor: ...
+    def qualify(self, force: bool = False) -> GateDecision: ...
+    def diagnose(self, target: float) -> dict[str, Any]: ...
     def noise_text(self) -> str: ...
     def analyse(self) -> LoopAnalysis: ...
     def rank(self) -> list[C]: ...

@@ -44,6 +44,14 @@ from engine.measure import (
     verdict,
 )
 from engine.optimizer.attribution import RankedHypotheses, attribute
+from engine.optimizer.fingerprint import (
+    AllowedChange,
+    Fingerprint,
+    allowed_change_for,
+    credit_trial,
+    fingerprint_of_trace,
+)
+from engine.optimizer.gate import GateDecision, Reach, qualify, replay_reach
 from engine.optimizer.monitor import INVARIANTS, InvariantResult, check_invariants, residuals
 from engine.planner.catalogue import GpuPeaks
 from engine.planner.catalogue import by_id as hardware_by_id
@@ -52,7 +60,11 @@ from engine.schedule.causes import Cause
 from engine.schedule.dag import build_dag, schedule
 from engine.store.journal import Journal, State
 from engine.store.runs import atomic_write_text
+from engine.trace.trace import Trace
 from engine.workloads.sim import Measurement, SimState, SimWorkload
+
+#: what the journal and report say of a trial whose workload could not be compared
+NOT_CHECKED = "workload identity not checked: no trace of the trial"
 
 
 @dataclass
@@ -188,6 +200,11 @@ class LoopRun:
         self.pairs = max(params().min_pairs, self.repeats)
         #: each trial's comparison against the state it changed, by intervention id
         self.comparisons: dict[str, Comparison] = {}
+        #: the qualification gate's decision (``qualify``, in the profile phase)
+        self.gate: GateDecision | None = None
+        #: each kept trial's traces (the state before, the trial), where the loop has them:
+        #: the report shows what changed between them
+        self.trial_traces: dict[str, tuple[Trace, Trace]] = {}
         self._save_state("state.json", state)
         self._save_state("state_base.json", state)
 
@@ -264,6 +281,65 @@ class LoopRun:
             }
         )
         return self.noise
+
+    # ------------------------------------------------------------------ the gate
+    def reach(self) -> Reach:
+        """What the gate's reach half reads: the ceilings of the levers that apply. A loop with
+        no trace to bound a lever by says so (reachability unknown)."""
+        return Reach(unknown="no trace to bound any lever's gain", source="")
+
+    def qualify(self, force: bool = False) -> GateDecision:
+        """The qualification gate (engine/optimizer/gate.py), after the A/A: commit or
+        diagnose; journaled before the run acts on it. ``force``: the operator overrides a
+        diagnosis (the loop goes on, the report says so)."""
+        assert self.noise is not None, "qualify follows profile"
+        g = qualify(self.target, self.noise.plan, self.reach(), force)
+        self.gate = g
+        self.journal.append({"type": "gate", **g.to_json()})
+        return g
+
+    def diagnose(self, target: float) -> dict[str, Any]:
+        """The result of a run the gate ended in its profile phase: nothing tried, nothing kept,
+        the baseline as measured, and why the target could not be committed to."""
+        g = self.gate
+        assert g is not None and g.diagnosed
+        res = self._result(None, target, "diagnosed in the profile phase: no lever was tried")
+        res["verdict"] = g.verdict
+        res["diagnosed"] = True
+        res["headline"] = self.headline(res)
+        res["diagnostic"] = {
+            "short_by": None,
+            "gate": g.why(),
+            "what_would_help": list(g.helps),
+            "not_applicable": dict(self.not_applicable),
+        }
+        return res
+
+    def _identity(
+        self, iid: str, before: Fingerprint | None, after: Fingerprint | None, lever: str
+    ) -> str:
+        """Whether a trial ran the workload of the state it changed (its fingerprint against
+        that state's, allowing the change ``lever`` is meant to make: engine/optimizer/
+        fingerprint.py); journaled. Returns '' when credited or not checkable, else why not
+        (the caller rolls the trial back as "workload changed: …")."""
+        if before is None or after is None:
+            self.journal.append(
+                {"type": "identity", "id": iid, "credited": None, "reason": NOT_CHECKED}
+            )
+            return ""
+        credit = credit_trial(before, after, trial_allowance(lever))
+        self.journal.append(
+            {
+                "type": "identity",
+                "id": iid,
+                "credited": credit.credited,
+                "reason": credit.reason,
+                "distance": finite_or_none(credit.distance.value),
+                "threshold": credit.distance.threshold,
+                "allowed": credit.allowed.what,
+            }
+        )
+        return "" if credit.credited else credit.reason
 
     def noise_text(self) -> str:
         """One line: the A/A and the plan it led to."""
@@ -434,10 +510,21 @@ class LoopRun:
         v = res["verdict"]
         tried = [iv for iv in self.interventions.values() if iv.state == State.ROLLED_BACK]
         verdicts = "; ".join(f"{iv.lever_id}: {_short(iv.note)}" for iv in tried[:4])
+        if v == "out of reach" and self.gate is not None:
+            why = self.gate.reach_short
+            if " > " in why:  # "target 90% > the levers' combined ceiling …: out of reach"
+                why = "above " + why.split(" > ", 1)[1].removesuffix(": out of reach")
+            return f"{t} out of reach: {why} — diagnosed in the profile phase, no lever tried"
         if v == "not measurable":
             diag = (res.get("noise") or {}).get("diagnosis") or "the machine is too noisy"
-            return f"{t} not measurable here: {diag.split(' here: ', 1)[-1]}" + (
-                f" (tried anyway, for a large effect: {verdicts})" if verdicts else ""
+            return (
+                f"{t} not measurable here: {diag.split(' here: ', 1)[-1]}"
+                + (f" (tried anyway, for a large effect: {verdicts})" if verdicts else "")
+                + (
+                    " — diagnosed in the profile phase, no lever tried"
+                    if res.get("diagnosed")
+                    else ""
+                )
             )
         if v == "nothing kept":
             return f"{t} NOT met: nothing kept, the final configuration is the baseline" + (
@@ -483,6 +570,23 @@ class LoopRun:
         atomic_write_text(self.run_dir / rel, state.model_dump_json(indent=1))
 
 
+def trial_allowance(lever: str) -> AllowedChange:
+    """What a trial of ``lever`` may change in the fingerprint: the manifest's allowance
+    (engine.optimizer.fingerprint.allowed_change_for), and — for a lever allowed to change the
+    kernels of some classes — the dtype mix too: it counts kernels per arithmetic type over
+    every class, those the lever may fuse or replace included, so fusing elementwise kernels
+    moves it (0.11-0.20 on the simulated workloads, past the 0.1 a trial may move a part) with
+    no change of arithmetic type at all. A changed type elsewhere still shows in the kernel mix
+    of the classes the lever may not change."""
+    a = allowed_change_for(lever)
+    if a.spec.classes and not a.spec.dtypes:
+        spec = a.spec.model_copy(
+            update={"dtypes": True, "what": f"{a.spec.what} (and so the dtype mix's counts)"}
+        )
+        return AllowedChange(a.lever, spec)
+    return a
+
+
 def unchecked_invariants(why: str) -> list[InvariantResult]:
     """Every invariant, not checkable for ``why`` (a loop with no device trace to check)."""
     return [InvariantResult(name, False, 0, why) for name in INVARIANTS]
@@ -522,6 +626,7 @@ class Optimizer(LoopRun):
         self._seed = seed * 1000
         self.model = EesmModel.build(self.wl.hw)
         self.analysis = None
+        self._obs: tuple[Measurement, Observation] | None = None
         super().__init__(run_dir, repeats, self.wl.base)
 
     # ------------------------------------------------------------------ measuring
@@ -547,13 +652,35 @@ class Optimizer(LoopRun):
         return self._set_noise_floor(self._aa())
 
     # ------------------------------------------------------------------ attribute
+    def observation(self, m: Measurement) -> Observation:
+        """The replay graph of a measurement and its no-lever schedule (built once per
+        measurement: the gate and the attribute phase read the same)."""
+        if self._obs is not None and self._obs[0] is m:
+            return self._obs[1]
+        dec = m.decoded(self.model)
+        dag = build_dag(m.trace, self.hw, m.iterations, regimes=dec.labels, window=m.window)
+        obs = Observation(dag, schedule(dag), m.telemetry, self.hw, m.samples_per_iteration)
+        self._obs = (m, obs)
+        return obs
+
+    def reach(self) -> Reach:
+        """Each lever that applies to the current state, bounded on the baseline's replay
+        graph (engine.optimizer.gate.replay_reach)."""
+        m = self.current[0]
+        sites = {lv.id: lv.sites(self.state) for lv in LEVERS}
+        return replay_reach(
+            self.observation(m),
+            [lv for lv in LEVERS if sites[lv.id].ok],
+            {k: a.reason for k, a in sites.items() if not a.ok},
+            f"the baseline's replay graph: {m.iterations} steps of the simulated trace",
+        )
+
     def analyse(self, m: Measurement | None = None) -> SimAnalysis:
         """Decode, predict, check invariants, build the replay graph, attribute."""
         m = m or self.current[0]
         dec = m.decoded(self.model)
-        dag = build_dag(m.trace, self.hw, m.iterations, regimes=dec.labels, window=m.window)
-        base = schedule(dag)
-        obs = Observation(dag, base, m.telemetry, self.hw, m.samples_per_iteration)
+        obs = self.observation(m)
+        dag, base = obs.dag, obs.baseline
         graph = predict_graph(self.state.spec, self.hw)
         res = residuals(m.trace, graph)
         inv = check_invariants(res)
@@ -711,8 +838,16 @@ class Optimizer(LoopRun):
             base_pred = a.observation.per_sample_ns(a.observation.baseline)
             # replay error: predicted vs measured *change*, both relative to this state's time
             self.replay_errors.append((iv.lever_id, 1 - pred_ns / base_pred, gain))
+        # the trial is credited only for the workload the state before it ran (its lever's
+        # own change allowed): the first block of each arm, fingerprinted
+        pair = (run.a_blocks[0].raw, run.b_blocks[0].raw) if run.a_blocks and run.b_blocks else None
+        fps = [fingerprint_of_trace(m.trace) for m in pair] if pair else [None, None]
+        changed = self._identity(iid, fps[0], fps[1], iv.lever_id)
         ok, why = self.wl.correctness(after)
-        verdict, note = self._verdict(ok, why, c)
+        if changed:
+            verdict, note = State.ROLLED_BACK, f"workload changed: {changed}"
+        else:
+            verdict, note = self._verdict(ok, why, c)
         if verdict == State.ROLLED_BACK:
             self._save_state("state.json", before)
             self.state = before
@@ -720,6 +855,8 @@ class Optimizer(LoopRun):
         iv.state, iv.note = verdict, note
         if verdict == State.VERIFIED:
             self.kept.append(iid)
+            if pair is not None:
+                self.trial_traces[iid] = (pair[0].trace, pair[1].trace)
             self.current = ms
             self.analyse(ms[0])
         return iv

@@ -110,13 +110,61 @@ def _result_lines(res: dict[str, Any]) -> list[str]:
     return out
 
 
-def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
+def _gate_lines(g: dict[str, Any]) -> list[str]:
+    """The qualification gate's section (it leads the report): its decision, the noise and
+    reach halves with their figures, each applicable lever's ceiling, and — for a diagnosis —
+    what would make the target measurable or reachable."""
+    forced = bool(g.get("forced"))
+    title = g.get("decision", "?") + (", overridden by --force" if forced else "")
+    out = [f"## Qualification gate: {title}", ""]
+    why = str(g.get("line", "")).split(" — ", 1)[-1]
+    if forced:
+        out += [f"> **The gate said diagnose ({_cell(why)}); overridden by --force**: the loop "
+                "went on and tried levers anyway.", ""]  # fmt: skip
+    else:
+        out += [f"**{_cell(g.get('line', ''))}**", ""]
+    out.append(f"- Noise: {_cell(g.get('noise', ''))}.")
+    out.append(f"- Reach: {_cell(g.get('reach', ''))}.")
+    ceilings = [c for c in g.get("ceilings") or [] if isinstance(c, dict)]
+    if ceilings:
+        out += ["", "| lever | ceiling (share of the baseline step) | prior interval | basis |",
+                "|---|---:|---|---|"]  # fmt: skip
+        for c in sorted(ceilings, key=lambda c: -(c.get("high") or -1.0)):
+            hi, lo = c.get("high"), c.get("low")
+            ceil = (
+                "unknown"
+                if hi is None
+                else f"≤ {hi:.1%}" + (" per sample" if c.get("per_sample") else "")
+            )
+            prior = (
+                f"{lo:.1%} … {hi:.1%} over {_cell(c['prior'])}"
+                if c.get("prior") and lo is not None and hi is not None
+                else _cell(c.get("prior") or "—")
+            )
+            out.append(
+                f"| {_cell(c.get('lever', '?'))} | {ceil} | {prior} | {_cell(c.get('basis', ''))} |"
+            )
+    if g.get("helps"):
+        out += ["", "What would make it measurable or reachable:"]
+        out += [f"- {_cell(h)}" for h in g["helps"]]
+    out.append("")
+    return out
+
+
+def write(
+    claims: list[dict[str, Any]],
+    provenance: dict[str, Any],
+    diffs: dict[str, str] | None = None,
+) -> str:
     """Render the report. ``claims``: one dict per intervention (see ``write_run``);
-    ``provenance``: run facts, result, noise floor, invariants, hypotheses, diagnostic.
-    Every string in both goes through engine.text.clean first: notes carry a program's output,
-    names come from traces, and none of it may put an escape sequence into the file."""
+    ``provenance``: run facts, result, noise floor, invariants, hypotheses, diagnostic, the
+    qualification gate's decision. Every string in both goes through engine.text.clean first:
+    notes carry a program's output, names come from traces, and none of it may put an escape
+    sequence into the file. ``diffs``: per kept intervention, what changed in the trace
+    (Markdown already made safe: engine.analyze.diff_model.TraceDiff.markdown)."""
     claims = map_strings(claims, _clean)
     p = map_strings(provenance, _clean)
+    diffs = diffs or {}
     res = p.get("result", {})
     lines = [f"# gitm-tui optimize report — {p.get('workload', '?')}", ""]
     # older runs' provenance has neither key: only a command workload was real then
@@ -182,6 +230,8 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
             "workload's state by hand.",
             "",
         ]
+    if p.get("gate"):
+        lines += _gate_lines(p["gate"])
     if res:
         lines += ["## Result", "", f"**{res['headline']}**" if res.get("headline") else ""]
         lines += ["", *_result_lines(res), ""]
@@ -232,6 +282,15 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
                 f"- Predicted {_pct(c.get('predicted_gain'))}, measured {_pct(c.get('measured_gain'))}"
                 + (f" — {c['note']}" if c.get("note") else "")
             )
+            if c.get("identity"):
+                lines.append(f"- Workload identity: {_cell(c['identity'])}")
+            if c["id"] in diffs:
+                lines += [
+                    "",
+                    "What changed in the trace (the state before the lever → the trial):",
+                    "",
+                    diffs[c["id"]].rstrip("\n"),
+                ]
             lines.append("")
     rb = [c for c in claims if c["state"] == "ROLLED_BACK"]
     if rb:
@@ -256,7 +315,18 @@ def write(claims: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
         lines += [f"- {lv}: {why}" for lv, why in res["not_applicable"].items()]
         lines.append("")
     if d:
-        lines += ["## Why the target was not met", ""]
+        lines += [
+            "## Why the target cannot be committed to"
+            if res.get("diagnosed")
+            else "## Why the target was not met",
+            "",
+        ]
+        if d.get("gate"):
+            lines += [f"The qualification gate, in the profile phase: {_cell(d['gate'])}.", ""]
+        if d.get("what_would_help"):
+            lines.append("What would help:")
+            lines += [f"- {_cell(h)}" for h in d["what_would_help"]]
+            lines.append("")
         if d.get("short_by") is not None:
             lines += [f"Short by {d['short_by']:.1%} (the kept gain's point estimate).", ""]
         for k, title in (
@@ -299,6 +369,9 @@ def from_journal(path: Path) -> list[dict[str, Any]]:
     source of truth)."""
     out: dict[str, dict[str, Any]] = {}
     for r in read(path):
+        if r.get("type") == "identity" and isinstance(r.get("id"), str) and r["id"] in out:
+            out[r["id"]]["identity"] = r.get("reason") or ""
+            continue
         if r.get("type") != "transition":
             continue
         c = out.setdefault(
@@ -333,11 +406,25 @@ def _no_nan(x: Any) -> Any:
 
 
 def write_run(
-    opt: AnyLoop, result: dict[str, Any], provenance: dict[str, Any]
+    opt: AnyLoop,
+    result: dict[str, Any],
+    provenance: dict[str, Any],
+    diffs: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
-    """Write report.md and report.json of an optimize run; return their paths."""
+    """Write report.md and report.json of an optimize run; return their paths. ``diffs``: per
+    kept intervention, what changed in the trace — an ``engine.analyze.diff_model.TraceDiff``
+    (the runtime makes it: that layer sits above this one) or the line saying why there is
+    none."""
     hyps = opt.baseline_hypotheses
     prov = {**provenance, "result": result, **journal_check(opt.journal.path)}
+    gate = opt.gate.to_json() if opt.gate is not None else None
+    if gate is not None:
+        prov["gate"] = gate
+    diffs = diffs or {}
+    diff_md = {
+        iid: d.markdown(top=8) if hasattr(d, "markdown") else f"- {_cell(_clean(str(d)))}"
+        for iid, d in diffs.items()
+    }
     if hyps is not None:
         prov["hypotheses"] = [
             {
@@ -358,12 +445,13 @@ def write_run(
         iv = opt.interventions.get(c["id"])
         if iv is not None and c.get("measured_gain") is None:
             c["measured_gain"] = iv.measured_gain
-    md = write(claims, prov)
+    md = write(claims, prov, diff_md)
     run_dir = opt.run_dir
     atomic_write_text(run_dir / "report.md", md)
     data = {
+        "gate": gate,
         "provenance": {
-            k: v for k, v in prov.items() if k not in ("hypotheses", "invariants", "result")
+            k: v for k, v in prov.items() if k not in ("hypotheses", "invariants", "result", "gate")
         },
         "result": result,
         "interventions": claims,
@@ -373,6 +461,10 @@ def write_run(
             {"lever": lv, "predicted_gain": pg, "measured_gain": mg}
             for lv, pg, mg in opt.replay_errors
         ],
+        "diffs": {
+            iid: d.to_dict() if hasattr(d, "to_dict") else {"error": str(d)}
+            for iid, d in diffs.items()
+        },
     }
     text = json.dumps(_no_nan(data), indent=1, default=float, allow_nan=False)
     atomic_write_text(run_dir / "report.json", text)
@@ -388,9 +480,12 @@ def rewrite_recovered(
 ) -> Path:
     """Rewrite report.md from the run's journal: a run recovered after it died (``died``), or
     one cut short (``cut_short``: its final status) before its own report phase."""
-    start = next((r for r in read(run_dir / "journal.jsonl") if r.get("type") == "run_started"), {})
+    recs = read(run_dir / "journal.jsonl")
+    start = next((r for r in recs if r.get("type") == "run_started"), {})
+    gate = next((r for r in recs if r.get("type") == "gate"), None)
     prov = {
         **start,
+        **({"gate": gate} if gate is not None else {}),
         "recovered": recovered,
         "cut_short": cut_short,
         "not_restored": not_restored or {},

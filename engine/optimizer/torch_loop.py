@@ -33,6 +33,8 @@ from engine.levers.torch_levers import TORCH_LEVERS, TorchLever, Undo
 from engine.measure import Block, finite_or_none, steady_start
 from engine.optimizer.attribution import RankedHypotheses
 from engine.optimizer.command_loop import CommandCandidate, CommandOptimizer
+from engine.optimizer.fingerprint import Fingerprint
+from engine.optimizer.gate import LeverCeiling, Reach
 from engine.optimizer.loop import (
     Intervention,
     LoopAnalysis,
@@ -116,11 +118,20 @@ class TorchOptimizer(LoopRun):
         levers: tuple[TorchLever, ...] = TORCH_LEVERS,
         deadline: float = math.inf,
         analyze_capture: Callable[[Path], Any] | None = None,
+        fingerprint_file: Callable[[Path], Fingerprint] | None = None,
     ) -> None:
         """``analyze_capture(path)``: what ``gitm-tui analyze`` makes of a trace file (the
-        runtime passes engine.analyze's; that layer sits above this one)."""
+        runtime passes engine.analyze's; that layer sits above this one);
+        ``fingerprint_file(path)``: the workload fingerprint of a torch.profiler capture
+        (engine.analyze.fingerprints'), which credits a trial only for the baseline's workload —
+        None: identity not checked (said so)."""
         self.job = job
         self.analyze_capture = analyze_capture
+        self.fingerprint_file = fingerprint_file
+        #: each configuration's fingerprint (its levers, in order), captured once
+        self._fps: dict[tuple[str, ...], Fingerprint | None] = {}
+        #: the capture's analysis when the gate made it in the profile phase (GPU)
+        self._early: TorchAnalysis | None = None
         self.levers = {lv.id: lv for lv in levers}
         self.batches = Batches(job)
         self.deadline = deadline  # time.monotonic() by which measuring must stop
@@ -266,7 +277,8 @@ class TorchOptimizer(LoopRun):
         return self._set_noise_floor(run)
 
     def analyse(self, m: Any = None) -> TorchAnalysis:
-        a = self._captured() if on_cuda(self.job) else None
+        early, self._early = self._early, None  # the gate's capture is the baseline's
+        a = early or (self._captured() if on_cuda(self.job) else None)
         if a is None:
             a = TorchAnalysis(unchecked_invariants(NO_TRACE), RankedHypotheses([], 0))
         self.analysis = a
@@ -302,6 +314,81 @@ class TorchOptimizer(LoopRun):
             shares,
             f"replayed on {path.name}: {an.segments:,} device rows of {an.hardware.name}",
         )
+
+    def reach(self) -> Reach:
+        """On a GPU, each applicable lever's ceiling from the captured baseline's replay (the
+        library levers it is, ``REPLAYED_AS``: their ceilings, summed); on the CPU, or for a
+        lever the trace cannot judge, none: reachability unknown there."""
+        levers = []
+        na: dict[str, str] = {}
+        for lv in self.levers.values():
+            ok, why = lv.applicable(self.job)
+            if ok:
+                levers.append(lv)
+            else:
+                na[lv.id] = why
+        a = None
+        if on_cuda(self.job) and self.analyze_capture is not None:
+            a = self._early = self._captured()
+        if a is None or not a.estimates:
+            why = a.note if a is not None else NO_TRACE
+            return Reach(
+                tuple(LeverCeiling(lv.id, None, basis="measured only") for lv in levers),
+                unknown=f"{why}: no lever's gain can be bounded before it is measured",
+                not_applicable=na,
+            )
+        out = []
+        for lv in levers:
+            ests = [a.estimates.get(i) for i in REPLAYED_AS.get(lv.id, ())]
+            highs = [
+                e.ceiling if e.ceiling is not None else e.gain_high
+                for e in ests
+                if e is not None and e.status in ("predicted", "ceiling")
+            ]
+            if not ests or len(highs) != len(ests) or any(h is None for h in highs):
+                out.append(LeverCeiling(lv.id, None, basis="the captured trace cannot bound it"))
+                continue
+            judged = [e for e in ests if e is not None]
+            prior = "; ".join(e.lever for e in judged if e.prior_based)
+            lows = [e.gain_low for e in judged]
+            out.append(
+                LeverCeiling(
+                    lv.id,
+                    float(sum(h or 0.0 for h in highs)),
+                    float(sum(x or 0.0 for x in lows)) if prior else None,
+                    device=float(sum(h or 0.0 for h in highs)),
+                    prior=f"the priors of {prior}" if prior else "",
+                    basis="; ".join(e.ceiling_basis or e.basis for e in judged)[:600],
+                )
+            )
+        return Reach(tuple(out), None, "", na, a.note)
+
+    def _fingerprint(self, config: tuple[str, ...]) -> Fingerprint | None:
+        """The fingerprint of the program with exactly ``config``'s levers live: a short
+        torch.profiler capture (``captures/`` in the run folder; the program's state restored),
+        once per configuration. None when no capture can be made (said in the journal)."""
+        if config in self._fps:
+            return self._fps[config]
+        fp = None
+        if self.fingerprint_file is not None:
+            from engine.trace.errors import TraceImportError
+
+            name = "+".join(config) or "baseline"
+            path = self.run_dir / "captures" / f"{name}.json"
+            try:
+                self._check_time()
+                self._use(config)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                capture(self.job, self.batches, path, steps=3)
+                fp = self.fingerprint_file(path)
+            except TorchJobError:
+                raise
+            except (TraceImportError, RuntimeError, OSError) as e:
+                self.journal.append(
+                    {"type": "capture_failed", "config": name, "reason": one_line(e)[:300]}
+                )
+        self._fps[config] = fp
+        return fp
 
     def estimate(self, lever_id: str) -> tuple[float, float, str]:
         """(predicted gain, confidence, evidence) of a torch lever from the captured trace's
@@ -397,6 +484,7 @@ class TorchOptimizer(LoopRun):
         lv = self.levers[self._lever_of[iid]]
         before_state = self.state
         before = tuple(before_state.applied)
+        self._fingerprint(before)  # the state the trial changes, as a workload (once)
         self._use(before)
         snap = Snapshot.take(self.job)
         self._save_state(f"states/{iid}_before.json", before_state)
@@ -455,7 +543,7 @@ class TorchOptimizer(LoopRun):
         self.comparisons[iid] = c
         self._use(after)
         after_state = TorchState(applied=list(after), flags=global_flags())
-        unjudged = ""
+        unjudged = ident = ""
         why = ""
         if run.failed is not None and run.failed.reason.startswith("the budget ended"):
             run.failed = None  # not the lever's failure: the pairs measured are judged
@@ -465,6 +553,10 @@ class TorchOptimizer(LoopRun):
                 if run.failed_arm == "B"
                 else f"the configuration before it failed during the trial: {run.failed.reason}"
             )
+        elif ident := self._identity(
+            iid, self._fingerprint(before), self._fingerprint(after), lv.id
+        ):
+            why = ident
         elif not lv.checkable:
             unjudged = "correctness not judged: the lever changes only where batches come from"
         elif not self.reference or not self.reference.checkable:
@@ -489,7 +581,11 @@ class TorchOptimizer(LoopRun):
             not why,
             why,
             c,
-            "the step failed" if run.failed is not None else "correctness check failed",
+            "the step failed"
+            if run.failed is not None
+            else "workload changed"
+            if ident
+            else "correctness check failed",
         )
         if unjudged:
             note = f"{note}; {unjudged}"

@@ -40,6 +40,8 @@ class RunConfig:
     max_windows: int | None = None
     #: the gain (time per sample) the loop aims for
     target: float = 0.15
+    #: go on past the qualification gate's diagnosis (``--force``): the report says so
+    force: bool = False
     #: approval policy: manual (a person decides), auto (SAFE levers only), none (propose only)
     approve: str = "manual"
     #: measurements per arm (noise floor, each trial, the final check)

@@ -307,6 +307,8 @@ class Engine:
                 result, report = await phases.run()
             if self._stop:
                 status = "stopped"
+            elif phases.diagnosed:  # the qualification gate ended it in its profile phase
+                status = "diagnosed"
             if gpu is not None:
                 self.stream.publish(self.decoder.flush(), gpu)
         except (CommandError, TorchJobError) as e:  # the user's program cannot be run: not a bug

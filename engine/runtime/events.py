@@ -16,6 +16,7 @@ from engine.regimes import label_name
 from engine.telemetry.sample import TelemetrySample
 
 if TYPE_CHECKING:  # (the views are built from them; the UI that reads them never loads them)
+    from engine.optimizer.gate import GateDecision
     from engine.optimizer.monitor import InvariantResult, Violation
 
 SCHEMA_VERSION = 1
@@ -209,7 +210,9 @@ class Progress(Event):
 @dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
-    status: str  # completed | stopped | failed (a bug) | workload_failed (the program)
+    #: completed | diagnosed (the qualification gate ended it in its profile phase) | stopped |
+    #: failed (a bug) | workload_failed (the program)
+    status: str
     segments: int
     iterations: int
     sim_time_ns: int
@@ -224,7 +227,7 @@ class RunFinished(Event):
     target_met: bool | None = None
     report: str = ""  # path of report.md
     #: the optimize loop's verdict (met | not met | not confirmed | nothing kept | not
-    #: measurable), the gain's interval and the one-line headline report.md and the summary carry
+    #: measurable | out of reach), the gain's interval and the one-line headline report.md and the summary carry
     verdict: str = ""
     gain_low: float | None = None
     gain_high: float | None = None
@@ -360,6 +363,55 @@ class OptimizeStatus(Event):
 
 
 @dataclass(frozen=True)
+class GateCeilingView:
+    """One applicable lever's ceiling as the gate read it (engine.optimizer.gate)."""
+
+    lever: str
+    high: float | None  # the most it could gain (share of the baseline step); None: unknown
+    low: float | None  # at the other end of its priors' ranges; None: no prior
+    per_sample: bool
+    prior: str  # the priors it rests on ('' none)
+
+
+@dataclass(frozen=True)
+class GateDecided(Event):
+    """The qualification gate's decision in the profile phase: commit to the target, or
+    diagnose why not (the run then ends with its diagnosis unless ``forced``). ``line`` is the
+    one line the optimize bar and headless narration print."""
+
+    kind: ClassVar[str] = "gate"
+    decision: str  # commit | diagnose
+    forced: bool  # a diagnosis overridden by --force: the loop goes on
+    target: float
+    measurable: bool | None  # None: the noise is unknown
+    reachable: bool | None  # None: the levers' ceilings cannot judge it
+    combined_ceiling: float | None
+    noise_floor: float | None
+    line: str
+    helps: tuple[str, ...] = ()
+    ceilings: tuple[GateCeilingView, ...] = ()
+
+    @classmethod
+    def of(cls, t_wall: float, g: GateDecision) -> GateDecided:
+        """The event of an ``engine.optimizer.gate.GateDecision``."""
+        return cls(
+            t_wall=t_wall,
+            decision=g.decision,
+            forced=g.forced,
+            target=g.target,
+            measurable=g.measurable,
+            reachable=g.reachable,
+            combined_ceiling=g.combined,
+            noise_floor=g.noise_floor,
+            line=g.forced_line() if g.forced else g.line,
+            helps=tuple(g.helps),
+            ceilings=tuple(
+                GateCeilingView(c.lever, c.high, c.low, c.per_sample, c.prior) for c in g.ceilings
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class ReportWritten(Event):
     kind: ClassVar[str] = "report"
     path: str
@@ -367,7 +419,8 @@ class ReportWritten(Event):
     target_met: bool
     gain: float
     summary: str
-    #: met | not met | not confirmed | nothing kept | not measurable (the summary's verdict)
+    #: met | not met | not confirmed | nothing kept | not measurable | out of reach (the
+    #: summary's verdict)
     verdict: str = ""
     gain_low: float | None = None
     gain_high: float | None = None
@@ -390,6 +443,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         HypothesesReport,
         InterventionUpdate,
         OptimizeStatus,
+        GateDecided,
         ReportWritten,
     )
 }

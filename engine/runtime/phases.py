@@ -23,6 +23,7 @@ from engine.measure import finite_or_none
 from engine.runtime import sources
 from engine.runtime.events import (
     EvidenceView,
+    GateDecided,
     HypothesesReport,
     HypothesisView,
     InterventionUpdate,
@@ -66,6 +67,8 @@ class OptimizePhases:
         self.eng = eng
         self.opt: AnyLoop | None = None  # set by ``run``
         self._shown_state: dict[str, str] = {}
+        #: the qualification gate ended the run in its profile phase (status "diagnosed")
+        self.diagnosed = False
 
     @property
     def loop(self) -> AnyLoop:
@@ -98,6 +101,20 @@ class OptimizePhases:
         black_box = not opt.traced  # no device trace: measured only
         unit, scale = opt.unit, opt.scale
         eng.log("info", f"baseline {noise.mean_ns / scale:.4g} {unit}; {opt.noise_text()}")
+        # the qualification gate: commit to the target, or diagnose why not before any lever
+        # is tried (engine/optimizer/gate.py); journaled by ``qualify`` before it is acted on
+        gate = await asyncio.to_thread(opt.qualify, cfg.force)
+        eng.bus.publish(GateDecided.of(eng.elapsed(), gate))
+        if gate.diagnosed and opt.budget_left() > 0:
+            eng.log("warning", gate.line)
+            return await self.end_diagnosed()
+        if gate.diagnosed:  # the budget ended inside the profile phase: it ends the run
+            eng.log("warning", f"{gate.line} (the budget ended in the profile phase)")
+        else:
+            eng.log(
+                "warning" if gate.forced else "info",
+                gate.forced_line() if gate.forced else gate.line,
+            )
         measurable = noise.plan is None or noise.plan.triable
         if noise.plan is not None and not noise.plan.measurable:
             eng.log("warning", f"{noise.plan.diagnosis}; {noise.plan.tried}")
@@ -138,24 +155,65 @@ class OptimizePhases:
             else "nothing kept: the final configuration is the baseline",
         )
         result = await asyncio.to_thread(opt.finish, cfg.target)
-        md, js = await asyncio.to_thread(write_run, opt, result, self.provenance())
+        diffs = await asyncio.to_thread(self.kept_diffs)
+        md, js = await asyncio.to_thread(write_run, opt, result, self.provenance(), diffs)
         self.status("report")
-        met = result["target_met"]
-        summary = result["headline"]
+        self.report_written(result, md, js)
+        return result, str(md)
+
+    async def end_diagnosed(self) -> tuple[dict[str, Any], str]:
+        """The gate diagnosed: the run ends here, in its profile phase — no attribute, rank or
+        apply — with a report of what was measured, why the target cannot be committed to and
+        what would make it reachable. Status ``diagnosed`` (exit 0, with the report)."""
+        from engine.optimizer.report import write_run
+
+        eng, opt = self.eng, self.loop
+        self.diagnosed = True
+        eng.phase("report", "the qualification gate diagnosed: no lever is tried")
+        result = await asyncio.to_thread(opt.diagnose, eng.config.target)
+        md, js = await asyncio.to_thread(write_run, opt, result, self.provenance())
+        eng.log(
+            "info",
+            f"diagnosed in the profile phase after {eng.elapsed():.1f} s of the "
+            f"{eng.config.budget_s:g} s budget: no lever is tried (--force goes on anyway)",
+        )
+        self.report_written(result, md, js)
+        return result, str(md)
+
+    def report_written(self, result: dict[str, Any], md: Any, js: Any) -> None:
+        eng = self.eng
         eng.bus.publish(
             ReportWritten(
                 t_wall=eng.elapsed(),
                 path=str(md),
                 json_path=str(js),
-                target_met=met,
+                target_met=result["target_met"],
                 gain=result["gain"],
-                summary=summary,
+                summary=result["headline"],
                 verdict=result.get("verdict", ""),
                 gain_low=finite_or_none(result.get("gain_low")),
                 gain_high=finite_or_none(result.get("gain_high")),
             )
         )
-        return result, str(md)
+
+    def kept_diffs(self) -> dict[str, Any]:
+        """For each kept lever whose trial has traces (the state before it, the trial): what
+        changed between them (engine.analyze.diff, as `gitm-tui diff` shows it) — the report's
+        proof beside the measured gain. A diff that cannot be made is said, not skipped."""
+        opt = self.loop
+        out: dict[str, Any] = {}
+        for iid in opt.kept:
+            pair = opt.trial_traces.get(iid)
+            if pair is None:
+                continue
+            from engine.analyze.diff import diff_traces
+            from engine.trace.errors import TraceImportError
+
+            try:
+                out[iid] = diff_traces(pair[0], pair[1], top=20)
+            except TraceImportError as e:  # (a trace with no GPU row): the report says so
+                out[iid] = f"no trace diff: {e}"[:300]
+        return out
 
     async def apply(self) -> None:
         """Approve (policy or person), trial, gate; until the target, the candidates or the
@@ -404,6 +462,7 @@ class OptimizePhases:
             "approve": cfg.approve,
             "seed": cfg.seed,
             "repeats": cfg.repeats,
+            "force": cfg.force,
             #: the operator stopped the run (q, Ctrl-C, SIGTERM, the stop command) before its end
             "stopped": eng.stopped,
             "python": platform.python_version(),

@@ -65,6 +65,7 @@ def make_optimizer(eng: Engine) -> AnyLoop:
             levers=eng.torch_levers,
             deadline=time.monotonic() + cfg.budget_s - eng.elapsed(),
             analyze_capture=_analyze_file,
+            fingerprint_file=_fingerprint_file,
         )
     if eng.cmd_workload is not None and eng.cmd_workload.kind == "torch":
         from engine.optimizer.torch_loop import TorchLaunchOptimizer
@@ -89,6 +90,14 @@ def _analyze_file(path: Any) -> Any:
 
     here = AnalyzeOptions(first_run=False, ranks=False, keep_arrays=True)
     return analyze([str(path)], here).one()
+
+
+def _fingerprint_file(path: Any) -> Any:
+    """The workload fingerprint of a live program's capture (a trial's or its baseline's), as
+    `gitm-tui analyze` writes it (engine.analyze.fingerprints)."""
+    from engine.analyze.fingerprints import fingerprint_file
+
+    return fingerprint_file(path)
 
 
 def real_model(workload: str, device: str) -> Any:

@@ -188,7 +188,16 @@ def _valid(rec: Any) -> bool:
             and rec["to"] in _STATES
             and (frm is None or (isinstance(frm, str) and frm in _STATES))
         )
+    if rec.get("type") == "gate":  # the qualification gate's decision (engine/optimizer/gate.py)
+        return rec.get("decision") in GATE_DECISIONS and isinstance(rec.get("line"), str)
+    if rec.get("type") == "identity":  # a trial's workload against its baseline's
+        return isinstance(rec.get("id"), str) and rec.get("credited") in (True, False, None)
     return True
+
+
+#: a ``gate`` record's decisions: commit to the target, or diagnose why not (in the profile
+#: phase, before any lever is tried; ``forced``: the operator went on anyway)
+GATE_DECISIONS = ("commit", "diagnose")
 
 
 #: the ``prev`` of a journal's first record

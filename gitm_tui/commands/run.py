@@ -39,6 +39,12 @@ def run_parser() -> Parser:
         help="with --approve manual: time waiting for your decisions is not charged to the "
         "budget, so proposals stay open until you decide them or finish the apply phase",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="go on when the qualification gate diagnoses the target as not measurable or out "
+        "of reach (the report says the gate was overridden)",
+    )
     p.add_argument("--repeats", type=int, default=4, help="measurements per arm (default 4)")
     c = p.add_argument_group(
         "--workload command -- ARGV…",
@@ -137,6 +143,7 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         if (why := problem(ns.otlp)) is not None:  # the extra missing, a bad URL: one line
             raise UsageError(why)
     extra = {
+        "force": ns.force,
         "device": ns.device,
         "telemetry_interval_s": ns.interval,
         "prometheus_port": ns.prometheus,
@@ -148,7 +155,7 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
 
         return dataclasses.replace(command_config(ns, budget), **extra)
     if ns.workload == "torch":
-        return torch_config(ns, budget)
+        return torch_config(ns, budget, force=ns.force)
     if ns.argv:
         raise UsageError(
             f"unexpected argument {ns.argv[0]!r} (a program goes after '--' with --workload "
@@ -168,11 +175,11 @@ def run_config(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
-def torch_config(ns: argparse.Namespace, budget: float):  # type: ignore[no-untyped-def]
+def torch_config(ns: argparse.Namespace, budget: float, force: bool = False):  # type: ignore[no-untyped-def]
     """`--workload torch -- python SCRIPT ARGS`: an unmodified PyTorch script, relaunched per
     trial with process-level levers (engine/workloads/torch_launch.py)."""
     _runnable(ns, "--workload torch needs the script after '--', e.g. -- python train.py")
-    return _program_config(ns, budget, "torch")
+    return _program_config(ns, budget, "torch", force=force)
 
 
 def _runnable(ns: argparse.Namespace, missing: str) -> None:

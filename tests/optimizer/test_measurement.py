@@ -124,7 +124,7 @@ def test_the_noise_gate_plans_pairs_or_diagnoses_and_never_exceeds_100_percent()
 
 
 # ---------------------------------------------------------------------- known effects, end to end
-def _run(tmp_path, levers, target, env_extra, budget="60s", tag="run"):
+def _run(tmp_path, levers, target, env_extra, budget="60s", tag="run", flags=()):
     state = tmp_path / f"{tag}.count"
     env = {
         "GITM_SCRATCH": str(tmp_path / tag),
@@ -134,7 +134,7 @@ def _run(tmp_path, levers, target, env_extra, budget="60s", tag="run"):
     }
     args = [sys.executable, "-m", "gitm_tui", "--no-ui", "--workload", "command",
             "--metric", r"time_ms=([0-9.]+)", "--budget", budget, "--target", target,
-            "--approve", "auto"]  # fmt: skip
+            "--approve", "auto", *flags]  # fmt: skip
     for name in levers:
         args += ["--lever", f"{name}=env:KE_{name.upper()}=0,1"]
     p = subprocess.run(
@@ -202,11 +202,13 @@ def test_a_noisy_machine_is_diagnosed_before_any_trial(tmp_path):
 
 @pytest.mark.slow
 def test_an_unmeasurable_target_still_lets_a_huge_effect_show(tmp_path):
-    """The same ±50 % machine with time to spare: 10 % cannot be resolved (said so), but a
-    lever that removes 90 % of the time clears even the wide interval and is kept."""
+    """The same ±50 % machine with time to spare: 10 % cannot be resolved (said so: the
+    qualification gate diagnoses it, and --force goes on), but a lever that removes 90 % of
+    the time clears even the wide interval and is kept."""
     p, fin, _journal, ivs, _ = _run(
-        tmp_path, ("huge", "same"), "10%", {"KE_NOISE": "0.5", "KE_SEED": "4"}
+        tmp_path, ("huge", "same"), "10%", {"KE_NOISE": "0.5", "KE_SEED": "4"}, flags=("--force",)
     )
+    assert "overridden by --force" in p.stderr
     assert "cannot be measured here" in p.stderr and "levers are tried with" in p.stderr
     states = {k.split("=")[0]: v["state"] for k, v in ivs.items()}
     assert states["huge"] == "VERIFIED", fin["headline"]

@@ -47,7 +47,9 @@ def test_auto_reaches_15_percent_on_each_workload(workload):
 
 
 def test_unreachable_target_gives_a_diagnostic_and_the_gate_rolls_back():
-    r = optimize("kitti", budget="2m", target=0.9)
+    # 90 % is above kitti's levers' combined ceiling: the qualification gate would end the run
+    # in its profile phase (tests/optimizer/test_gate.py); forced on, every lever is tried
+    r = optimize("kitti", budget="2m", target=0.9, force=True)
     assert r.status == "completed" and r.target_met is False
     states = {v["lever"]: v for v in r.interventions.values()}
     assert states["sync_removal"]["state"] == "ROLLED_BACK"
