@@ -5,6 +5,7 @@ Embedded API (DESIGN §9)::
     from engine import optimize
     result = optimize("hft-lob", budget="2m", target=0.15)   # a built-in, simulated GPU
     print(result.gain, result.target_met, result.report)
+    kept = [iv["lever"] for iv in result.interventions.values() if iv["state"] == "VERIFIED"]
 
     from engine import TorchJob, optimize                      # your own PyTorch program
     job = TorchJob(step=train_step, batches=loader, model=model, optimizer=opt)
@@ -21,7 +22,19 @@ from typing import Any
 
 @dataclass
 class OptimizeResult:
-    """What an embedded optimize run produced."""
+    """What an embedded optimize run produced.
+
+    ``interventions``: every lever the run proposed, by intervention id (``"I1"``…), as its
+    last update — the ``intervention`` event's JSON record (docs/events.md): ``lever``,
+    ``title``, ``safety`` (SAFE | NUMERICS | PRIVILEGED), ``state`` where the run left it
+    (VERIFIED: kept; ROLLED_BACK: tried and undone, ``note`` says why; REJECTED; PROPOSED:
+    never decided — NUMERICS and PRIVILEGED levers wait for a person unless
+    ``approve="all"``, and ``approve="none"`` decides nothing), ``predicted_gain`` (the
+    replay's, or None: measured only, no trace to predict from) with its ``confidence``,
+    ``measured_gain`` (None: not measured), ``approved_by`` (``policy:auto``, ``policy:all``,
+    or who decided), ``note``, ``replay``, ``evidence``, and the record's ``v``, ``type``,
+    ``t_wall``. Gains are time-per-sample fractions (0.1 = 10 % less). The journal and
+    report.md under ``run_dir`` hold the whole history."""
 
     run_id: str
     status: str  # completed | diagnosed (the gate ended it in its profile phase) | stopped | failed
