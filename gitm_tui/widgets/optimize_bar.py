@@ -44,7 +44,26 @@ class OptimizeBar(Static):
     scale = reactive(1e3)
 
     def render(self) -> Text:
+        """The phases, then the figures; where the whole line is wider than the bar (120
+        columns), the phases shrink to the current one and its place (apply 4/5) and the
+        phase's deadline to "ends 33.3s" (the budget is in the header) so that no figure is
+        cut."""
+        full = self._phases(compact=False)
+        tail = self._figures(compact=False)
+        if self.size.width and full.cell_len + tail.cell_len > self.size.width:
+            full, tail = self._phases(compact=True), self._figures(compact=True)
+        full.append_text(tail)
+        return full
+
+    def _phases(self, compact: bool) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
+        if compact:
+            if self.phase in PHASES:
+                t.append(f" {self.phase} ", style="bold reverse")
+                t.append(f" {PHASES.index(self.phase) + 1}/{len(PHASES)}")
+            else:
+                t.append(f" {self.phase} ", style="bold reverse")
+            return t
         for p in PHASES:
             done = (
                 PHASES.index(p) < PHASES.index(self.phase)
@@ -57,8 +76,16 @@ class OptimizeBar(Static):
                 else (tone("gitm-ok") if done else tone("gitm-muted"))
             )
             t.append(f" {p} ", style=style)
+        return t
+
+    def _figures(self, compact: bool) -> Text:
+        t = Text()
         if self.phase in PHASES and self.deadline:
-            t.append(f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}")
+            t.append(
+                f" ends {format_seconds(self.deadline)}"
+                if compact
+                else f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}"
+            )
         t.append(f" · {self.policy}", style="italic")
         if self.verdict in ("nothing kept", "not measurable"):
             t.append(" · ")
@@ -88,4 +115,4 @@ class OptimizeBar(Static):
         """A trial measured faster than what is kept, but not kept: said apart, labelled."""
         best = self.best_trial
         if best == best and best > (self.gain if self.verdict != "nothing kept" else 0.0):
-            t.append(f" · best trial {best:+.1%} ({self.best_trial_id}, not kept)")
+            t.append(f" · best trial {best:+.1%} {self.best_trial_id} not kept")

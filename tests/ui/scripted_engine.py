@@ -8,6 +8,7 @@ the whole script.
 from __future__ import annotations
 
 import asyncio
+import math
 
 import numpy as np
 
@@ -27,6 +28,8 @@ from engine.runtime.events import (
     OptimizeStatus,
     PhaseChanged,
     Progress,
+    ReportWritten,
+    RunFinished,
     RunStarted,
     TelemetryEvent,
     ViolationView,
@@ -115,6 +118,11 @@ class ScriptedEngine:
         self.bus.publish(ev)
 
     async def run(self) -> None:
+        self.script()
+        await self._stopped.wait()
+
+    def script(self) -> None:
+        """Publish the scripted run's events, up to its apply phase waiting for decisions."""
         pub = self.bus.publish
         pub(
             RunStarted(
@@ -260,7 +268,117 @@ class ScriptedEngine:
         self._iv("I1", "sdpa_flash", "SAFE", "VERIFIED", 0.276, 0.277, "kept: +27.7%", "tui")
         self._iv("I2", "copy_overlap", "SAFE", "PROPOSED", 0.132)
         self._iv("I3", "bf16_autocast", "NUMERICS", "PROPOSED", 0.098)
+
+
+class EndedEngine(ScriptedEngine):
+    """The script, then a run that ends with its target not met and two proposals nobody
+    decided: I1 measured +2.5% but rolled back (not kept), so the report says nothing kept."""
+
+    async def run(self) -> None:
+        self.script()
+        pub = self.bus.publish
+        self._iv("I1", "sdpa_flash", "SAFE", "ROLLED_BACK", 0.276, 0.025, "rolled back: +2.5%")
+        pub(PhaseChanged(t_wall=50.0, phase="report", detail="nothing kept"))
+        pub(
+            OptimizeStatus(
+                t_wall=50.0,
+                baseline_ns=3_400_000.0,
+                current_ns=3_400_000.0,
+                gain=0.0,
+                target=0.15,
+                noise_floor=0.005,
+                phase="report",
+                phase_deadline_s=60.0,
+            )
+        )
+        headline = "target 15% NOT met: nothing kept, the final configuration is the baseline"
+        report = "runs/20261129-000000-abcdef/report.md"
+        pub(
+            ReportWritten(
+                t_wall=58.0,
+                path=report,
+                json_path=report.replace(".md", ".json"),
+                target_met=False,
+                gain=0.0,
+                summary=headline,
+                verdict="nothing kept",
+            )
+        )
+        pub(PhaseChanged(t_wall=58.5, phase="done", detail="completed"))
+        pub(
+            RunFinished(
+                t_wall=58.5,
+                status="completed",
+                segments=144,
+                iterations=12,
+                sim_time_ns=10**9,
+                wall_s=58.5,
+                regime_shares={r.name: 0.25 for r in Regime},
+                kappa_partition={},
+                fixed_lag_exact=1.0,
+                validation={},
+                dropped_events=0,
+                kernels="numba",
+                gain=0.0,
+                target_met=False,
+                report=report,
+                verdict="nothing kept",
+                headline=headline,
+            )
+        )
         await self._stopped.wait()
+
+
+class NoTraceEngine(ScriptedEngine):
+    """A real program measured from outside (``--workload torch`` on the CPU): no kernel
+    trace, no telemetry; its levers are measured only (no prediction)."""
+
+    async def run(self) -> None:
+        pub = self.bus.publish
+        pub(
+            RunStarted(
+                t_wall=0.0,
+                run_id="20261204-000000-abcdef",
+                workload="torch",
+                workload_title="an unmodified PyTorch script (scripted)",
+                device="this machine's CPU",
+                simulated=False,
+                budget_s=40.0,
+                seed=0,
+                streams=(),
+                regimes=(),
+            )
+        )
+        pub(PhaseChanged(t_wall=0.0, phase="profile", detail="this machine's CPU"))
+        pub(
+            OptimizeStatus(
+                t_wall=8.0,
+                baseline_ns=3_949_000.0,
+                current_ns=3_949_000.0,
+                gain=0.0,
+                target=0.15,
+                noise_floor=0.021,
+                phase="apply",
+                phase_deadline_s=33.3,
+                unit="ms/step",
+                scale=1e6,
+            )
+        )
+        pub(PhaseChanged(t_wall=8.0, phase="apply", detail="approval policy manual"))
+        self._iv("I1", "threads=1", "SAFE", "ROLLED_BACK", math.nan, 0.031, "within noise")
+        self._iv("I2", "interop_threads=1", "SAFE", "PROPOSED", math.nan)
+        self._iv("I3", "channels_last", "SAFE", "PROPOSED", math.nan)
+        await self._stopped.wait()
+
+
+class KeepDecidingEngine(ScriptedEngine):
+    """The script with an engine clock: 14 s of the budget used, 75 s waiting for a person
+    (not charged once the operator keeps deciding)."""
+
+    waiting_s = 75.0
+
+    def elapsed(self) -> float:
+        return 14.0
 
 
 async def run_shown(pilot, last: str = "I3") -> None:

@@ -17,8 +17,9 @@ from textual.widgets import DataTable, TabbedContent
 
 from gitm_tui.app import Settings, make_analysis_app, make_app, make_ranks_app
 from gitm_tui.widgets.kernel_table import _fits
+from gitm_tui.widgets.optimize_bar import OptimizeBar
 from tests.paths import ROOT
-from tests.ui.scripted_engine import ScriptedEngine, run_shown
+from tests.ui.scripted_engine import EndedEngine, NoTraceEngine, ScriptedEngine, run_shown
 from tests.ui.waiting import until
 
 #: the columns of each table that hold text, not figures: cut with "…" where they must be
@@ -71,6 +72,21 @@ async def test_the_dashboard_tables_fit(size, tmp_path, monkeypatch):
             assert table.row_count, table_id
             problems += cut_cells(table)
         assert not problems, problems
+        await pilot.press("q")
+
+
+@pytest.mark.parametrize("engine", [EndedEngine, NoTraceEngine, ScriptedEngine])
+async def test_the_optimize_bar_keeps_its_figures_at_120(engine, tmp_path, monkeypatch):
+    """The bar under the header: phases shrink to the current one before a figure is cut."""
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    app = make_app(Settings(), engine())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await run_shown(pilot)
+        bar = app.query_one(OptimizeBar)
+        await until(pilot, lambda: bar.baseline_ns > 0, what="the bar's figures")
+        line = bar.render()
+        assert line.cell_len <= bar.size.width, line.plain
+        assert ("noise ±" in line.plain and "gain" in line.plain) or "nothing kept" in line.plain
         await pilot.press("q")
 
 

@@ -112,10 +112,10 @@ def test_the_bar_labels_the_kept_gain_and_shows_a_faster_trial_not_kept_apart():
     assert "kept gain +0.0%/15%" in str(bar.render())
     assert "best trial" not in str(bar.render())
     bar.best_trial, bar.best_trial_id = 0.025, "I4"
-    assert "kept gain +0.0%/15% · best trial +2.5% (I4, not kept)" in str(bar.render())
+    assert "kept gain +0.0%/15% · best trial +2.5% I4 not kept" in str(bar.render())
     bar.verdict = "nothing kept"  # the report's "nothing kept" and the trial's measured Δ
     text = str(bar.render())
-    assert "target 15% nothing kept · best trial +2.5% (I4, not kept)" in text
+    assert "target 15% nothing kept · best trial +2.5% I4 not kept" in text
     bar.verdict, bar.gain, bar.gain_low, bar.gain_high = "met", 0.3, 0.28, 0.32
     assert "best trial" not in str(bar.render())  # what is kept is better: nothing apart
 

@@ -1,6 +1,8 @@
 """SVG snapshots of every screen screenshots/make_screenshots.py draws: the dashboard, the
 approve confirmation, an intervention's details, the Violations and Causes tabs, the help
-screen, the analysis, audit and ranks screens.
+screen, the analysis, audit and ranks screens; and the dashboard's states a person reads
+(issue 38): a run that ended with its target not met and proposals undecided, a run with no
+kernel trace, and keep deciding.
 
 Each is deterministic: the dashboard runs the scripted engine (tests/ui/scripted_engine.py: a
 fixed event sequence, no wall clock, no simulator thread), the other screens are built from
@@ -19,7 +21,13 @@ from gitm_tui.modes.analysis import RegimeTimeline
 from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
 from gitm_tui.widgets.interventions import InterventionTable
 from tests.paths import ROOT
-from tests.ui.scripted_engine import ScriptedEngine, run_shown
+from tests.ui.scripted_engine import (
+    EndedEngine,
+    KeepDecidingEngine,
+    NoTraceEngine,
+    ScriptedEngine,
+    run_shown,
+)
 from tests.ui.waiting import until
 
 #: the dashboard's first snapshot size (kept: its snapshot predates the others)
@@ -151,3 +159,42 @@ def test_snapshot_ranks(snap_compare, tmp_path):
         await until(pilot, filled, what="the ranks table's 8 rows")
 
     assert snap_compare(app, terminal_size=SHOT, run_before=run_before)
+
+
+def test_snapshot_ended_not_met_undecided(snap_compare):
+    """The end on the main view: not met, nothing kept (a trial measured +2.5% rolled back:
+    the bar's kept gain vs its best trial), two proposals undecided and how to keep deciding."""
+    app = make_app(Settings(), EndedEngine())
+
+    async def run_before(pilot):
+        await run_shown(pilot)
+        await until(pilot, lambda: pilot.app.dashboard.finished is not None, what="the end")
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_snapshot_no_trace_run(snap_compare):
+    """A torch/command run on the CPU: the #measured panel in place of the decoding panels."""
+    app = make_app(Settings(), NoTraceEngine())
+
+    async def run_before(pilot):
+        await run_shown(pilot)
+        await until(
+            pilot, lambda: "interop_threads" in str(pilot.app.query_one("#measured").render())
+        )
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_snapshot_keep_deciding(snap_compare):
+    """k pressed: the header says the time waiting for a person is not charged."""
+    engine = KeepDecidingEngine()
+    app = make_app(Settings(), engine)
+
+    async def run_before(pilot):
+        await run_shown(pilot)
+        await pilot.press("k")
+        header = pilot.app.query_one("#header")
+        await until(pilot, lambda: "not charged" in str(header.render()), what="the header")
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
