@@ -19,6 +19,7 @@ worker threads, one phase after another, and handles approvals.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from engine.schedule.causes import Cause
 from engine.schedule.dag import build_dag, schedule
 from engine.store.journal import Journal, State
 from engine.store.runs import atomic_write_text
+from engine.text import clean
 from engine.trace.trace import Trace
 from engine.workloads.sim import Measurement, SimState, SimWorkload
 
@@ -327,7 +329,18 @@ class LoopRun:
                 {"type": "identity", "id": iid, "credited": None, "reason": NOT_CHECKED}
             )
             return ""
-        credit = credit_trial(before, after, trial_allowance(lever))
+        allowed = trial_allowance(lever)
+        if allowed.spec.operators and allowed.spec.shapes == "same":
+            before, after = _common_ops(before, after)
+        credit = credit_trial(before, after, allowed)
+        gone = work_skipped(before, after, allowed)
+        if credit.credited and gone:
+            credit = dataclasses.replace(
+                credit,
+                credited=False,
+                reason=f"not the baseline's workload ({clean(lever, 40)} allows {allowed.what}): "
+                + gone,
+            )
         self.journal.append(
             {
                 "type": "identity",
@@ -573,18 +586,57 @@ class LoopRun:
 def trial_allowance(lever: str) -> AllowedChange:
     """What a trial of ``lever`` may change in the fingerprint: the manifest's allowance
     (engine.optimizer.fingerprint.allowed_change_for), and — for a lever allowed to change the
-    kernels of some classes — the dtype mix too: it counts kernels per arithmetic type over
-    every class, those the lever may fuse or replace included, so fusing elementwise kernels
-    moves it (0.11-0.20 on the simulated workloads, past the 0.1 a trial may move a part) with
-    no change of arithmetic type at all. A changed type elsewhere still shows in the kernel mix
-    of the classes the lever may not change."""
+    kernels of some classes or the host operators — the dtype mix too: it counts kernels (CPU:
+    operator inputs) per arithmetic type over everything, what the lever may fuse, replace or
+    move to another process included, so fusing elementwise kernels moves it (0.11-0.20 on the
+    simulated workloads, past the 0.1 a trial may move a part) and loader workers taking the
+    collate ops out of the traced process move it 0.17, with no change of arithmetic type at
+    all. A changed type elsewhere still shows in the kernel mix of the classes the lever may not
+    change, and in the recorded input types of the operators both sides run (``_common_ops``)."""
     a = allowed_change_for(lever)
-    if a.spec.classes and not a.spec.dtypes:
+    if (a.spec.classes or a.spec.operators) and not a.spec.dtypes:
         spec = a.spec.model_copy(
             update={"dtypes": True, "what": f"{a.spec.what} (and so the dtype mix's counts)"}
         )
         return AllowedChange(a.lever, spec)
     return a
+
+
+def _common_ops(a: Fingerprint, b: Fingerprint) -> tuple[Fingerprint, Fingerprint]:
+    """Both fingerprints with their recorded shapes limited to the operators both run: a lever
+    allowed to change the host operators (move them to worker processes, fuse them) takes their
+    shapes along, while the shapes of every operator that stays must hold (a changed batch
+    still shows there)."""
+    both = {r.op for r in a.shapes} & {r.op for r in b.shapes}
+    return (
+        dataclasses.replace(a, shapes=tuple(r for r in a.shapes if r.op in both)),
+        dataclasses.replace(b, shapes=tuple(r for r in b.shapes if r.op in both)),
+    )
+
+
+def work_skipped(before: Fingerprint, after: Fingerprint, allowed: AllowedChange) -> str:
+    """What the baseline runs every step that the trial does not run at all, outside what the
+    lever may change ('' when nothing): a kernel (or, on the CPU, an operator) gone from every
+    step is work the trial skipped, however small its share — the fingerprint's distance weighs
+    it by its share of the calls (two reductions of fifty kernels a step move it 0.04, under the
+    threshold), which is right for how *similar* two programs are, not for whether a trial ran
+    the whole step."""
+    free = set(allowed.spec.classes)
+    kb = {r.name for r in after.kernels if r.per_step > 0}
+    gone = [
+        r.name
+        for r in before.kernels
+        if r.per_step >= 1 and r.klass not in free and r.name not in kb
+    ]
+    if not allowed.spec.operators and after.operators:
+        ob = {r.name for r in after.operators if r.per_step > 0}
+        gone += [r.name for r in before.operators if r.per_step >= 1 and r.name not in ob]
+    if not gone:
+        return ""
+    names = ", ".join(clean(g, 80) for g in gone[:3]) + (
+        f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+    )
+    return f"work skipped: {names} ran every step of the baseline and not once in the trial"
 
 
 def unchecked_invariants(why: str) -> list[InvariantResult]:

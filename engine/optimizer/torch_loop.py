@@ -557,6 +557,9 @@ class TorchOptimizer(LoopRun):
             iid, self._fingerprint(before), self._fingerprint(after), lv.id
         ):
             why = ident
+            checkable = lv.checkable and self.reference and self.reference.checkable
+            if checkable and (bad := self._check(lv.safety)):  # both said where both fail
+                why = f"{ident}; correctness check failed too: {bad}"
         elif not lv.checkable:
             unjudged = "correctness not judged: the lever changes only where batches come from"
         elif not self.reference or not self.reference.checkable:
