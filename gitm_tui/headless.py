@@ -279,7 +279,7 @@ class _Prompter:
         while (ev := self.q.get()) is not None:
             prompt = clean(
                 f"gitm-tui: approve {ev.id} {ev.lever} [{ev.safety}], "
-                f"{prediction(ev.predicted_gain, None)}? [y/n/s(kip)] ",
+                f"{prediction(ev.predicted_gain, None)}? [y/n/s(kip)/f(inish deciding)] ",
                 _LINE_CHARS,
             )
             try:
@@ -292,3 +292,5 @@ class _Prompter:
             action = {"y": "approve", "yes": "approve", "n": "reject", "no": "reject"}.get(answer)
             if action:
                 self.loop.call_soon_threadsafe(self.engine.decide, action, ev.id, "tty")
+            elif answer in ("f", "finish"):  # done deciding: the apply phase ends, the report
+                self.loop.call_soon_threadsafe(self.engine.finish_apply)

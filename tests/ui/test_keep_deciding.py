@@ -162,3 +162,39 @@ async def test_a_real_run_keeps_deciding_past_its_budget_until_finished(tmp_path
     recs = [json.loads(line) for line in (eng.run_dir / "journal.jsonl").read_text().splitlines()]
     assert recs[0]["type"] == "run_started" and recs[0]["keep_deciding"] is True
     assert any(r["type"] == "apply_finished" for r in recs)
+
+
+async def test_f_at_the_headless_prompt_finishes_deciding(monkeypatch):
+    """Headless on a TTY: 'f' at a proposal's prompt ends the apply phase (as f does in the
+    dashboard), 'y' approves — each handed to the engine on its loop."""
+    import io
+
+    from gitm_tui import headless
+
+    class _Engine:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, ...]] = []
+
+        def decide(self, action: str, iid: str, by: str = "operator") -> None:
+            self.calls.append((action, iid, by))
+
+        def finish_apply(self) -> None:
+            self.calls.append(("finish",))
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\nf\n"))
+    eng, out = _Engine(), io.StringIO()
+    prompter = headless._Prompter(eng, headless._Narration(out))  # type: ignore[arg-type]
+    for iid in ("I1", "I2"):
+        prompter.ask(
+            InterventionUpdate(
+                t_wall=1.0, id=iid, lever="cuda_graphs", title="", safety="SAFE",
+                state="PROPOSED", predicted_gain=0.35, confidence=1.0, measured_gain=None,
+                approved_by="", note="", replay="", evidence=(),
+            )
+        )  # fmt: skip
+    prompter.close()
+    deadline = time.monotonic() + 10
+    while len(eng.calls) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert eng.calls == [("approve", "I1", "tty"), ("finish",)]
+    assert "f(inish deciding)" in out.getvalue()
