@@ -12,6 +12,7 @@ from engine.trace.files import head
 from engine.trace.idle_calls import merge_idle_calls
 from engine.trace.kineto.kineto import read_kineto
 from engine.trace.nsys.nsys import read_nsys
+from engine.trace.rocprof.rocpd import is_rocpd, read_rocpd
 from engine.trace.rocprof.rocprof_csv import looks_like_rocprof_csv, read_rocprof_csv
 from engine.trace.trace import Trace
 
@@ -23,7 +24,8 @@ def read_trace(
     merge_idle: Callable[[Trace], Sequence[int]] | None = None,
 ) -> Trace:
     """Import a file by its content: a folder or a rocprofv3 CSV header → rocprofv3, SQLite
-    magic → Nsight, otherwise Chrome-trace JSON.
+    magic → a rocpd database (rocprofv3's SQLite output) or else Nsight, otherwise Chrome-trace
+    JSON.
     TraceImportError for any file that cannot be read (not a regular file included).
     ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it
     (``declined`` is called when the twin leaves the file to the compiled reader).
@@ -33,7 +35,7 @@ def read_trace(
         # a rocprofv3 CSV output folder, or one of its files (engine.trace.rocprof)
         return read_rocprof_csv(path)
     if head(Path(path)).startswith(b"SQLite format 3"):
-        trace = read_nsys(path)
+        trace = read_rocpd(path) if is_rocpd(Path(path)) else read_nsys(path)
         if merge_idle is not None and len(trace.host) > 1:
             merge_idle_calls(trace.host, trace.segments.correlation, merge_idle(trace))
         return trace
