@@ -37,7 +37,7 @@ def test_a_lever_that_also_drops_a_kernel_class_is_rolled_back(tmp_path, monkeyp
     graphs = type(lever_by_id("cuda_graphs"))
     real = graphs.apply
 
-    def graphs_and_no_reductions(self, state):  # type: ignore[no-untyped-def]
+    def graphs_and_no_reductions(self, state):
         s = real(self, state)
         return s.with_program([op for op in s.program() if getattr(op, "klass", "") != "REDUCTION"])
 
@@ -74,11 +74,17 @@ def test_the_lever_as_it_is_is_credited_and_its_trace_diff_kept(tmp_path):
 
 def test_a_trial_may_change_only_what_its_lever_is_meant_to():
     """The allowance the loop uses: the manifest's, and the dtype mix's counts for a lever that
-    may change how many kernels some classes have (fusion); not for one that may not."""
+    may change how many kernels some classes have (fusion) or move host operators (loader
+    workers); not for one that may not."""
     fusion = trial_allowance("elementwise_fusion").spec
     assert fusion.dtypes and "ELEMENTWISE" in fusion.classes and fusion.launches == "fewer"
     graphs = trial_allowance("cuda_graphs").spec
     assert not graphs.dtypes and not graphs.classes
+    # loader workers move the collate ops out of the traced process: their inputs' types go
+    # with them (the operators both sides run keep their shapes: a changed batch still shows)
+    workers = trial_allowance("loader_workers").spec
+    assert workers.dtypes and workers.operators and workers.shapes == "same"
+    assert not trial_allowance("not_a_lever").spec.dtypes
 
 
 def test_a_command_workload_says_its_trials_workload_was_not_checked(tmp_path):
@@ -127,7 +133,7 @@ def test_a_torch_trial_that_halves_the_batch_is_rolled_back():
         def apply(self, j: TorchJob) -> Undo:
             first = Batches(j).next()
 
-            def cut(x):  # type: ignore[no-untyped-def]
+            def cut(x):
                 if isinstance(x, torch.Tensor):
                     return x[: max(1, x.shape[0] // 2)]
                 return type(x)(cut(v) for v in x)
