@@ -15,8 +15,9 @@ from engine.planner.catalogue import detect
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
 from engine.trace.read import read_trace
+from engine.trace.rocprof.counters import measured_flops
 from engine.trace.rocprof.rocpd import is_rocpd
-from engine.trace.segments import Kind, Provenance
+from engine.trace.segments import DTYPES, Kind, Provenance
 from gitm_tui.cli import main
 from gitm_tui.exit_codes import ExitCode
 
@@ -99,7 +100,8 @@ def synthetic_rocpd(path: Path, views: bool = True) -> Path:
                kernel_name=name, display_name=name, group_segment_size=16384,
                private_segment_size=0, sgpr_count=32, arch_vgpr_count=vgpr,
                accum_vgpr_count=0)  # fmt: skip
-    pmcs = {"FETCH_SIZE": 1, "WRITE_SIZE": 2, "VALUBusy": 3, "SQ_WAVES": 4}
+    pmcs = {"FETCH_SIZE": 1, "WRITE_SIZE": 2, "VALUBusy": 3, "SQ_WAVES": 4,
+            "SQ_INSTS_VALU_MFMA_MOPS_F16": 5, "SQ_INSTS_VALU_ADD_F32": 6}  # fmt: skip
     for name, pid in pmcs.items():
         db.put("rocpd_info_pmc", id=pid, nid=1, pid=PID, agent_id=GPU, target_arch="GPU",
                name=name, symbol=name, value_type="ABS")  # fmt: skip
@@ -125,6 +127,10 @@ def synthetic_rocpd(path: Path, views: bool = True) -> Path:
             values = {"FETCH_SIZE": [fetch_kb / 2, fetch_kb / 2],  # two instances: summed
                       "WRITE_SIZE": [fetch_kb / 3], "VALUBusy": [92.0 if kid == 1 else 8.0],
                       "SQ_WAVES": [1216.0]}  # fmt: skip
+            if kid == 1:  # 357.5 M MFMA ops x 512 = 183 GFLOP in 200 µs: ~0.7 of FP16 peak
+                values["SQ_INSTS_VALU_MFMA_MOPS_F16"] = [357_500_000.0]
+            else:  # 1.5625 M wave-wide FP32 adds x 64 lanes = 100 M FLOPs
+                values["SQ_INSTS_VALU_ADD_F32"] = [1_562_500.0]
             for name, parts in values.items():
                 for v in parts:
                     pmc_row += 1
@@ -195,7 +201,8 @@ def test_rocpd_counters_join_their_dispatch_as_measured(db: Path) -> None:
     t = read_trace(db)
     seg, p = t.segments, t.device_properties
     assert p["counters_joined"] == 16 and p["counters_unmatched"] == 0
-    assert p["counters"] == {"FETCH_SIZE": 16, "WRITE_SIZE": 16, "VALUBusy": 16, "SQ_WAVES": 16}
+    assert p["counters"] == {"FETCH_SIZE": 16, "WRITE_SIZE": 16, "VALUBusy": 16, "SQ_WAVES": 16,
+                             "SQ_INSTS_VALU_MFMA_MOPS_F16": 8, "SQ_INSTS_VALU_ADD_F32": 8}  # fmt: skip
     names = [t.names[i] for i in seg.name]
     gemm = np.array([n.startswith("Cijk") for n in names])
     elem = np.array(["elementwise" in n for n in names])
@@ -204,11 +211,27 @@ def test_rocpd_counters_join_their_dispatch_as_measured(db: Path) -> None:
     assert np.allclose(seg.dram_bytes[elem], (300_000 + 100_000) * KB)
     assert np.allclose(seg.dram_bytes[gemm], (30_000 + 10_000) * KB)
     assert np.allclose(seg.issue_active[gemm], 0.92) and np.allclose(seg.issue_active[elem], 0.08)
-    want = Provenance.DRAM_BYTES | Provenance.ISSUE_ACTIVE
+    # FLOPs: MFMA MOPs x 512 (FP16: the FP16 peak), wave-wide FP32 adds x 64 lanes (FP32)
+    assert np.allclose(seg.flops[gemm], 357_500_000 * 512) and np.allclose(seg.flops[elem], 1e8)
+    assert {DTYPES[d] for d in seg.dtype[gemm]} == {"fp16"}
+    assert {DTYPES[d] for d in seg.dtype[elem]} == {"fp32"}
+    want = Provenance.DRAM_BYTES | Provenance.ISSUE_ACTIVE | Provenance.FLOPS
     assert ((seg.provenance[gemm | elem] & want) == want).all()
     tier = tiers(seg)
     assert (tier[gemm | elem] == Tier.MEASURED).all()
     assert (tier[comm] != Tier.MEASURED).all() and np.isnan(seg.dram_bytes[comm]).all()
+    assert np.isnan(seg.flops[comm]).all()
+
+
+def test_flop_counters() -> None:
+    """counter_defs.yaml's conventions: an MFMA MOP is 512 FLOPs, a VALU instruction counts a
+    wave of 64 lanes, an FMA two FLOPs; the dtype is the largest term's; no FLOP counter (or
+    only bad values) is unknown, not zero."""
+    f, d, bits = measured_flops({"SQ_INSTS_VALU_FMA_F64": 10.0, "SQ_INSTS_VALU_MUL_F64": 5.0,
+                                 "SQ_INSTS_VALU_MFMA_MOPS_BF16": 1.0, "SQ_WAVES": 99.0})  # fmt: skip
+    assert f == 10 * 64 * 2 + 5 * 64 + 512 and DTYPES[d] == "fp64" and bits == Provenance.FLOPS
+    f, d, bits = measured_flops({"SQ_WAVES": 4.0, "SQ_INSTS_VALU_ADD_F32": float("nan")})
+    assert np.isnan(f) and d == 0 and bits == 0
 
 
 def test_rocpd_tables_without_views(tmp_path: Path) -> None:

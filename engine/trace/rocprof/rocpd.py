@@ -22,7 +22,8 @@ What becomes what (the rocpd_* names are the tables above):
   (GPU to another GPU is ``PtoP``), else from the copy's name;
 * ``rocpd_pmc_event`` (counter collection) → summed per dispatch and counter (as the schema's
   ``counters_collection`` view sums a counter's instances), joined to its dispatch by
-  ``event_id`` and turned into the measured columns by engine.trace.rocprof.counters;
+  ``event_id`` and turned into the measured columns by engine.trace.rocprof.counters (FLOPs
+  too, where FLOP-counting counters were collected);
 * ``rocpd_region`` whose event category is a HIP API (``HIP_*_API*``) → host rows (launches,
   copies, syncs by their function name), linked to the device rows by correlation;
   ``RCCL_API`` regions are counted by function (``rccl_calls``: host calls — the collectives'
@@ -50,7 +51,7 @@ import numpy as np
 from engine.trace.errors import TraceImportError
 from engine.trace.files import check_regular
 from engine.trace.limits import MAX_TIME_NS, check_times
-from engine.trace.rocprof.counters import measured_columns
+from engine.trace.rocprof.counters import measured_columns, measured_flops
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
 from engine.trace.trace import HostEvents, Trace, api_kind_from_name
@@ -351,6 +352,8 @@ def _kernels(
     one_stream = n and (stream == stream[0]).all() and len(np.unique(queue)) > 1
     cols["stream"] = _dense(queue if one_stream else stream)
     cols["kind"] = np.full(n, Kind.KERNEL, np.uint8)
+    cols["flops"] = np.full(n, np.nan)
+    cols["dtype"] = np.zeros(n, np.uint8)
     cols["dram_bytes"] = np.full(n, np.nan)
     cols["issue_active"] = np.full(n, np.nan, np.float32)
     cols["stall_frac"] = np.full(n, np.nan, np.float32)
@@ -425,6 +428,8 @@ def _copies(
         "block": np.zeros(n, np.int32),
         "regs": np.zeros(n, np.int32),
         "smem": np.zeros(n, np.int32),
+        "flops": np.full(n, np.nan),
+        "dtype": np.zeros(n, np.uint8),
         "dram_bytes": np.asarray(out["dram_bytes"], np.float64),
         "issue_active": np.full(n, np.nan, np.float32),
         "stall_frac": np.full(n, np.nan, np.float32),
@@ -495,6 +500,10 @@ def _join(
         if i is None:
             continue
         dram, issue, stall, bits = measured_columns(values)
+        flops, dcode, fbits = measured_flops(values)
+        kern["flops"][i] = flops
+        kern["dtype"][i] = dcode
+        bits |= fbits
         kern["dram_bytes"][i] = dram
         kern["issue_active"][i] = issue
         kern["stall_frac"][i] = stall

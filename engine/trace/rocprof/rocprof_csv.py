@@ -45,7 +45,7 @@ import numpy as np
 from engine.trace.errors import TraceImportError
 from engine.trace.files import open_regular
 from engine.trace.limits import MAX_TIME_NS, check_times
-from engine.trace.rocprof.counters import PRESSURE_COUNTERS, measured_columns
+from engine.trace.rocprof.counters import PRESSURE_COUNTERS, measured_columns, measured_flops
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
 from engine.trace.trace import Trace
@@ -214,6 +214,8 @@ class _Read:
     rccl: Counter[str] = field(default_factory=Counter)
     files: dict[str, list[str]] = field(default_factory=dict)
     unread: list[str] = field(default_factory=list)
+    #: kernel row → (FLOPs, dtype code) counted by its FLOP counters (counters.measured_flops)
+    flops: dict[int, tuple[float, int]] = field(default_factory=dict)
 
 
 def read_rocprof_csv(path: str | Path) -> Trace:
@@ -256,6 +258,10 @@ def read_rocprof_csv(path: str | Path) -> Trace:
         if unmatched:
             raise TraceImportError(path, "counters with no kernel: no kernel trace holds them")
         raise TraceImportError(path, "no kernel, copy or counter rows in the rocprofv3 output")
+    n = len(cols["start_ns"])
+    cols["flops"], cols["dtype"] = np.full(n, np.nan), np.zeros(n, np.uint8)
+    for i, (flops, dcode) in r.flops.items():
+        cols["flops"][i], cols["dtype"][i] = flops, dcode
     gpus = _device_numbers(r)
     cols["device"] = np.array([gpus.get(a, 0) for a in cols.pop("agent")], np.int16)
     klass = classify_table(r.names)
@@ -416,6 +422,10 @@ def _join(r: _Read, path: Path, has_kernels: bool) -> tuple[int, int]:
             unmatched += 1
             continue
         dram, issue, stall, bits = measured_columns(values)
+        flops, dcode, fbits = measured_flops(values)
+        if fbits:
+            r.flops[i] = (flops, dcode)
+        bits |= fbits
         if bits:
             cols["dram_bytes"][i], cols["issue_active"][i], cols["stall_frac"][i] = (
                 dram,
