@@ -394,7 +394,11 @@ class DashboardScreen(Screen[None]):
             t.append("baseline ", style="bold").append(
                 f"{bar.baseline_ns / bar.scale:{fmt}} {bar.unit}"
             )
-            t.append("   A/A spread ", style="bold").append(f"±{bar.noise:.1%} (the noise floor)\n")
+            t.append("   A/A spread ", style="bold").append(
+                f"±{bar.noise:.1%} (the noise floor)\n"
+                if math.isfinite(bar.noise)
+                else "unknown (the A/A did not resolve it)\n"
+            )
         else:
             t.append("baseline: being measured (warm-up, then the program against itself)\n")
         for iv in self.query_one(InterventionTable).latest.values():

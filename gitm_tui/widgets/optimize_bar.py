@@ -8,6 +8,8 @@ interventions table gives in its "measured Δ" column."""
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -16,6 +18,12 @@ from engine.runtime.budget import format_seconds
 from gitm_tui.theme import tone
 
 PHASES = ("profile", "attribute", "rank", "apply", "report")
+
+
+def noise_text(noise: float) -> str:
+    """'noise ±1.7%', or 'noise unknown' where the A/A gave no finite spread (a run diagnosed
+    before its pairs resolved it): never 'nan'."""
+    return f"noise ±{noise:.1%}" if math.isfinite(noise) else "noise unknown"
 
 
 class OptimizeBar(Static):
@@ -94,7 +102,7 @@ class OptimizeBar(Static):
                 style="bold " + tone("gitm-warn"),
             )
             self._best_trial(t)
-            t.append(f" · noise ±{self.noise:.1%}")
+            t.append(f" · {noise_text(self.noise)}")
         elif self.baseline_ns:
             hit = self.verdict == "met" if self.verdict else self.gain >= self.target
             b, c = self.baseline_ns / self.scale, self.current_ns / self.scale
@@ -108,7 +116,7 @@ class OptimizeBar(Static):
                 t.append(f"kept gain {self.gain:+.1%}", style=style)
                 t.append(f"/{self.target:.0%}")
             self._best_trial(t)
-            t.append(f" · noise ±{self.noise:.1%}")
+            t.append(f" · {noise_text(self.noise)}")
         return t
 
     def _best_trial(self, t: Text) -> None:

@@ -193,3 +193,35 @@ async def test_the_keys_the_help_names_switch_tables(tmp_path, monkeypatch):
         await pilot.press("left")
         await until(pilot, lambda: loop.active == "tab-interventions")
         await pilot.press("q")
+
+
+async def test_an_unresolved_noise_floor_reads_unknown_never_nan(tmp_path, monkeypatch):
+    """A run diagnosed in its profile phase (a machine too noisy: the A/A gave no finite
+    spread) said 'noise ±nan%' on the bar and 'A/A spread ±nan%' in the measured panel."""
+    from gitm_tui.widgets.optimize_bar import OptimizeBar
+    from tests.ui.scripted_engine import NoTraceEngine
+
+    class _Unresolved(NoTraceEngine):
+        async def run(self) -> None:
+            self.bus.publish(
+                OptimizeStatus(
+                    t_wall=1.0, baseline_ns=11_470_000.0, current_ns=11_470_000.0, gain=0.0,
+                    target=0.15, noise_floor=math.nan, phase="profile", phase_deadline_s=3.3,
+                    unit="ms/step", scale=1e6,
+                )
+            )  # fmt: skip
+            await super().run()
+
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    engine = _Unresolved()
+    app = make_app(Settings(), engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await run_shown(pilot)
+        bar = app.query_one(OptimizeBar)
+        bar.noise = math.nan  # the last status, as a diagnosed run leaves it
+        app.dashboard._show_measured()
+        await pilot.pause()
+        shown = bar.render().plain + str(app.query_one("#measured", Static).render())
+        assert "noise unknown" in shown and "A/A spread unknown" in shown
+        assert "nan" not in shown.lower()
+        await pilot.press("q")
