@@ -20,7 +20,8 @@ told apart by their header, never by their name (a user renames them):
   catalogue matches, ``Cu_Count`` → its CU count).
 * ``rccl_trace.csv``, ``hip_api_trace.csv``…: host API calls (``"Domain","Function",…``). RCCL's
   are counted by function (``rccl_calls`` in the properties); the collectives' device time is
-  the RCCL kernels of the kernel trace (COMM by the taxonomy).
+  the RCCL kernels of the kernel trace (COMM by the taxonomy). HIP's (``--hip-trace``) become
+  host rows, linked to the kernels and copies they launched by ``Correlation_Id``.
 * ``*_stats.csv`` summaries are read for nothing (everything in them is in the traces).
 
 A folder is read whole (and its ``pmc_N`` sub-folders: one per counter pass); a single file is
@@ -48,7 +49,7 @@ from engine.trace.limits import MAX_TIME_NS, check_times
 from engine.trace.rocprof.counters import PRESSURE_COUNTERS, measured_columns, measured_flops
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import Trace
+from engine.trace.trace import HostEvents, Trace, api_kind_from_name
 
 #: header columns that make a file each kind of rocprofv3 CSV
 _KERNEL = {"Kind", "Kernel_Name", "Dispatch_Id", "Start_Timestamp", "End_Timestamp"}
@@ -214,6 +215,8 @@ class _Read:
     rccl: Counter[str] = field(default_factory=Counter)
     files: dict[str, list[str]] = field(default_factory=dict)
     unread: list[str] = field(default_factory=list)
+    #: HIP API calls (hip_api_trace.csv): correlation, start, end, thread, ApiKind
+    host: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     #: kernel row → (FLOPs, dtype code) counted by its FLOP counters (counters.measured_flops)
     flops: dict[int, tuple[float, int]] = field(default_factory=dict)
 
@@ -284,7 +287,25 @@ def read_rocprof_csv(path: str | Path) -> Trace:
         "counters_unmatched": unmatched,
         "rccl_calls": dict(r.rccl),
     }
-    return Trace(segments=seg, names=r.names, device_properties=props, source=str(path))
+    return Trace(
+        segments=seg, names=r.names, host=_host(r), device_properties=props, source=str(path)
+    )
+
+
+def _host(r: _Read) -> HostEvents:
+    """The HIP API calls as host rows, in start order: a kernel's ``Correlation_Id`` is the
+    internal correlation id of the call that launched it, which the call's row carries too."""
+    if not r.host:
+        return HostEvents.empty()
+    a = np.array(sorted(r.host, key=lambda h: h[1]), np.int64)
+    return HostEvents(
+        correlation=a[:, 0],
+        stream=np.full(len(a), -1, np.int32),
+        api_start_ns=a[:, 1],
+        api_end_ns=a[:, 2],
+        api=a[:, 4].astype(np.uint8),
+        thread=HostEvents.threads_of(a[:, 3]),
+    )
 
 
 def _agents(f: Path, r: _Read) -> None:
@@ -380,9 +401,18 @@ def _copies(f: Path, r: _Read) -> None:
 
 
 def _api(f: Path, r: _Read) -> None:
-    for _line, row in _rows(f):
-        if row.get("Domain") == "RCCL_API":
+    for line, row in _rows(f):
+        domain = row.get("Domain") or ""
+        if domain == "RCCL_API":
             r.rccl[row.get("Function", "")] += 1
+        elif domain.startswith("HIP_") and row.get("Correlation_Id"):
+            # (hip_api_trace.csv: HIP_RUNTIME_API(_EXT), HIP_COMPILER_API(_EXT) calls)
+            s, e = _time(f, line, row)
+            if e < s:
+                continue  # (no usable time: no edge for the replay)
+            fn = row.get("Function") or ""
+            r.host.append((_int(f, line, row, "Correlation_Id"), s, e,
+                           _int(f, line, row, "Thread_Id", 0), api_kind_from_name(fn)))  # fmt: skip
 
 
 def _counter_file(f: Path, r: _Read) -> None:
