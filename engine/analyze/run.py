@@ -24,6 +24,7 @@ from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular
 from engine.trace.read import read_trace
+from engine.trace.rocprof.rocpd import is_rocpd
 from engine.trace.rocprof.rocprof_csv import is_rocprof_dir
 from engine.trace.trace import Trace
 
@@ -89,7 +90,8 @@ def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
                 errors.append(
                     FileOutcome(
                         str(p),
-                        error=f"{p}: no trace files (.json, .json.gz, .sqlite) in this directory",
+                        error=f"{p}: no trace files (.json, .json.gz, .sqlite, rocpd .db) in "
+                        "this directory",
                     )
                 )
             files.extend(found)
@@ -116,11 +118,14 @@ def _once(files: list[str]) -> list[str]:
 
 
 def _is_trace_file(f: Path) -> bool:
-    """A regular file with a trace's suffix (one that cannot be stat'ed is left out)."""
-    if not f.name.endswith(TRACE_SUFFIXES):
+    """A regular file with a trace's suffix (one that cannot be stat'ed is left out), or a rocpd
+    database (rocprofv3's ``<pid>_results.db``, one per process: its ranks); another ``.db`` in
+    the folder is no trace and is not listed."""
+    rocpd = f.name.endswith(".db")
+    if not (rocpd or f.name.endswith(TRACE_SUFFIXES)):
         return False
     try:
-        return stat.S_ISREG(f.stat().st_mode)
+        return stat.S_ISREG(f.stat().st_mode) and (not rocpd or is_rocpd(f))
     except OSError:
         return False
 

@@ -286,3 +286,20 @@ def test_rocpd_cli_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == ExitCode.INPUT
     assert len(err) == 1 and "no kernel dispatches" in err[0]
+
+
+def test_a_folder_of_rocpd_databases_lists_each_process(tmp_path: Path, db: Path) -> None:
+    """rocprofv3 writes one <pid>_results.db per process: a folder of them is a folder of
+    ranks; another SQLite .db beside them is no trace and is not listed."""
+    from engine.analyze.run import expand
+
+    folder = tmp_path / "host"
+    folder.mkdir()
+    for pid in (11, 12):
+        (folder / f"{pid}_results.db").write_bytes(db.read_bytes())
+    con = sqlite3.connect(folder / "cache.db")
+    con.execute("CREATE TABLE t (x)")
+    con.close()
+    files, errors = expand([str(folder)])
+    assert errors == []
+    assert [Path(f).name for f in files] == ["11_results.db", "12_results.db"]
