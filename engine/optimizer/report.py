@@ -97,13 +97,21 @@ def _result_lines(res: dict[str, Any]) -> list[str]:
             f"- Noise (A/A, the unchanged workload against itself in {aa.get('pairs', 0)} "
             f"interleaved pairs): {aa['gain']:+.1%} [{(aa.get('low') or 0):+.1%} … "
             f"{(aa.get('high') or 0):+.1%}]; each lever got {res.get('pairs_per_lever', 0)} pairs, "
-            f"an interval of about ±{res['noise_floor']:.1%}."
+            + (  # a floor the A/A did not resolve (a diagnosed run) is unknown, never "nan"
+                f"an interval of about ±{res['noise_floor']:.1%}."
+                if math.isfinite(res["noise_floor"])
+                else "an interval the A/A did not resolve (unknown)."
+            )
             + ("" if noise.get("measurable", True) else f" {noise.get('diagnosis', '')}.")
         )
     else:
         out.append(
             f"- Noise: A/A {res.get('aa_delta', 0):.2%}; intervals of about "
-            f"±{res.get('noise_floor', 0):.2%}."
+            + (
+                f"±{res.get('noise_floor', 0):.2%}."
+                if math.isfinite(res.get("noise_floor", 0))
+                else "unknown (the A/A did not resolve them)."
+            )
         )
     if res.get("method"):
         out.append(f"- Method: {res['method']}. {res.get('measurements', 0)} measurements in all.")

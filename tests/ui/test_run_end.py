@@ -225,3 +225,20 @@ async def test_an_unresolved_noise_floor_reads_unknown_never_nan(tmp_path, monke
         assert "noise unknown" in shown and "A/A spread unknown" in shown
         assert "nan" not in shown.lower()
         await pilot.press("q")
+
+
+def test_the_report_of_a_diagnosed_run_says_unknown_not_nan():
+    """report.md's noise line of a run diagnosed before its A/A resolved a floor (the torch
+    CPU must-show: 'an interval of about ±nan%')."""
+    from engine.optimizer.report import _result_lines
+
+    res = {
+        "baseline_ns_per_sample": 11_470_000.0, "final_ns_per_sample": 11_470_000.0,
+        "gain": 0.0, "target": 0.15, "target_met": False, "verdict": "not measurable",
+        "noise_floor": math.nan, "aa_delta": 0.8, "pairs_per_lever": 2, "kept": [],
+        "noise": {"aa": {"gain": 0.836, "low": -0.674, "high": 0.984, "pairs": 4},
+                  "measurable": False, "diagnosis": "a 15% gain cannot be measured here"},
+    }  # fmt: skip
+    for r in (res, {**res, "noise": {}}):
+        text = "\n".join(_result_lines(r))
+        assert "unknown" in text and "nan" not in text.lower(), text
