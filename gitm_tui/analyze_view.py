@@ -8,6 +8,7 @@ from rich.text import Text
 
 from engine.analyze.cpu_trace import CpuSummary, Share
 from engine.analyze.export import clean_analysis
+from engine.analyze.measured import Confusion
 from engine.analyze.model import Analysis
 from engine.analyze.ranks import STRAGGLER_SHARE, CrossRank
 from engine.regimes import Label
@@ -55,6 +56,9 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
         else f"; mean label confidence {a.evidence.mean_confidence:.2f}"
     )
     head.append(f"evidence: {a.pressures}{conf}\n", style="dim")
+    if a.measured_tier is not None:  # counters against the labels without them (report.md)
+        cm = Confusion.of(a.measured_tier)
+        head.append(f"{cm.headline()}\n{cm.cells()} (table: report.md)\n", style="dim")
     if explain:
         head.append(f"counting: {a.counting}", style="dim")
     else:
