@@ -12,6 +12,7 @@ import numpy as np
 
 from engine.analyze.copies import copy_stats
 from engine.analyze.intervals import interval_union
+from engine.analyze.measured import measured_confusion
 from engine.analyze.model import (
     Analysis,
     CommStats,
@@ -536,6 +537,12 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     del ideal, expected, bounds
     give_back(len(rows))
 
+    measured = None  # counters' labels against the labels without them (measured kernels only)
+    if (decoded & (tier == Tier.MEASURED)).any():
+        src = rows if hw is not None else _without_hardware_evidence(rows)
+        cm = measured_confusion(src, hw, model)
+        measured = cm.model() if cm is not None else None
+
     prof = None
     if len(ranges):
         prof = ProfilerRanges(
@@ -579,6 +586,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         copies=copies,
         communication=communication,
         profiler_ranges=prof,
+        measured_tier=measured,
         time_by_class_ns=time_by_class,
         time_by_regime_ns=time_by_regime,
         kappa_partition=dec.kappa_partition(decoded) if decoded.any() else {},

@@ -9,6 +9,7 @@ import numpy as np
 from pydantic_core import PydanticSerializationError
 
 from engine.analyze.compute import AnalysisResult
+from engine.analyze.measured import Confusion
 from engine.analyze.model import Analysis
 from engine.regimes import Label, Regime
 from engine.store.runs import atomic_write_text
@@ -278,6 +279,19 @@ def report_markdown(a: Analysis) -> str:
                 f"| {m.device} | {m.kernels} | {_ms(m.time_ns)} | {m.share_of_gpu_time:.1%} | "
                 f"{ov:.0%} | {', '.join(map(str, m.streams))} |"
             )
+    if a.measured_tier is not None:
+        cm = Confusion.of(a.measured_tier)
+        lines += [
+            "",
+            "## Measured tier: counters against the labels without them",
+            "",
+            f"{cm.headline()}. Each measured kernel is decoded twice: with its hardware counters "
+            "(rows) and with them removed (columns: the label from recorded shapes where there "
+            "are some, else the kernel-name prior; UNKNOWN where neither). Cells: kernels / "
+            "kernel time; the diagonal is where the label without counters was right.",
+            "",
+            *cm.markdown(),
+        ]
     if a.profiler_ranges is not None:
         pr = a.profiler_ranges
         lines += [

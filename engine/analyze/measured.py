@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.analyze.model import MeasuredTier
 from engine.eesm.pipeline import EesmModel, decode_evidence, row_labels
 from engine.planner.catalogue import GpuPeaks
 from engine.planner.graph import expected_efficiency
@@ -40,16 +41,67 @@ class Confusion:
     #: share of measured kernel time whose label the counters kept (the diagonal)
     agreement: float | None
 
+    def model(self) -> MeasuredTier:
+        """The table as analysis.json holds it (``Analysis.measured_tier``)."""
+        return MeasuredTier(
+            labels=list(self.labels),
+            counts=[list(r) for r in self.counts],
+            time_ns=[list(r) for r in self.time_ns],
+            measured_share=self.measured_share,
+            agreement=self.agreement,
+        )
+
+    @classmethod
+    def of(cls, m: MeasuredTier) -> Confusion:
+        """The table back from analysis.json's ``measured_tier``."""
+        return cls(
+            labels=tuple(m.labels),
+            counts=tuple(tuple(r) for r in m.counts),
+            time_ns=tuple(tuple(r) for r in m.time_ns),
+            measured_share=m.measured_share,
+            agreement=m.agreement,
+        )
+
+    def headline(self) -> str:
+        """One line: the measured tier's share of kernel time and the agreement."""
+        return f"measured tier: {self.measured_share:.0%} of kernel time" + (
+            f"; without counters the label agrees on {self.agreement:.0%} of it"
+            if self.agreement is not None
+            else ""
+        )
+
+    def cells(self, most: int = 4) -> str:
+        """One line: the table's largest cells by kernel time, ``MEASURED (WITHOUT) n``."""
+        n = len(self.labels)
+        cells = sorted(
+            ((self.time_ns[i][j], i, j) for i in range(n) for j in range(n) if self.counts[i][j]),
+            reverse=True,
+        )
+        parts = [
+            f"{self.labels[i]} ({self.labels[j]}) {self.counts[i][j]}" for _, i, j in cells[:most]
+        ]
+        more = f" · {len(cells) - most} more" if len(cells) > most else ""
+        return "with counters (without) kernels: " + " · ".join(parts) + more
+
+    def markdown(self) -> list[str]:
+        """The table in Markdown (label names and numbers only: nothing from the trace)."""
+        out = [
+            "| measured \\ without counters | " + " | ".join(self.labels) + " |",
+            "|---|" + "---:|" * len(self.labels),
+        ]
+        for i, name in enumerate(self.labels):
+            cells = " | ".join(
+                f"{self.counts[i][j]} / {self.time_ns[i][j] / 1e6:.3f} ms"
+                for j in range(len(self.labels))
+            )
+            out.append(f"| {name} | {cells} |")
+        return out
+
     def lines(self) -> list[str]:
         """The table as plain text lines (label names only: nothing from the trace)."""
         w = max(len(x) for x in self.labels) + 2
         out = [
-            f"measured tier: {self.measured_share:.0%} of kernel time"
-            + (
-                f"; without counters the label agrees on {self.agreement:.0%} of it"
-                if self.agreement is not None
-                else ""
-            ),
+            self.headline(),
             "measured \\ without counters".ljust(30) + "".join(x.rjust(w + 8) for x in self.labels),
         ]
         for i, name in enumerate(self.labels):

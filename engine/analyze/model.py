@@ -133,6 +133,20 @@ class ProfilerRanges(_M):
     note: str
 
 
+class MeasuredTier(_M):
+    """Kernels whose regime rests on hardware counters, against the label the same analysis
+    gives them with their counters removed (shape-derived or kernel-name prior): a confusion
+    table (engine/analyze/measured.py). Rows: the label from counters; columns: without."""
+
+    labels: list[str] = Field(description="the regime labels, in the order of rows and columns")
+    counts: list[list[int]] = Field(description="[measured][without counters] kernel count")
+    time_ns: list[list[int]] = Field(description="[measured][without counters] kernel time, ns")
+    measured_share: float = Field(description="share of decoded kernel time in the measured tier")
+    agreement: float | None = Field(
+        description="share of measured kernel time whose label is the same without counters"
+    )
+
+
 class Invariant(_M):
     """One of the three invariants (DESIGN §5), under the same rules as the optimize loop's
     monitor (engine/optimizer/monitor.py)."""
@@ -331,6 +345,10 @@ class Analysis(_M):
     copies: list[CopyStats] = Field(default_factory=list)
     communication: list[CommStats] = Field(default_factory=list)
     profiler_ranges: ProfilerRanges | None = None
+    measured_tier: MeasuredTier | None = Field(
+        default=None,
+        description="counters' labels against the labels without them (None: no kernel measured)",
+    )
     time_by_class_ns: dict[str, int]
     time_by_regime_ns: dict[str, int]
     kappa_partition: dict[str, float]

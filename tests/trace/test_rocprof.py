@@ -175,8 +175,8 @@ def test_measured_confusion_on_the_synthetic_output(synthetic: Path) -> None:
 
     res = analyze_trace(read_trace(synthetic))
     hw = by_id("mi300x")
-    conf = measured_confusion(res.rows, hw, EesmModel.build(hw))
-    assert conf is not None
+    conf = measured_confusion(res.rows, hw, EesmModel.build(hw))  # type: ignore[arg-type]
+    assert conf is not None and res.analysis.evidence is not None
     assert sum(map(sum, conf.counts)) == 4  # the four dispatches with pressure counters
     assert conf.measured_share == pytest.approx(4 / 6)  # equal durations, 4 of 6 measured
     assert conf.measured_share == pytest.approx(
@@ -184,3 +184,5 @@ def test_measured_confusion_on_the_synthetic_output(synthetic: Path) -> None:
     )
     assert sum(map(sum, conf.time_ns)) == 4 * 50_000
     assert "measured tier: 67% of kernel time" in conf.lines()[0]
+    # what analysis.json holds is the same table
+    assert res.analysis.measured_tier == conf.model()
