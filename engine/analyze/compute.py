@@ -46,7 +46,7 @@ from engine.trace.evidence import Tier, tiers
 from engine.trace.import_memory import gc_paused, give_back
 from engine.trace.order import stable_order
 from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
-from engine.trace.trace import Trace
+from engine.trace.trace import ApiKind, Trace
 
 if TYPE_CHECKING:  # (the levers are imported when they are replayed)
     from engine.analyze.levers import LeverReport
@@ -545,13 +545,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
 
     prof = None
     if len(ranges):
-        prof = ProfilerRanges(
-            ranges=len(ranges),
-            measured_flops=float(np.nansum(ranges.flops)),
-            note="CUPTI-profiler mode: each range is one kernel replayed once per counter pass; "
-            "its duration is the profiling range, not the kernel's execution time, so ranges are "
-            "not counted as GPU time and carry no regime (their FLOPs are measured)",
-        )
+        prof = _profiler_ranges(ranges, trace)
         notes.append(prof.note)
     if len(rows) and not rows.grid.any():
         notes.append("no launch geometry in this trace (grid/block): occupancy-based estimates off")
@@ -604,6 +598,43 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         analysis=analysis, rows=rows, decoded=dec, trace=trace, verdicts=verdicts,
         fingerprint=fingerprint,
     )  # fmt: skip
+
+
+def _profiler_ranges(ranges: Segments, trace: Trace) -> ProfilerRanges:
+    """CUPTI-profiler ranges: what their counters measure and whether each is one kernel.
+
+    Kineto's range profiler runs alone (no kernel activity in the same trace) and spreads the
+    profiler's span evenly over the ranges, so a range's duration is not its kernel's time. Per
+    kernel (auto-range) it names each range after its kernel, in launch order; with user ranges
+    a range may hold several kernels. So: as many ranges as kernel launches on the host — one
+    kernel each; otherwise no range is attributed to a kernel."""
+    n = len(ranges)
+    with_flops = int(np.isfinite(ranges.flops).sum())
+    launches = int((trace.host.api == ApiKind.LAUNCH).sum())
+    each = None if launches == 0 else n == launches
+    if each is None:
+        who = "no kernel launch recorded on the host: whether a range is one kernel is unknown"
+    elif each:
+        who = f"{n:,} ranges for {launches:,} kernel launches: one kernel each, named after it"
+    elif n < launches:
+        who = (
+            f"{n:,} ranges for {launches:,} kernel launches: ranges hold several kernels, "
+            "not attributed"
+        )
+    else:  # launches outside the recorded window, or replays: which is which is unknown
+        who = f"{n:,} ranges for {launches:,} kernel launches: not attributed"
+    return ProfilerRanges(
+        ranges=n,
+        measured_flops=float(np.nansum(ranges.flops)),
+        with_flops=with_flops,
+        kernel_launches=launches,
+        one_kernel_each=each,
+        note=f"CUPTI-profiler mode: {who}; {with_flops:,} ranges carry FP-instruction counters "
+        "(FLOPs measured). A range's duration is the profiler's span split evenly, not its "
+        "kernel's execution time: ranges are not GPU time, and FLOPs with no bytes, issue or "
+        "stall counters and no kernel time give no regime (unknown), so the measured tier "
+        "holds no kernel time",
+    )
 
 
 def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:

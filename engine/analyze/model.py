@@ -126,10 +126,23 @@ class CommStats(_M):
 
 
 class ProfilerRanges(_M):
-    """CUPTI-profiler mode: one range per replayed kernel, with measured counters."""
+    """CUPTI-profiler mode: ranges with measured counters, each one kernel only when the
+    profiler ran per kernel (Kineto's auto-range); never kernel time."""
 
     ranges: int
     measured_flops: float
+    with_flops: int = Field(
+        default=0, description="ranges whose FP-instruction counters gave FLOPs"
+    )
+    kernel_launches: int = Field(
+        default=0, description="kernel launches on the host while the ranges were recorded"
+    )
+    one_kernel_each: bool | None = Field(
+        default=None,
+        description="True: as many ranges as kernel launches (per-kernel ranges, each named after "
+        "its kernel); False: fewer ranges than launches, so some ranges hold several kernels and "
+        "none is attributed; None: no launch recorded, unknown",
+    )
     note: str
 
 

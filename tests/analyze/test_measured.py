@@ -105,3 +105,56 @@ def test_the_model_round_trips() -> None:
     )
     assert Confusion.of(cm.model()) == cm
     assert cm.cells(most=2) == "with counters (without) kernels: B (B) 3 · A (B) 2 · 1 more"
+
+
+CUPTI = Path(__file__).parent.parent / "data" / "traces" / "kineto" / "a100_cupti_counters.json.gz"
+_FFMA = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+
+
+def test_cupti_ranges_are_one_kernel_each_but_no_regime(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The real CUPTI-profiler trace: 77 ranges, 77 cudaLaunchKernel calls (Kineto's per-kernel
+    auto-range), FP-instruction counters only: FLOPs measured, no regime, no measured tier."""
+    assert main(["analyze", str(CUPTI), "--json", "--no-write"]) == 0
+    a = json.loads(capsys.readouterr().out)[0]
+    pr = a["profiler_ranges"]
+    assert (pr["ranges"], pr["kernel_launches"], pr["with_flops"]) == (77, 77, 77)
+    assert pr["one_kernel_each"] is True
+    assert "one kernel each" in pr["note"] and "give no regime (unknown)" in pr["note"]
+    assert a["measured_tier"] is None  # FLOPs alone, no kernel time: nothing to cross
+
+
+def _range_trace(path: Path, ranges: int, launches: int) -> Path:
+    """A SYNTHETIC Kineto trace in CUPTI-profiler mode: ``launches`` cudaLaunchKernel calls and
+    ``ranges`` cuda_profiler_range rows, each with one FFMA counter."""
+    ev: list[dict[str, object]] = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 100 + 10 * i, "dur": 5, "args": {"correlation": i + 1}}
+        for i in range(launches)
+    ]  # fmt: skip
+    ev += [
+        {"ph": "X", "cat": "cuda_profiler_range", "name": f"range_{i}", "pid": 0, "tid": 0,
+         "ts": 1000 + 100 * i, "dur": 100, "args": {_FFMA: 1000}}
+        for i in range(ranges)
+    ]  # fmt: skip
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("ranges", "launches", "each", "says"),
+    [(2, 3, False, "hold several kernels, not attributed"), (2, 0, None, "unknown"),
+     (3, 2, False, "3 ranges for 2 kernel launches: not attributed"),
+     (3, 3, True, "one kernel each")],
+)  # fmt: skip
+def test_ranges_attributed_only_one_to_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ranges: int, launches: int,
+    each: bool | None, says: str,
+) -> None:  # fmt: skip
+    path = _range_trace(tmp_path / "ranges.json", ranges, launches)
+    assert main(["analyze", str(path), "--json", "--no-write"]) == 0
+    pr = json.loads(capsys.readouterr().out)[0]["profiler_ranges"]
+    assert (pr["ranges"], pr["kernel_launches"], pr["one_kernel_each"]) == (ranges, launches, each)
+    assert pr["with_flops"] == ranges and pr["measured_flops"] == 2 * 1000 * ranges  # FMA: 2
+    assert says in pr["note"]
