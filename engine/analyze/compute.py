@@ -430,6 +430,8 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         f"{tier_share['MEASURED']:.0%} of kernel time measured (counters), "
         f"{tier_share['DERIVED']:.0%} derived from recorded shapes, "
         f"{tier_share['PRIOR']:.0%} from kernel-name priors, {tier_share['NONE']:.0%} unknown"
+        if ktime
+        else "no kernel time in this trace: shares measured, derived and from priors unknown"
     )
     time_by_class = {
         k.name: int(dur[rows.klass == k].sum()) for k in Klass if (rows.klass == k).any()
