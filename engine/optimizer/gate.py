@@ -94,7 +94,11 @@ class LeverCeiling:
         if self.high is None:
             return f"{name}: no ceiling (unknown)"
         out = f"{name} ≤ {self.high:.1%}" + ("/sample" if self.per_sample else "")
-        if self.prior and self.low is not None:
+        if self.prior and self.low is not None and f"{self.low:.1%}" == f"{self.high:.1%}":
+            # the prior's two ends give one figure (the trace's cap binds both): no interval
+            out += " (prior: both ends of its range give this"
+            out += f"; {clean(self.prior, 200)})" if full else ")"
+        elif self.prior and self.low is not None:
             out += f" (prior: {self.low:.1%} … {self.high:.1%}"
             out += f" over {clean(self.prior, 200)})" if full else ")"
         elif self.prior:

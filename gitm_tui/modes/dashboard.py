@@ -27,6 +27,7 @@ from engine.runtime.config import PHASES, phase_deadline
 from engine.runtime.events import (
     DecodedBatch,
     Event,
+    GateDecided,
     HypothesesReport,
     InterventionUpdate,
     InvariantsReport,
@@ -419,6 +420,12 @@ class DashboardScreen(Screen[None]):
         bar.gain_high = ev.gain_high if ev.gain_high is not None else ev.gain
         bar.verdict = ev.verdict
         self._log_line(f"{ev.summary}; report {ev.path}", "bold")
+
+    @_show.register
+    def _(self, ev: GateDecided) -> None:
+        """The qualification gate's decision on the bar (its line, with the figures that say
+        why, reaches the log as the engine's own log event)."""
+        self.query_one(OptimizeBar).gate = f"{ev.decision}, forced" if ev.forced else ev.decision
 
     @_show.register
     def _(self, ev: KernelsReady) -> None:

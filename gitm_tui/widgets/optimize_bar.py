@@ -48,6 +48,8 @@ class OptimizeBar(Static):
     #: intervention id; NaN while there is none above the kept gain
     best_trial = reactive(float("nan"))
     best_trial_id = reactive("")
+    #: the qualification gate's decision ("commit", "diagnose", "diagnose, forced"; '' before)
+    gate = reactive("")
     unit = reactive("µs/sample")
     scale = reactive(1e3)
 
@@ -95,6 +97,9 @@ class OptimizeBar(Static):
                 else f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}"
             )
         t.append(f" · {self.policy}", style="italic")
+        if self.gate:
+            warn = self.gate.startswith("diagnose")
+            t.append(f" · gate {self.gate}", style=tone("gitm-warn") if warn else "")
         if self.verdict in ("nothing kept", "not measurable"):
             t.append(" · ")
             t.append(

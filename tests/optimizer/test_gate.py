@@ -244,3 +244,11 @@ def test_force_is_a_flag_of_the_run_command():
     ns = run_parser().parse_args(["--no-ui", "--workload", "kitti", "--force"])
     assert run_config(ns).force is True
     assert run_config(run_parser().parse_args(["--no-ui"])).force is False
+
+
+def test_a_prior_whose_two_ends_give_one_figure_prints_no_empty_interval():
+    c = LeverCeiling("elementwise_fusion", high=0.19, low=0.19, prior="fusion_prior 10–30%")
+    assert c.text() == "elementwise_fusion ≤ 19.0% (prior: both ends of its range give this)"
+    assert "19.0% … 19.0%" not in c.text(full=True)
+    spread = LeverCeiling("tf32_matmul", high=0.022, low=0.011, prior="tf32")
+    assert spread.text() == "tf32_matmul ≤ 2.2% (prior: 1.1% … 2.2%)"

@@ -242,3 +242,12 @@ def test_the_report_of_a_diagnosed_run_says_unknown_not_nan():
     for r in (res, {**res, "noise": {}}):
         text = "\n".join(_result_lines(r))
         assert "unknown" in text and "nan" not in text.lower(), text
+
+
+def test_the_bar_says_the_qualification_gates_decision():
+    from gitm_tui.widgets.optimize_bar import OptimizeBar
+
+    bar = OptimizeBar()
+    assert "gate" not in bar._figures(compact=False).plain  # before the gate has decided
+    bar.gate = "diagnose, forced"
+    assert "· gate diagnose, forced" in bar._figures(compact=True).plain
