@@ -30,7 +30,8 @@ def _data_rows(path: Path) -> list[dict[str, str]]:
 def test_real_sample_counts_match_the_files(folder: str) -> None:
     t = read_trace(DATA / folder)
     kern = _data_rows(DATA / folder / "kernel_trace.csv")
-    copies = _data_rows(DATA / folder / "memory_copy_trace.csv")
+    copy_file = DATA / folder / "memory_copy_trace.csv"
+    copies = _data_rows(copy_file) if copy_file.exists() else []
     seg = t.segments
     assert t.device_properties["format"] == "rocprofv3-csv"
     assert int((seg.kind == Kind.KERNEL).sum()) == len(kern)
@@ -42,6 +43,9 @@ def test_real_sample_counts_match_the_files(folder: str) -> None:
     assert set(seg.grid[k].tolist()) == {16384} and set(seg.block[k].tolist()) == {64}
     want_streams = {int(r.get("Stream_Id") or r["Queue_Id"]) for r in kern}
     assert set(seg.stream[k].tolist()) == want_streams
+    # one capture: the rows lie on one clock (the published 0.5.0 example's copy file came from
+    # another run, ~102 days apart on the clock: it is kept in a folder of its own)
+    assert seg.end_ns.max() - seg.start_ns.min() < 3_600 * 10**9
     names = {t.names[i] for i in seg.name[seg.kind == Kind.MEMCPY]}
     assert names <= {"Memcpy HtoD", "Memcpy DtoH"}
     # no size column in these releases: bytes unknown, never guessed
