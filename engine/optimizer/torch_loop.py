@@ -381,7 +381,9 @@ class TorchOptimizer(LoopRun):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 capture(self.job, self.batches, path, steps=3)
                 fp = self.fingerprint_file(path)
-            except TorchJobError:
+            except BudgetEnded as e:  # no time for a capture: the trial is judged without it
+                self.journal.append({"type": "capture_failed", "config": name, "reason": str(e)})
+            except TorchJobError:  # the run was stopped
                 raise
             except (TraceImportError, RuntimeError, OSError) as e:
                 self.journal.append(
