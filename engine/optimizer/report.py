@@ -288,7 +288,7 @@ def write(
                 lines.append(f"- Intervention ({how}): {c['replay']}")
             lines.append(
                 f"- Predicted {_pct(c.get('predicted_gain'))}, measured {_pct(c.get('measured_gain'))}"
-                + (f" — {c['note']}" if c.get("note") else "")
+                + (f" — {_cell(c['note'])}" if c.get("note") else "")
             )
             if c.get("identity"):
                 lines.append(f"- Workload identity: {_cell(c['identity'])}")
@@ -303,7 +303,7 @@ def write(
     rb = [c for c in claims if c["state"] == "ROLLED_BACK"]
     if rb:
         lines += ["## Rollbacks", ""]
-        lines += [f"- {c['id']} {c['lever']}: {c.get('note', '')}" for c in rb]
+        lines += [f"- {c['id']} {_cell(c['lever'])}: {_cell(c.get('note', ''))}" for c in rb]
         lines.append("")
     if p.get("invariants"):
         lines += ["## Invariants (baseline)", ""]
@@ -344,7 +344,7 @@ def write(
         ):
             if d.get(k):
                 lines.append(f"{title}:")
-                lines += [f"- {lv}: {why}" for lv, why in d[k].items()]
+                lines += [f"- {_cell(lv)}: {_cell(why)}" for lv, why in d[k].items()]
                 lines.append("")
         for k, title in (
             ("causes_without_lever", "Claimed causes no lever in the library addresses"),
