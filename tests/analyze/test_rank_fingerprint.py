@@ -73,7 +73,7 @@ def test_an_unrelated_trace_that_claims_a_rank_is_named_and_kept_apart(
     assert "odd.json.gz (rank 2: another workload (fingerprint distance" in line
     assert "kernel mix" in line and line.count("(rank ") == 1  # only the odd file is named
     groups = job_groups(sums)
-    assert [sorted(s.rank for s in g) for g in groups] == [[0, 1], [2]]
+    assert [sorted(s.rank or 0 for s in g) for g in groups] == [[0, 1], [2]]
     crossed = cross_rank(groups[0])
     assert crossed is not None and sorted(crossed.ranks) == [0, 1]
 

@@ -221,7 +221,7 @@ async def test_a_noisy_baseline_is_diagnosed_not_measurable(tmp_path, monkeypatc
     rng = np.random.default_rng(3)
     real = Optimizer.block
 
-    def noisy(self, config):  # type: ignore[no-untyped-def]
+    def noisy(self, config):
         b = real(self, config)
         return Block(b.value * float(np.exp(rng.normal(0, 0.4))), b.ok, b.reason, b.raw)
 

@@ -188,7 +188,7 @@ async def test_f_at_the_headless_prompt_finishes_deciding(monkeypatch):
 
     monkeypatch.setattr("sys.stdin", io.StringIO("y\nf\n"))
     eng, out = _Engine(), io.StringIO()
-    prompter = headless._Prompter(eng, headless._Narration(out))  # type: ignore[arg-type]
+    prompter = headless._Prompter(eng, headless._Narration(out))
     for iid in ("I1", "I2"):
         prompter.ask(
             InterventionUpdate(
