@@ -21,8 +21,13 @@ torch is imported only here and in the torch levers, never by the core install.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import os
+import re
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -567,7 +572,8 @@ def capture(job: TorchJob, batches: Batches, path: Any, steps: int = 10) -> None
     snap = Snapshot.take(job)
     try:
         run_steps(job, batches, 2, 0)  # warm: allocator, autotune, lazy modules
-        with profile(activities=acts, record_shapes=True, with_flops=True) as prof:
+        quiet = _profiler_chatter_kept_off_the_terminal()
+        with quiet, profile(activities=acts, record_shapes=True, with_flops=True) as prof:
             for _ in range(steps):
                 job.run_step(batches.next())
                 _sync(cuda)
@@ -575,3 +581,42 @@ def capture(job: TorchJob, batches: Batches, path: Any, steps: int = 10) -> None
         prof.export_chrome_trace(str(path))
     finally:
         snap.restore(job)
+
+
+#: what libkineto writes straight to file descriptor 2 on every capture (torch 2.13 on the CPU,
+#: and from a worker thread): start/stop probes and a thread-affinity complaint about its own
+#: init callback — no message for the user, and on the dashboard it would paint over the screen
+_KINETO_CHATTER = re.compile(
+    rb"^(USDT:.*SyncActivityProfilerHandler|ERROR: External init callback)"
+)
+
+
+@contextlib.contextmanager
+def _profiler_chatter_kept_off_the_terminal() -> Iterator[None]:
+    """While the profiler runs, file descriptor 2 points at a temporary file (libkineto's C++
+    writes there, under Python's sys.stderr); afterwards every line of it but libkineto's
+    chatter is written back to the real stderr, in order — another thread's line written in
+    the meantime is delayed by the capture (under a second), never lost."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 (a daemon): nothing to keep off
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            kept = [
+                ln for ln in tmp.read().splitlines(keepends=True) if not _KINETO_CHATTER.match(ln)
+            ]
+            if kept:
+                with contextlib.suppress(OSError):
+                    os.write(2, b"".join(kept))
