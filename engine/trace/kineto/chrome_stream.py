@@ -425,3 +425,23 @@ def metadata(path: Path, prefix: bytes, suffix: bytes) -> dict[str, Any]:
         raise TraceImportError(path, _DUPLICATE)
     meta.pop("traceEvents", None)
     return meta
+
+
+def extract_checked(
+    path: Path,
+    buf: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+    base: int,
+    spec: tuple[Any, ...],
+) -> tuple[Any, ...]:
+    """``json_scan.extract_fields`` over the kept ``rows`` (starts, ends, codes) of one block
+    with the field ``spec`` (top keys and lengths, arg keys and lengths, prefix, suffix); its
+    columns — or TraceImportError naming the first bad byte (``base``: the block's offset in the
+    decompressed stream)."""
+    *fields, bad_row, bad_at = js.extract_fields(buf, *rows, *spec)
+    if bad_row >= 0:
+        where = f"decompressed byte {base + (bad_at >> 4):,}"
+        raise TraceImportError(
+            path, f"invalid JSON in traceEvents ({js.BAD_REASONS[bad_at & 15]} at {where})"
+        )
+    return tuple(fields)

@@ -25,10 +25,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.trace.errors import TraceImportError
 from engine.trace.files import head
 from engine.trace.kineto import json_scan as js
-from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, chunks, prefetched
+from engine.trace.kineto.chrome_stream import (
+    READ_CHUNK,
+    EventStream,
+    chunks,
+    extract_checked,
+    prefetched,
+)
 from engine.trace.limits import ReadLimits
 
 __all__ = ["MAX_GROUPS", "OpShapes", "from_derived_ops", "read_op_shapes"]
@@ -229,15 +234,10 @@ def read_op_shapes(path: str | Path, limits: ReadLimits | None = None) -> OpShap
             return
         s, e, c = starts[keep], ends[keep], codes[keep]
         buf = np.frombuffer(data, np.uint8)
-        *fields, bad_row, bad_at = js.extract_fields(
-            buf, s, e, c, _TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX
+        fields = extract_checked(
+            path, buf, (s, e, c), base, (_TOP, _TOPLENS, _ARGK, _ARGLENS, _PREFIX, _SUFFIX)
         )
-        if bad_row >= 0:
-            where = f"decompressed byte {base + (bad_at >> 4):,}"
-            raise TraceImportError(
-                path, f"invalid JSON in traceEvents ({js.BAD_REASONS[bad_at & 15]} at {where})"
-            )
-        got.add(buf, s, e, c, tuple(fields))
+        got.add(buf, s, e, c, fields)
 
     reader = EventStream(path, limits, parse)
     stream = prefetched(chunks(path, limits, READ_CHUNK))
