@@ -56,12 +56,9 @@ from engine.trace.files import head, open_regular
 from engine.trace.kineto import json_scan as js
 from engine.trace.kineto import json_twin
 from engine.trace.kineto.chrome_stream import (
-    READ_CHUNK,
-    EventStream,
-    chunks,
     extract_checked,
     metadata,
-    prefetched,
+    stream_events,
 )
 from engine.trace.limits import ReadLimits, check_times
 
@@ -271,14 +268,7 @@ def read_cpu_events(
         )
         got.add(buf, c, fields)
 
-    reader = EventStream(path, limits, parse)
-    stream = prefetched(chunks(path, limits, READ_CHUNK))
-    try:
-        for chunk in stream:
-            reader.feed(chunk)
-        reader.finish()
-    finally:
-        stream.close()
+    reader = stream_events(path, limits, parse)
     metadata(path, bytes(reader.prefix), bytes(reader.suffix))
     return got.events(path)
 

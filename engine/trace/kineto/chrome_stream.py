@@ -445,3 +445,18 @@ def extract_checked(
             path, f"invalid JSON in traceEvents ({js.BAD_REASONS[bad_at & 15]} at {where})"
         )
     return tuple(fields)
+
+
+def stream_events(path: Path, limits: ReadLimits, parse: Callable[..., None]) -> EventStream:
+    """Feed the whole file at ``path`` (plain or gzip, read ahead on a thread) through an
+    EventStream that hands each block of events to ``parse``; the finished stream (its
+    metadata prefix and suffix)."""
+    reader = EventStream(path, limits, parse)
+    stream = prefetched(chunks(path, limits, READ_CHUNK))
+    try:
+        for chunk in stream:
+            reader.feed(chunk)
+        reader.finish()
+    finally:
+        stream.close()
+    return reader

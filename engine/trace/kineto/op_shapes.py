@@ -28,11 +28,8 @@ import numpy.typing as npt
 from engine.trace.files import head
 from engine.trace.kineto import json_scan as js
 from engine.trace.kineto.chrome_stream import (
-    READ_CHUNK,
-    EventStream,
-    chunks,
     extract_checked,
-    prefetched,
+    stream_events,
 )
 from engine.trace.limits import ReadLimits
 
@@ -239,14 +236,7 @@ def read_op_shapes(path: str | Path, limits: ReadLimits | None = None) -> OpShap
         )
         got.add(buf, s, e, c, fields)
 
-    reader = EventStream(path, limits, parse)
-    stream = prefetched(chunks(path, limits, READ_CHUNK))
-    try:
-        for chunk in stream:
-            reader.feed(chunk)
-        reader.finish()
-    finally:
-        stream.close()
+    stream_events(path, limits, parse)
     return got.shapes()
 
 
