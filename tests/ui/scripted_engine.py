@@ -333,6 +333,9 @@ class NoTraceEngine(ScriptedEngine):
     """A real program measured from outside (``--workload torch`` on the CPU): no kernel
     trace, no telemetry; its levers are measured only (no prediction)."""
 
+    #: the A/A spread it reports
+    noise_floor = 0.021
+
     async def run(self) -> None:
         pub = self.bus.publish
         pub(
@@ -357,7 +360,7 @@ class NoTraceEngine(ScriptedEngine):
                 current_ns=3_949_000.0,
                 gain=0.0,
                 target=0.15,
-                noise_floor=0.021,
+                noise_floor=self.noise_floor,
                 phase="apply",
                 phase_deadline_s=33.3,
                 unit="ms/step",

@@ -9,13 +9,13 @@ import math
 
 from textual.widgets import Static
 
-from engine.runtime.events import OptimizeStatus, RunFinished, RunStarted
+from engine.runtime.events import OptimizeStatus, RunFinished
 from gitm_tui.app import Settings, make_app
 from gitm_tui.render import MEASURED_ONLY, prediction
 from gitm_tui.screens import ConfirmScreen, InterventionScreen
 from gitm_tui.widgets.interventions import InterventionTable
 from gitm_tui.widgets.run_header import RunHeader
-from tests.ui.scripted_engine import ScriptedEngine, run_shown
+from tests.ui.scripted_engine import NoTraceEngine, ScriptedEngine, run_shown
 from tests.ui.waiting import until
 
 
@@ -122,42 +122,10 @@ async def test_the_end_of_a_run_says_what_is_left_and_closes_an_open_question(
         await pilot.press("q")
 
 
-class _NoTrace(ScriptedEngine):
-    """A real program measured from outside: no kernel trace, no telemetry."""
+class _NoTrace(NoTraceEngine):
+    """A real program measured from outside, with a wide A/A spread."""
 
-    async def run(self) -> None:
-        pub = self.bus.publish
-        pub(
-            RunStarted(
-                t_wall=0.0,
-                run_id="20261204-000000-abcdef",
-                workload="torch",
-                workload_title="an unmodified PyTorch script (scripted)",
-                device="this machine",
-                simulated=False,
-                budget_s=60.0,
-                seed=0,
-                streams=(),
-                regimes=(),
-            )
-        )
-        pub(
-            OptimizeStatus(
-                t_wall=5.0,
-                baseline_ns=3_949_000.0,
-                current_ns=3_949_000.0,
-                gain=0.0,
-                target=0.15,
-                noise_floor=0.2,
-                phase="apply",
-                phase_deadline_s=50.0,
-                unit="ms/step",
-                scale=1e6,
-            )
-        )
-        self._iv("I1", "threads=1", "SAFE", "ROLLED_BACK", math.nan, 0.031, "rolled back")
-        self._iv("I2", "interop_threads=1", "SAFE", "PROPOSED", math.nan)
-        await self._stopped.wait()
+    noise_floor = 0.2
 
 
 async def test_a_run_with_no_kernel_trace_shows_what_it_measures(tmp_path, monkeypatch):
