@@ -17,7 +17,10 @@ work, in host order) and its device rows (kernels, copies). Edges:
   wait out a collective it never waited for), and a ``cudaMemcpyAsync`` that returned only
   when its copy had finished (to pageable memory) waits for its copy;
 * **host threads** — each thread the trace records keeps its own clock (``h_thread``): a call
-  blocked on one thread does not hold up another thread's launches.
+  blocked on one thread does not hold up another thread's launches;
+* **peers** — a collective whose peers are known (``d_not_before``, set by
+  engine.analyze.peers) starts no earlier than its last peer arrived, and then takes its
+  transfer time. A graph built from one rank's trace has none: it holds no row.
 
 Device rows no host row launched are enqueued in their observed place among the host rows
 (by observed start) and may not start before their observed start.
@@ -100,6 +103,10 @@ class ReplayDag:
     #: uint8 arithmetic type per device row (engine.trace.segments.DTYPES; 0 unknown); None:
     #: not known
     d_dtype: np.ndarray | None = None
+    #: float64 per device row: the earliest it may start (ns relative to t0; NaN: no bound) —
+    #: a collective held by its peers (engine.analyze.peers: its transfer cannot begin before
+    #: its last peer arrived); None: no row is held (a rank replayed alone)
+    d_not_before: np.ndarray | None = None
     #: launch_lists' arrays, kept until h_dev changes: edit h_dev only through
     #: remove_launched / insert_host_rows, which clear it (a 2 M-event analysis built them 46
     #: times, 0.13 s, from the same lists)
@@ -613,6 +620,7 @@ def schedule(dag: ReplayDag) -> Schedule:
         np.asarray(dag.d_live, np.bool_),
         np.full(n_d, -1, np.int64) if dag.d_after is None else np.asarray(dag.d_after, i64),
         np.zeros(n_d) if dag.d_delay is None else np.asarray(dag.d_delay, f64),
+        np.full(n_d, np.nan) if dag.d_not_before is None else np.asarray(dag.d_not_before, f64),
         anchored,
         dag.d_start_obs[anchored].astype(f64) - dag.t0_ns,
         anchor_at,
@@ -701,6 +709,7 @@ def _enqueue(
     d_live: np.ndarray,
     d_after: np.ndarray,
     d_delay: np.ndarray,
+    d_nb: np.ndarray,
     stream_free: np.ndarray,
     stream_last: np.ndarray,
     pending: np.ndarray,
@@ -721,6 +730,9 @@ def _enqueue(
             e = stream_free[d_s[p]]
         if e == e and e > start:
             start = e
+    nb = d_nb[d]
+    if d_live[d] and nb == nb and nb > start:  # held by its peers (ReplayDag.d_not_before)
+        start = nb
     end = start + (d_dur[d] if d_live[d] else 0.0)
     d_ready[d] = ready
     d_start[d] = start
@@ -745,6 +757,7 @@ def _replay(
     d_live: np.ndarray,
     d_after: np.ndarray,
     d_delay: np.ndarray,
+    d_nb: np.ndarray,
     anchored: np.ndarray,
     anchor_ready: np.ndarray,
     anchor_at: np.ndarray,
@@ -782,7 +795,7 @@ def _replay(
     for r in range(n_h):
         while ka < anchored.shape[0] and anchor_at[ka] <= r:
             d = anchored[ka]
-            _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free,
+            _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, d_nb, stream_free,
                      stream_last, pending, d_ready, d_start, d_end, False)  # fmt: skip
             used[d_s[d]] = True
             ka += 1
@@ -801,14 +814,14 @@ def _replay(
             slot = 0
             for k in range(a, b):  # the graph's kernels, where the trace links them to it
                 d = flat[k]
-                _enqueue(d, graph_t + L + slot * graph_node_ns, d_s, d_dur, d_live, d_after, d_delay, stream_free,
+                _enqueue(d, graph_t + L + slot * graph_node_ns, d_s, d_dur, d_live, d_after, d_delay, d_nb, stream_free,
                          stream_last, pending, d_ready, d_start, d_end)  # fmt: skip
                 used[d_s[d]] = True
                 slot += 1
         elif kind == _GRAPH_NODE:
             for k in range(a, b):
                 d = flat[k]
-                _enqueue(d, graph_t + L + slot * graph_node_ns, d_s, d_dur, d_live, d_after, d_delay, stream_free,
+                _enqueue(d, graph_t + L + slot * graph_node_ns, d_s, d_dur, d_live, d_after, d_delay, d_nb, stream_free,
                          stream_last, pending, d_ready, d_start, d_end)  # fmt: skip
                 used[d_s[d]] = True
             slot += 1
@@ -816,7 +829,7 @@ def _replay(
             last = 0.0
             for k in range(a, b):
                 d = flat[k]
-                e = _enqueue(d, host_t + L, d_s, d_dur, d_live, d_after, d_delay, stream_free, stream_last,
+                e = _enqueue(d, host_t + L, d_s, d_dur, d_live, d_after, d_delay, d_nb, stream_free, stream_last,
                              pending, d_ready, d_start, d_end)  # fmt: skip
                 used[d_s[d]] = True
                 last = max(last, e)
@@ -853,7 +866,7 @@ def _replay(
     # device rows no host row launched after the last host row: at their observed start
     while ka < anchored.shape[0]:
         d = anchored[ka]
-        _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, stream_free,
+        _enqueue(d, anchor_ready[ka], d_s, d_dur, d_live, d_after, d_delay, d_nb, stream_free,
                  stream_last, pending, d_ready, d_start, d_end, False)  # fmt: skip
         used[d_s[d]] = True
         ka += 1
@@ -884,6 +897,7 @@ def _replay_py(
     d_live: np.ndarray,
     d_after: np.ndarray,
     d_delay: np.ndarray,
+    d_nb: np.ndarray,
     anchored: np.ndarray,
     anchor_ready: np.ndarray,
     anchor_at: np.ndarray,
@@ -918,7 +932,7 @@ def _replay_py(
     anch, a_ready, a_at = anchored.tolist(), anchor_ready.tolist(), anchor_at.tolist()
     clock = [0.0] * n_threads
 
-    after, delay = d_after.tolist(), d_delay.tolist()
+    after, delay, not_before = d_after.tolist(), d_delay.tolist(), d_nb.tolist()
 
     def enqueue(d: int, ready: float, takes_wait: bool = True) -> float:
         s = ds[d]
@@ -935,6 +949,9 @@ def _replay_py(
                 e = stream_free[ds[q]]
             if e == e and e > start:
                 start = e
+        nb = not_before[d]
+        if live[d] and nb == nb and nb > start:  # held by its peers
+            start = nb
         end = start + (dd[d] if live[d] else 0.0)
         d_ready[d], d_start[d], d_end[d] = ready, start, end
         stream_free[s] = end

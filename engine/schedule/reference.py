@@ -51,6 +51,10 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
                 e = stream_free.get(int(dag.d_stream[p]), 0.0)
             if not np.isnan(e) and e > start:
                 start = e
+        # a collective held by its peers: its transfer begins once its last peer arrived
+        nb = np.nan if dag.d_not_before is None else float(dag.d_not_before[d])
+        if live and not np.isnan(nb) and nb > start:
+            start = nb
         end = start + (dag.d_dur[d] if dag.d_live[d] else 0.0)
         d_ready[d], d_start[d], d_end[d] = ready, start, end
         stream_free[s] = end

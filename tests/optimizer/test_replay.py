@@ -162,24 +162,45 @@ def _same_schedule(a, b) -> bool:
     return arrays and a.makespan_ns == b.makespan_ns
 
 
+def _held(dag):
+    """A copy with every third device row held to start no earlier than a bound (its observed
+    start + 0, 5 or 40 µs, as a collective held by its peers is), one removed row among them
+    (a bound on a removed row holds nothing), NaN elsewhere."""
+    out = dag.copy()
+    nb = np.full(len(out.d_stream), np.nan)
+    rows = np.arange(0, len(nb), 3)
+    nb[rows] = out.d_start_obs[rows] - out.t0_ns + np.array([0.0, 5e3, 40e3])[(rows // 3) % 3]
+    out.d_not_before = nb
+    if len(rows) > 1:
+        out.d_live[rows[1]] = False
+        out.d_dur[rows[1]] = 0.0
+    return out
+
+
 @pytest.mark.parametrize("workload", ["hft-lob", "af2", "kitti"])
 def test_compiled_replay_equals_the_python_reference(workload, model):
     """schedule (numba, dense ids) == schedule_ref (Python dicts) == schedule interpreted (the
     kernels' Python twins, as a first run replays), bit for bit, on the observed graph and on
-    every lever's edited graph (graph launches, side streams, merged rows…)."""
+    every lever's edited graph (graph launches, side streams, merged rows…), each also with
+    rows held by a start bound (``d_not_before``: a collective held by its peers)."""
     from engine.jit import interpreted
     from engine.schedule.reference import schedule_ref
 
     def same(dag, what):
-        compiled = schedule(dag)
-        with interpreted():
-            twin = schedule(dag)
-        assert _same_schedule(compiled, schedule_ref(dag)), what
-        assert _same_schedule(compiled, twin), what
+        for g, how in ((dag, what), (_held(dag), f"{what}, held")):
+            compiled = schedule(g)
+            with interpreted():
+                twin = schedule(g)
+            assert _same_schedule(compiled, schedule_ref(g)), how
+            assert _same_schedule(compiled, twin), how
+        g = _held(dag)
+        on = g.d_live & np.isfinite(g.d_not_before)
+        assert (schedule(g).d_start[on] >= g.d_not_before[on]).all(), what
 
     wl = SimWorkload(workload)
     _, obs = _obs(wl, wl.base, model)
     same(obs.dag, "observed")
+    assert schedule(_held(obs.dag)).makespan_ns > obs.baseline.makespan_ns  # the bounds bind
     for lever in LEVERS:
         same(lever.transform(obs).dag, lever.id)
 
