@@ -481,6 +481,27 @@ def load_measurement() -> MeasurementParams:
     return MeasurementParams.model_validate(_read("measurement.json"))
 
 
+class CriticalPathParams(_Strict):
+    """manifests/critical_path.json: when the critical-path account names an opportunity no
+    lever implements (each share of the critical path; the reasons in the manifest)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    exposed_communication_share: float = Field(gt=0.0, lt=1.0)
+    allocation_share: float = Field(gt=0.0, lt=1.0)
+    pool_off_calls_per_step: int = Field(ge=1)
+    pool_off_calls: int = Field(ge=1)
+    data_loading_share: float = Field(gt=0.0, lt=1.0)
+    host_share: float = Field(gt=0.0, lt=1.0)
+    device_gap_share: float = Field(gt=0.0, lt=1.0)
+
+
+@lru_cache(maxsize=1)
+def load_critical_path() -> CriticalPathParams:
+    """Return manifests/critical_path.json, validated."""
+    return CriticalPathParams.model_validate(_read("critical_path.json"))
+
+
 @lru_cache(maxsize=1)
 def load_lever_priors() -> LeverPriors:
     """Return manifests/lever_priors.json, validated (every value inside its stated range)."""

@@ -13,6 +13,7 @@ from engine.analyze.model import Analysis
 from engine.analyze.ranks import STRAGGLER_SHARE, CrossRank
 from engine.regimes import Label
 from engine.text import clean
+from gitm_tui.critical_view import critical_block
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.theme import regime_style
 
@@ -164,6 +165,8 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
     parts: list[RenderableType] = [head, Text(), reg, Text(), st, Text(), kt, Text()]
     if a.replay is not None:
         parts.append(Text(a.replay.line(), style="dim" if a.replay.faithful else "bold red"))
+    if a.critical_path is not None:
+        parts += [*critical_block(a.critical_path), Text()]
     for u in a.in_use:
         parts.append(Text(f"already in use: {u.evidence} — no lever takes credit for it"))
     if a.interventions:

@@ -49,7 +49,10 @@ from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
 from engine.trace.trace import ApiKind, Trace
 
 if TYPE_CHECKING:  # (the levers are imported when they are replayed)
+    from engine.analyze.critical_model import CriticalPath
     from engine.analyze.levers import LeverReport
+    from engine.schedule.critical import CriticalPath as PathIntervals
+    from engine.schedule.dag import ReplayDag
 
 #: HTA's default ``consecutive_kernel_delay`` (30 µs): shorter gaps between back-to-back GPU
 #: events on a stream count as launch overhead ("kernel wait"), as in HTA's idle breakdown.
@@ -75,6 +78,9 @@ class AnalysisResult:
     verdicts: list[InvariantResult] = field(default_factory=list)
     #: the workload's fingerprint (engine.optimizer.fingerprint): fingerprint.json
     fingerprint: Fingerprint | None = None
+    #: the critical path's intervals and the graph it was walked on (perfetto.json overlays
+    #: them); None: nothing was replayed
+    path: tuple[PathIntervals, ReplayDag] | None = None
 
 
 def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hardware, list[str]]:
@@ -567,6 +573,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     mtia = props.get("platform") == "mtia"  # levers are CUDA/ROCm changes: none applies
     levers = _levers(trace, hw, seg, dec, notes) if len(rows) and not mtia else None
     give_back(len(rows))
+    critical, path = _critical(levers, trace, communication, notes)
     analysis = Analysis(
         source=trace.source if is_url(trace.source) else str(Path(trace.source)),
         format=str(props.get("format", "")),
@@ -593,13 +600,43 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
         replay=levers.replay if levers else None,
         in_use=levers.in_use if levers else [],
         interventions=levers.estimates if levers else [],
+        critical_path=critical,
         notes=notes,
         fingerprint=FingerprintSummary.of(fingerprint) if fingerprint is not None else None,
     )
     return AnalysisResult(
         analysis=analysis, rows=rows, decoded=dec, trace=trace, verdicts=verdicts,
-        fingerprint=fingerprint,
+        fingerprint=fingerprint, path=path,
     )  # fmt: skip
+
+
+def _critical(
+    levers: LeverReport | None, trace: Trace, comm: list[CommStats], notes: list[str]
+) -> tuple[CriticalPath | None, tuple[PathIntervals, ReplayDag] | None]:
+    """The critical path of the no-lever replay, as analysis.json has it and as intervals
+    (None, None: nothing was replayed). The replayed window is the steady one where
+    ``_levers`` chose one (its note says so)."""
+    if levers is None or levers.dag is None or levers.base is None:
+        return None, None
+    from engine.analyze.critical import summarize_path
+    from engine.schedule.critical import critical_path
+
+    dag = levers.dag
+    window = next((n for n in notes if n.startswith("levers replayed on")), "the whole trace")
+    comm_ns = sum(c.time_ns for c in comm)
+    overlap = sum(c.overlapped_ns for c in comm) / comm_ns if comm_ns else None
+    n_comm = int((dag.d_klass == Klass.COMM).sum())
+    peers = (
+        f"peers unknown (this rank alone): its {n_comm} collective(s) are replayed as if every "
+        "peer arrived with this rank; a later peer would lengthen the path"
+        if n_comm
+        else "no collectives: no peers to wait for"
+    )
+    from engine.analyze.levers import is_pytorch
+
+    cp = critical_path(dag, levers.base)
+    summary = summarize_path(cp, dag, trace, window, peers, overlap, is_pytorch(trace))
+    return summary, (cp, dag)
 
 
 def _profiler_ranges(ranges: Segments, trace: Trace) -> ProfilerRanges:

@@ -181,6 +181,10 @@ def perfetto_json(res: AnalysisResult) -> str:
                 )
             )
         _ = last
+    if res.path is not None:  # the critical path, its own track above the streams
+        from engine.analyze.critical import perfetto_events
+
+        out += perfetto_events(*res.path)
     return (
         '{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze"},'
         '"traceEvents":[\n' + ",\n".join(out) + "\n]}\n"
@@ -332,6 +336,10 @@ def report_markdown(a: Analysis) -> str:
             f"{k.share_of_gpu_time:.1%} | {k.regime} ({k.regime_share:.0%}) | {k.tier} | "
             f"{conf} | {ach} |"
         )
+    if a.critical_path is not None:
+        from engine.analyze.critical import critical_markdown
+
+        lines += critical_markdown(a.critical_path)
     if a.interventions:
         lines += [
             "",

@@ -56,7 +56,14 @@ from engine.levers.library import LEVERS
 from engine.levers.model import Edit, Observation, Prior
 from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, LAUNCH_OUTLIER, MIN_GRAPH_KERNELS
 from engine.planner.catalogue import GpuPeaks
-from engine.schedule.dag import NOP, ReplayDag, build_dag, merge_idle_host_rows, schedule
+from engine.schedule.dag import (
+    NOP,
+    ReplayDag,
+    Schedule,
+    build_dag,
+    merge_idle_host_rows,
+    schedule,
+)
 from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind, Trace
@@ -89,6 +96,9 @@ class LeverReport:
     estimates: list[LeverEstimate] = field(default_factory=list)
     replay: ReplayFidelity | None = None
     in_use: list[InUse] = field(default_factory=list)
+    #: the no-lever graph and its replay (the critical path is read off them); None: none
+    dag: ReplayDag | None = None
+    base: Schedule | None = None
 
 
 def estimate_levers(
@@ -171,7 +181,7 @@ def replay_levers(
     else:
         with ThreadPoolExecutor(n, thread_name_prefix="gitm-levers") as pool:
             found = list(pool.map(one, LEVERS))  # library order; a lever's error is raised here
-    return LeverReport(rank_estimates([e for e in found if e is not None]), fid, used)
+    return LeverReport(rank_estimates([e for e in found if e is not None]), fid, used, dag, base)
 
 
 def _steps_in(trace: Trace, dag: ReplayDag) -> int:
@@ -499,7 +509,7 @@ def _allocator(lv: Lever, obs: Observation, trace: Trace, ob: Observed) -> Lever
             "program's own cudaMalloc/cudaFree or CUDA context creation",
             first,
         )
-    if not _is_pytorch(trace):
+    if not is_pytorch(trace):
         return _estimate(
             lv,
             "not_judged",
@@ -554,7 +564,7 @@ def _allocator_warmup(trace: Trace, dag: ReplayDag) -> tuple[float, float]:
     return begin, float(seg.end_ns[k].max())
 
 
-def _is_pytorch(trace: Trace) -> bool:
+def is_pytorch(trace: Trace) -> bool:
     """Any kernel named from ATen: the program runs PyTorch (see ``_ATEN``)."""
     seg = trace.segments
     ids = np.unique(seg.name[seg.kind == Kind.KERNEL]).tolist()

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.analyze.critical_model import CriticalPath
 from engine.optimizer.fingerprint import Fingerprint
 from engine.optimizer.monitor import InvariantResult, Violation
 
@@ -15,7 +16,8 @@ from engine.optimizer.monitor import InvariantResult, Violation
 #: 3: the no-lever replay's fidelity (``replay``), what the program already does (``in_use``),
 #: each lever's ceiling from the observed trace, and levers the hardware cannot do
 #: (status ``not_applicable``)
-SCHEMA_VERSION = 3
+#: 4: the critical path of the no-lever replay (``critical_path``)
+SCHEMA_VERSION = 4
 
 
 class _M(BaseModel):
@@ -287,6 +289,14 @@ class LeverEstimate(_M):
     unfaithful_replay: bool = Field(
         default=False, description="the no-lever replay is not within tolerance of the trace"
     )
+    peers: str | None = Field(
+        default=None,
+        description="what the rank's peers bound the prediction to, in one line: with their "
+        "arrivals known, each collective was held until its last peer arrived (a rank never "
+        "last gains nothing for the job beyond the time after its last collective); without "
+        "them, which collectives were replayed as if every peer arrived with this rank; None "
+        "where the replayed window has no collectives",
+    )
 
     def gain_text(self) -> str:
         """The estimate as printed: '+5.7% (+5.3% … +5.9%)', a ceiling as '≤ +26.7%', else
@@ -386,4 +396,9 @@ class Analysis(_M):
     notes: list[str]
     fingerprint: FingerprintSummary | None = Field(
         default=None, description="the workload's fingerprint in brief (None: not computed)"
+    )
+    critical_path: CriticalPath | None = Field(
+        default=None,
+        description="what sets the end of the replayed window, every ns given to one part "
+        "(None: nothing was replayed)",
     )

@@ -1,0 +1,381 @@
+"""The critical path of one trace, told as a person reads it: a headline, the parts, the step
+by step account, and the opportunities it shows — named first, whether or not a lever of the
+library can change them (issue 46: "the elephant not named").
+
+The path itself is found on the no-lever replay (engine.schedule.critical); this module only
+sums and words it. Thresholds for naming an opportunity: manifests/critical_path.json.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+
+from engine.analyze.critical_model import (
+    CriticalPart,
+    CriticalPath,
+    CriticalStep,
+    Opportunity,
+    PathRow,
+)
+from engine.manifest import load_critical_path
+from engine.schedule.critical import HTA_BOUND_BY, PARTS, kernel_breakdown
+from engine.schedule.critical import CriticalPath as Path
+from engine.schedule.dag import ReplayDag
+from engine.text import valid_unicode
+from engine.trace.trace import ApiKind, Trace
+
+#: the parts one headline group adds up (what an engineer calls one thing)
+GROUPS: dict[str, tuple[str, ...]] = {
+    "exposed communication": ("communication", "comm_wait", "peer_wait"),
+    "kernels": ("kernel",),
+    "copies": ("copy",),
+    "host/framework": ("host", "launch_api"),
+    "launch and queueing": ("launch_delay",),
+    "synchronisation": ("sync",),
+    "allocation": ("allocation",),
+    "data loading": ("data_loading",),
+    "device gaps": ("kernel_gap",),
+    "idle nobody waits for": ("idle",),
+}
+_HOST_CALL: dict[int, str] = {
+    ApiKind.LAUNCH: "launch calls",
+    ApiKind.GRAPH_LAUNCH: "cudaGraphLaunch calls",
+    ApiKind.MEMCPY_ASYNC: "async copy calls",
+    ApiKind.MEMCPY_SYNC: "blocking copy calls",
+    ApiKind.SYNC: "synchronize calls",
+    ApiKind.EVENT_RECORD: "event record calls",
+    ApiKind.STREAM_WAIT: "stream wait calls",
+    ApiKind.MALLOC: "cudaMalloc/cudaFree calls",
+    ApiKind.HOST_WORK: "annotated host work",
+    ApiKind.DATA_LOADING: "data loading ranges",
+}
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}" if x >= 0.01 or x == 0 else f"{x:.1%}"
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f} ms"
+
+
+def headline(parts_ns: dict[str, float], total: float) -> str:
+    """'bound by exposed communication: 67% of the critical path; device gaps 16%; …'."""
+    if total <= 0:
+        return "no critical path: nothing was replayed"
+    groups = {g: sum(parts_ns.get(p, 0.0) for p in ps) for g, ps in GROUPS.items()}
+    ranked = sorted(((v, g) for g, v in groups.items() if v > 0), reverse=True)
+    if not ranked:
+        return "no critical path: nothing was replayed"
+    (v0, g0), rest = ranked[0], ranked[1:4]
+    first = f"bound by {g0}: {_pct(v0 / total)} of the critical path"
+    if g0 == "exposed communication":
+        held = parts_ns.get("comm_wait", 0.0) + parts_ns.get("peer_wait", 0.0)
+        if held > 0:
+            first += (
+                f" ({_pct(parts_ns.get('communication', 0.0) / total)} in collective kernels, "
+                f"{_pct(held / total)} held back before them)"
+            )
+    return "; ".join([first, *(f"{g} {_pct(v / total)}" for v, g in rest)])
+
+
+def summarize_path(
+    cp: Path,
+    dag: ReplayDag,
+    trace: Trace,
+    window: str,
+    peers: str,
+    comm_overlap: float | None = None,
+    pytorch: bool = False,
+) -> CriticalPath:
+    """The model of ``cp`` (a path of ``dag``'s replay of ``trace``): parts, steps, rows and
+    opportunities. ``window``: what was replayed; ``peers``: whether peers held collectives;
+    ``comm_overlap``: the share of collective time overlapped by compute (None: unknown);
+    ``pytorch``: the program runs PyTorch (its allocator and loader levers can apply)."""
+    total = float(cp.makespan_ns)
+    by = cp.by_part()
+    parts = sorted(
+        (
+            CriticalPart(
+                part=p,
+                label=PARTS[p],
+                ns=round(v),
+                share=v / total if total else 0.0,
+                hta=HTA_BOUND_BY[p],
+            )
+            for p, v in by.items()
+            if v > 0
+        ),
+        key=lambda x: -x.ns,
+    )
+    by_class, by_regime = kernel_breakdown(cp, dag)
+    hta: dict[str, int] = defaultdict(int)
+    for p, v in by.items():
+        hta[HTA_BOUND_BY[p]] += round(v)
+    cp_steps = _steps(cp, trace)
+    return CriticalPath(
+        total_ns=round(total),
+        window=window,
+        headline=headline(by, total),
+        parts=parts,
+        kernels_by_class_ns={k: round(v) for k, v in by_class.items()},
+        kernels_by_regime_ns={k: round(v) for k, v in by_regime.items()},
+        top_rows=_top_rows(cp, dag),
+        steps=cp_steps,
+        hta_bound_by_ns=dict(hta),
+        opportunities=opportunities(by, total, cp, dag, len(cp_steps), comm_overlap, pytorch),
+        peers=peers,
+        notes=(
+            ["the walk stopped before the window's start (a cycle of zero-length waits): the "
+             "parts cover less than the span"]
+            if cp.cut_short
+            else []
+        ),
+    )  # fmt: skip
+
+
+def _allocation_advice(pool_off: bool, pytorch: bool) -> str:
+    if pytorch and pool_off:
+        return (
+            "allocation every step: PyTorch's caching allocator is off or not reused — "
+            "re-enable the pool (unset PYTORCH_NO_CUDA_MEMORY_CACHING), then keep shapes stable"
+        )
+    if pytorch:
+        return "fewer allocator calls: stable shapes, expandable_segments against fragmentation"
+    return "allocate once and reuse (a memory pool; buffers kept across steps)"
+
+
+def _top_rows(cp: Path, dag: ReplayDag, n: int = 10) -> list[PathRow]:
+    names = list(PARTS)
+    acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    length = cp.length()
+    for i in np.flatnonzero(length > 0).tolist():
+        part = names[int(cp.part[i])]
+        d, h = int(cp.dev[i]), int(cp.host[i])
+        if d >= 0 and part in ("kernel", "communication", "copy", "comm_wait", "peer_wait"):
+            key = (dag.d_name[d], part)
+        elif h >= 0 and part != "host":
+            key = (_HOST_CALL.get(int(dag.api[h]), "other host calls"), part)
+        else:
+            key = (PARTS[part], part)
+        acc[key][0] += float(length[i])
+        acc[key][1] += 1
+    ranked = sorted(acc.items(), key=lambda kv: -kv[1][0])[:n]
+    return [PathRow(name=k[0], part=k[1], ns=round(v[0]), rows=int(v[1])) for k, v in ranked]
+
+
+def _steps(cp: Path, trace: Trace) -> list[CriticalStep]:
+    """The path inside each ProfilerStep's host window (the trace's clock)."""
+    props = trace.device_properties
+    raw = props.get("profiler_steps") or []
+    ids = props.get("profiler_step_ids") or []
+    if len(ids) != len(raw):
+        ids = [-1] * len(raw)
+    out = []
+    lo_w, hi_w = cp.t0_ns, cp.t0_ns + cp.makespan_ns
+    for (a, b), n in sorted(zip(raw, ids, strict=True), key=lambda x: x[0][0]):
+        a, b = float(a), float(b)
+        if b <= lo_w or a >= hi_w or (min(b, hi_w) - max(a, lo_w)) < 0.5 * (b - a):
+            continue  # a step mostly outside the replayed window
+        parts = cp.by_part(a - cp.t0_ns, b - cp.t0_ns)
+        length = sum(parts.values())
+        out.append(
+            CriticalStep(
+                step=int(n),
+                ns=round(b - a),
+                parts_ns={p: round(v) for p, v in parts.items() if v > 0},
+                headline=headline(parts, length),
+            )
+        )
+    return out
+
+
+def opportunities(
+    by: dict[str, float],
+    total: float,
+    cp: Path,
+    dag: ReplayDag,
+    steps: int,
+    comm_overlap: float | None,
+    pytorch: bool = False,
+) -> list[Opportunity]:
+    """Each large part of the path an engineer would act on (manifests/critical_path.json says
+    how large), largest first; levers that act on it named, none where none does."""
+    if total <= 0:
+        return []
+    prm = load_critical_path()
+    names = list(PARTS)
+    out: list[Opportunity] = []
+
+    def rows_of(part: str) -> np.ndarray:
+        return cp.dev[(cp.part == names.index(part)) & (cp.dev >= 0)]
+
+    comm = by["communication"] + by["comm_wait"] + by["peer_wait"]
+    if comm / total >= prm.exposed_communication_share:
+        n = len(np.unique(rows_of("communication")))
+        held = by["comm_wait"] + by["peer_wait"]
+        overlap = (
+            f"; {_pct(comm_overlap)} of all collective time overlapped with compute"
+            if comm_overlap is not None
+            else ""
+        )
+        out.append(
+            Opportunity(
+                what="exposed_communication",
+                ns=round(comm),
+                share=comm / total,
+                evidence=f"{n} collective kernel(s) on the critical path: {_ms(by['communication'])} "
+                f"in the kernels, {_ms(held)} held back before them"
+                + (" (waiting for peers)" if by["peer_wait"] else " (cause not recorded: peers "
+                   "or the network — analyze every rank's trace together to tell)")
+                + overlap,
+                suggestion="overlap communication with compute (DDP bucket_cap_mb and "
+                "gradient_as_bucket_view, FSDP forward/backward prefetch), fewer and larger "
+                "buckets, and find the rank the others wait for (gitm-tui analyze on every "
+                "rank's trace)",
+                levers=[],
+            )
+        )  # fmt: skip
+    alloc = by["allocation"]
+    if alloc / total >= prm.allocation_share:
+        calls = int((dag.api == ApiKind.MALLOC).sum())
+        per_step = calls / steps if steps else None
+        pool_off = (
+            per_step >= prm.pool_off_calls_per_step
+            if per_step is not None
+            else calls >= prm.pool_off_calls
+        )
+        rate = f" ({per_step:,.0f} per step)" if per_step is not None else ""
+        out.append(
+            Opportunity(
+                what="allocation",
+                ns=round(alloc),
+                share=alloc / total,
+                evidence=f"{calls:,} device allocation calls (cudaMalloc/cudaFree, hipMalloc/"
+                f"hipFree) in the window{rate}, {_ms(alloc)} of them on the critical path",
+                suggestion=_allocation_advice(pool_off, pytorch),
+                levers=["expandable_segments"] if pytorch and not pool_off else [],
+            )
+        )
+    if by["data_loading"] / total >= prm.data_loading_share:
+        out.append(
+            Opportunity(
+                what="data_loading",
+                ns=round(by["data_loading"]),
+                share=by["data_loading"] / total,
+                evidence=f"{_ms(by['data_loading'])} of data loading on the critical path: the "
+                "step waits for its loader",
+                suggestion="more DataLoader workers, pin_memory=True, a larger prefetch_factor, "
+                "or decode off the training process",
+                levers=["prefetch_depth"] if pytorch else [],
+            )
+        )
+    host = by["host"] + by["launch_api"]
+    if host / total >= prm.host_share:
+        out.append(
+            Opportunity(
+                what="host",
+                ns=round(host),
+                share=host / total,
+                evidence=f"{_ms(by['host'])} of host time between calls and "
+                f"{_ms(by['launch_api'])} in launch calls on the critical path: the device "
+                "waits for Python and the framework",
+                suggestion="capture the step in a CUDA graph (whole-step capture removes the "
+                "host time between launches), torch.compile(mode='reduce-overhead'), larger "
+                "batches per launch",
+                levers=["cuda_graphs"],
+            )
+        )
+    if by["kernel_gap"] / total >= prm.device_gap_share:
+        out.append(
+            Opportunity(
+                what="device_gaps",
+                ns=round(by["kernel_gap"]),
+                share=by["kernel_gap"] / total,
+                evidence=f"{_ms(by['kernel_gap'])} between dependent device rows that the trace "
+                "does not explain (no recorded launch, event or sync accounts for it)",
+                suggestion="look at these gaps in the timeline (perfetto.json marks the path): "
+                "an unrecorded event wait, another process on the device, or a stream "
+                "priority",
+                levers=[],
+            )
+        )
+    return sorted(out, key=lambda o: -o.ns)
+
+
+def critical_markdown(cp: CriticalPath) -> list[str]:
+    """report.md's section on the critical path (``cp`` already cleaned: no raw trace text).
+    Names reach Markdown only inside code spans or through ``md_text``."""
+    from engine.analyze.export import md_code, md_text
+
+    lines = [
+        "",
+        "## What bounds the step: the critical path",
+        "",
+        f"**{md_text(cp.headline)}**",
+        "",
+        f"The path that sets the end of {md_text(cp.window)} in the no-lever replay "
+        f"({_ms(cp.total_ns)}), every nanosecond given to one part (the parts add up to the "
+        "span; docs/critical_path.md says how the path is found and how it compares with "
+        f"HTA's). {md_text(cp.peers)}.",
+        "",
+        "| part | ms | share | HTA's bound_by |",
+        "|---|---:|---:|---|",
+    ]
+    lines += [f"| {md_text(p.label)} | {_ms(p.ns)} | {p.share:.1%} | {p.hta} |" for p in cp.parts]
+    if cp.opportunities:
+        lines += ["", "### Named first: what the path is bound by", ""]
+        for o in cp.opportunities:
+            lev = ", ".join(f"`{x}`" for x in o.levers) if o.levers else "no lever of the library"
+            lines.append(
+                f"* **{md_text(o.what.replace('_', ' '))}** — {o.share:.0%} of the path "
+                f"({_ms(o.ns)}): {md_text(o.evidence)}. Try: {md_text(o.suggestion)} ({lev})."
+            )
+    if cp.kernels_by_class_ns:
+        lines += ["", "Kernels on the path by class: " + ", ".join(
+            f"{k} {_ms(v)}" for k, v in sorted(cp.kernels_by_class_ns.items(), key=lambda kv: -kv[1])
+        ) + "; by regime: " + ", ".join(
+            f"{k} {_ms(v)}" for k, v in sorted(cp.kernels_by_regime_ns.items(), key=lambda kv: -kv[1])
+        ) + "."]  # fmt: skip
+    if cp.top_rows:
+        lines += ["", "| on the path | part | ms | rows |", "|---|---|---:|---:|"]
+        lines += [
+            f"| {md_code(r.name)} | {r.part} | {_ms(r.ns)} | {r.rows:,} |" for r in cp.top_rows
+        ]
+    if cp.steps:
+        lines += ["", "| step | ms | bound by |", "|---:|---:|---|"]
+        lines += [
+            f"| {s.step if s.step >= 0 else '?'} | {_ms(s.ns)} | {md_text(s.headline)} |"
+            for s in cp.steps[:20]
+        ]
+    lines += [f"* note: {md_text(n)}" for n in cp.notes]
+    return lines
+
+
+def perfetto_events(cp: Path, dag: ReplayDag, pid: int = 1 << 20) -> list[str]:
+    """The path as one Chrome-trace track (a process named 'critical path'): one slice per run
+    of intervals of one part and one row, on the trace's clock (µs)."""
+    from engine.analyze.export import us_text
+
+    names = list(PARTS)
+    out = [
+        json.dumps({"ph": "M", "name": "process_name", "pid": pid,
+                    "args": {"name": "critical path (no-lever replay)"}}),
+        json.dumps({"ph": "M", "name": "process_sort_index", "pid": pid,
+                    "args": {"sort_index": -1}}),
+    ]  # fmt: skip
+    for i in range(len(cp.start)):
+        part = names[int(cp.part[i])]
+        d = int(cp.dev[i])
+        what = PARTS[part] + (f": {dag.d_name[d]}" if d >= 0 else "")
+        a = round(float(cp.start[i]) + cp.t0_ns)  # (whole ns, written exactly: us_text)
+        b = round(float(cp.end[i]) + cp.t0_ns)
+        name = json.dumps(valid_unicode(what))
+        out.append(
+            f'{{"ph":"X","cat":"critical_path","name":{name},"pid":{pid},"tid":0,'
+            f'"ts":{us_text(a)},"dur":{us_text(max(0, b - a))},"args":{{"part":"{part}"}}}}'
+        )
+    return out

@@ -1,0 +1,45 @@
+"""The critical path in the terminal: its headline, its parts, and the opportunities it shows
+(Rich renderables; the figures come from ``Analysis.critical_path``, already cleaned)."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from engine.analyze.critical_model import CriticalPath
+
+#: parts shown on the first screen (the rest: report.md, --json)
+PARTS_SHOWN = 6
+
+
+def critical_block(cp: CriticalPath) -> list[RenderableType]:
+    """The headline, a table of the largest parts, and one line per opportunity (largest
+    first: what the path is bound by comes before any lever)."""
+    out: list[RenderableType] = []
+    head = Text()
+    head.append("critical path ", style="bold")
+    head.append(f"({cp.total_ns / 1e6:,.2f} ms, {cp.window}): ", style="dim")
+    head.append(cp.headline, style="bold")
+    out.append(head)
+    t = Table(box=None, pad_edge=False, show_header=True)
+    t.add_column("on the critical path")
+    t.add_column("ms", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("HTA", style="dim")
+    for p in cp.parts[:PARTS_SHOWN]:
+        t.add_row(Text(p.label), f"{p.ns / 1e6:,.2f}", f"{p.share:.1%}", p.hta)
+    out.append(t)
+    for o in cp.opportunities:
+        line = Text()
+        line.append(f"{o.what.replace('_', ' ')} {o.share:.0%} of the path", style="bold yellow")
+        line.append(f" ({o.ns / 1e6:,.2f} ms): {o.evidence} — try: {o.suggestion}")
+        line.append(
+            f" (lever: {', '.join(o.levers)})"
+            if o.levers
+            else " (no lever of the library does this)",
+            style="dim",
+        )
+        out.append(line)
+    out.append(Text(cp.peers, style="dim"))
+    return out
