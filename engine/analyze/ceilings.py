@@ -12,6 +12,17 @@ promise. What it counts (every time as observed in the replayed window):
   ranges (precision at the peak ratio, fusion keeping only what the chain must still move, a
   copy's time on the stream it leaves) — shortens the span by at most that.
 
+Where the no-lever replay is given (``observe(dag, base)``), whole-step capture
+(``cuda_graphs``) is held to the **critical path** (engine.schedule.critical) instead: it
+shortens host calls in place, and shortening a call that is not on the path cannot shorten the
+span, so its launch time counts only as far as the calls lie on the path — plus the host time
+*between* the launches it captures that lies on the path (a captured step replays without the
+framework code between its launches; the trace cannot show how much of that code a capture
+keeps, so the prediction keeps it and only the ceiling counts it) — and all of it at most the
+path's device-idle time (its host, launch, sync, allocation, loading and idle parts). Levers
+that remove rows keep the counts above: a removed row also removes the waits on it, which can
+take more than its own time off the path (``_PATH_LEVERS``).
+
 The ceiling is their sum, as a share of the span the prediction is a share of (the replayed
 one; the no-lever replay is within 3 % of the observed span where it is faithful). ``cuda_graphs`` counts only the
 launches not already in graphs (graph launches are not captured again), ``sync_removal`` the
@@ -28,7 +39,8 @@ import numpy as np
 from engine.analyze.fidelity import busy_ns
 from engine.levers.model import Edit
 from engine.levers.priors import LAUNCH_OUTLIER
-from engine.schedule.dag import NOP, ReplayDag
+from engine.schedule.critical import GAP, CriticalPath, critical_path
+from engine.schedule.dag import NOP, ReplayDag, Schedule
 from engine.trace.trace import ApiKind
 
 
@@ -44,10 +56,19 @@ class Observed:
     #: per device row, observed start (relative to the window) and end
     start: np.ndarray
     end: np.ndarray
+    #: the no-lever replay's critical path, and per device / host row its time on it (None:
+    #: no replay given)
+    path: CriticalPath | None = None
+    dev_on_path: np.ndarray | None = None
+    host_on_path: np.ndarray | None = None  # a call's own time on the path
+    gap_on_path: np.ndarray | None = None  # the host time before a call on the path
+    #: the path's time off the device (host, launch, sync, allocation, loading, idle)
+    path_idle_ns: float = float("inf")
 
 
-def observe(dag: ReplayDag) -> Observed:
-    """The window's observed quantities the ceilings share."""
+def observe(dag: ReplayDag, base: Schedule | None = None) -> Observed:
+    """The window's observed quantities the ceilings share; with the no-lever replay
+    ``base``, its critical path too (the module docstring says what it bounds)."""
     span = float(dag.observed_ns)
     start = dag.d_start_obs.astype(np.float64) - float(dag.t0_ns)
     end = start + dag.d_dur
@@ -57,7 +78,30 @@ def observe(dag: ReplayDag) -> Observed:
         busiest = max(busiest, busy_ns(start[m], end[m], 0.0, span))
     launches = dag.dur_ns[dag.api == ApiKind.LAUNCH]
     clip = LAUNCH_OUTLIER * float(np.median(launches)) if len(launches) else 0.0
-    return Observed(span, max(0.0, span - busiest), clip, start, end)
+    if base is None:
+        return Observed(span, max(0.0, span - busiest), clip, start, end)
+    cp = critical_path(dag, base)
+    length = cp.length()
+    d = cp.dev >= 0
+    dev_on = np.bincount(cp.dev[d], weights=length[d], minlength=len(dag.d_stream))
+    h = (cp.host >= 0) & (cp.dev == -1)
+    host_on = np.bincount(cp.host[h], weights=length[h], minlength=len(dag.api))
+    g = (cp.host >= 0) & (cp.dev == GAP)
+    gap_on = np.bincount(cp.host[g], weights=length[g], minlength=len(dag.api))
+    by = cp.by_part()
+    idle = sum(by[p] for p in OFF_DEVICE)
+    return Observed(
+        span, max(0.0, span - busiest), clip, start, end, cp, dev_on, host_on, gap_on, idle
+    )
+
+
+#: the critical path's parts during which the device runs nothing the path waits for
+OFF_DEVICE = ("host", "launch_api", "launch_delay", "sync", "allocation", "data_loading", "idle")
+#: levers whose ceiling is held to the critical path: those that only shorten host calls in
+#: place (whole-step capture). A lever that removes a row also removes the waits on it (a
+#: sync that waited for a fused-away kernel no longer waits for the chain before it), which can
+#: take more than the row's own time off the path: those keep the counts of the observed trace
+_PATH_LEVERS = frozenset({"cuda_graphs"})
 
 
 @dataclass(frozen=True)
@@ -81,23 +125,40 @@ def ceiling(
     per = per_ns if per_ns > 0 else ob.span_ns
     if ob.span_ns <= 0 or not edits:
         return None
-    host = max(_host_removed(lever, base, e.dag, ob) for e in edits)
-    dev = max(_device_removed(lever, base, e.dag, ob) for e in edits)
-    host_part = min(host, ob.host_room_ns)
+    on_path = ob.path is not None and lever in _PATH_LEVERS
+    host = max(_host_removed(lever, base, e.dag, ob, on_path) for e in edits)
+    dev = max(_device_removed(lever, base, e.dag, ob, on_path) for e in edits)
+    between = max(_between(base, e.dag, ob) for e in edits) if lever == "cuda_graphs" else 0.0
+    room = min(ob.host_room_ns, ob.path_idle_ns) if on_path else ob.host_room_ns
+    host_part = min(host + between, room)
     ns = host_part + dev
     parts = []
-    if host > 0:
+    if host + between > 0:
         what = "syncs removed (their observed time, waits included)"
         if lever != "sync_removal":
             what = f"launch/host calls removed (each up to {ob.clip_ns / 1e3:.1f} µs)"
+        if on_path:
+            what += " on the critical path"
+        if between > 0:
+            what += (
+                f" and {_ms(between)} of host time between the captured launches on the "
+                "critical path (whole-step capture skips the framework code between them)"
+            )
+        bound = (
+            "the critical path's device-idle time"
+            if on_path and ob.path_idle_ns < ob.host_room_ns
+            else "the busiest stream's idle time"
+        )
         parts.append(
-            f"{_ms(host)} of {what}, of which at most {_ms(ob.host_room_ns)} (the busiest "
-            f"stream's idle time) can come off the span"
+            f"{_ms(host + between)} of {what}, of which at most {_ms(room)} ({bound}) can come "
+            "off the span"
         )
     if dev > 0:
         what = {
             "copy_overlap": "copy time on the streams the copies leave",
         }.get(lever, "device time taken out of rows at the favourable end of the priors")
+        if on_path:
+            what += ", counted only where those rows lie on the critical path"
         parts.append(f"{_ms(dev)} of {what}")
     if not parts:
         parts.append("nothing this lever removes in the observed window")
@@ -106,8 +167,24 @@ def ceiling(
     )
 
 
-def _host_removed(lever: str, base: ReplayDag, edit: ReplayDag, ob: Observed) -> float:
-    """Host time the edit took out of calls (observed, clipped as the module says)."""
+def _between(base: ReplayDag, edit: ReplayDag, ob: Observed) -> float:
+    """Whole-step capture: the critical path's host time before each captured launch that
+    follows another captured launch (a region's first launch keeps the time before it)."""
+    if ob.gap_on_path is None or len(edit.api) != len(base.api):
+        return 0.0
+    captured = (edit.dur_ns != base.dur_ns) & (base.api == ApiKind.LAUNCH)
+    follows = np.zeros(len(captured), bool)
+    follows[1:] = captured[1:] & captured[:-1]
+    if base.h_thread is not None:  # (one thread's launches: a capture is per thread)
+        follows[1:] &= base.h_thread[1:] == base.h_thread[:-1]
+    return float(ob.gap_on_path[follows].sum())
+
+
+def _host_removed(
+    lever: str, base: ReplayDag, edit: ReplayDag, ob: Observed, on_path: bool = False
+) -> float:
+    """Host time the edit took out of calls (observed, clipped as the module says; with
+    ``on_path``, only as far as each call lies on the critical path)."""
     if len(edit.api) != len(base.api):  # rows inserted (a side stream's record/wait): net
         return max(0.0, float(_clipped(base, ob).sum()) - float(_clipped(edit, ob).sum()))
     removed = (edit.api == NOP) & (base.api != NOP)
@@ -119,6 +196,8 @@ def _host_removed(lever: str, base: ReplayDag, edit: ReplayDag, ob: Observed) ->
     unblocked = np.isin(base.api, blocking) & ~np.isin(edit.api, blocking) & ~removed
     if unblocked.any() and base.h_dur_obs is not None:
         took[unblocked] = np.maximum(took[unblocked], base.h_dur_obs[unblocked])
+    if on_path and ob.host_on_path is not None:
+        took = np.minimum(took, ob.host_on_path)
     return float(took.sum())
 
 
@@ -133,19 +212,25 @@ def _clipped(dag: ReplayDag, ob: Observed) -> np.ndarray:
     return np.where(dag.api == NOP, 0.0, dur)
 
 
-def _device_removed(lever: str, base: ReplayDag, edit: ReplayDag, ob: Observed) -> float:
+def _device_removed(
+    lever: str, base: ReplayDag, edit: ReplayDag, ob: Observed, on_path: bool = False
+) -> float:
     """Device time the edit took out of rows: every row shortened or removed, net of what the
-    rows that absorbed them (a fused kernel) gained; for a moved copy, its exposed time."""
+    rows that absorbed them (a fused kernel) gained; for a moved copy, its exposed time. With
+    ``on_path``: only the time of rows on the critical path (a fused kernel's own time stays
+    on it, so the net saving is each path row's loss less what the rows that grew gained)."""
     if lever == "copy_overlap":  # a copy moved off a stream frees that stream of its time
         moved = edit.d_stream != base.d_stream
         return float((ob.end[moved] - ob.start[moved]).sum())
     before = np.where(base.d_live, base.d_dur, 0.0)
     after = np.where(edit.d_live, edit.d_dur, 0.0)
-    removed = float(before.sum() - after.sum())
     if base.d_delay is not None:  # a row removed takes its observed gap before it along
-        gone = base.d_live & ~edit.d_live
-        removed += float(base.d_delay[gone].sum())
-    return max(0.0, removed)
+        before = before + np.where(base.d_live & ~edit.d_live, base.d_delay, 0.0)
+    if on_path and ob.dev_on_path is not None and len(after) == len(before):
+        loss = np.maximum(0.0, before - after)
+        grew = float(np.maximum(0.0, after - before).sum())
+        return max(0.0, float(np.minimum(loss, ob.dev_on_path).sum()) - grew)
+    return max(0.0, float(before.sum() - after.sum()))
 
 
 __all__ = ["Ceiling", "Observed", "ceiling", "observe"]

@@ -136,7 +136,7 @@ def replay_levers(
         return LeverReport()
     fid = fidelity(dag, base)
     used = in_use(whole if whole is not None else trace)
-    ob = observe(dag)
+    ob = observe(dag, base)  # (its critical path holds whole-step capture: ceilings)
     obs = Observation(dag, base, [], hw, 1)
     # already-fused kernels are not fused again: the fusion levers see them as OTHER
     fused = already_fused(dag)

@@ -79,6 +79,8 @@ _HOST_PART = {
     ApiKind.DATA_LOADING: "data_loading",
 }
 _DEV, _HOST_END, _HOST_START = 0, 1, 2
+#: ``CriticalPath.dev`` of the host time before a host row (between it and the call before it)
+GAP = -2
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ class CriticalPath:
     """One replay's critical path as intervals on the replay's clock (ns from the window's
     start, ``t0_ns`` on the trace's clock): interval i covers [start[i], end[i]) and is of
     part ``PARTS`` key ``part[i]`` (an index into ``list(PARTS)``), caused by device row
-    ``dev[i]`` (-1: none) or host row ``host[i]`` (-1: none) of the replayed graph."""
+    ``dev[i]`` (-1: none) or host row ``host[i]`` (-1: none) of the replayed graph; ``dev[i]``
+    is ``GAP`` where the interval is the host time between host row ``host[i]`` and the call
+    before it on its thread (not the call's own time)."""
 
     start: np.ndarray  # float64
     end: np.ndarray  # float64
@@ -337,7 +341,7 @@ class _Walk:
     def _host_start(self, r: int, cursor: float) -> tuple[int, int, float]:
         p = self.prev_thread[r]
         before = self.he[p] if p >= 0 else 0.0
-        self.add("host", min(before, cursor), cursor, host=r)
+        self.add("host", min(before, cursor), cursor, dev=GAP, host=r)
         if p < 0:
             return -1, -1, 0.0
         return _HOST_END, p, min(before, cursor)
