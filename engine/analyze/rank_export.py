@@ -23,9 +23,19 @@ from engine.store.runs import atomic_write_text
 
 #: thread ids of a rank's second and later GPUs are moved by this much (one process per rank)
 _DEVICE_TID = 100_000_000
+#: a perfetto.json process id at or above this is an overlay track, not a GPU (the critical
+#: path: engine.analyze.critical.perfetto_events); its threads move into their own band
+_OVERLAY_PID = 1 << 20
+_OVERLAY_TID = 1_000 * _DEVICE_TID
 _X = re.compile(
-    rb'^\{"ph":"X","cat":"(?:gpu|regime)","name":.*?,"pid":(-?\d+),"tid":(-?\d+),"ts":(-?\d+\.\d{3}),'
+    rb'^\{"ph":"X","cat":"[A-Za-z_]+","name":.*?,"pid":(-?\d+),"tid":(-?\d+),"ts":(-?\d+\.\d{3}),'
 )
+
+
+def _tid(dev: int, tid: int) -> int:
+    """A thread's id in the merged file, where the rank is the process: each GPU's streams in
+    their own band, an overlay track's in another."""
+    return tid + (_OVERLAY_TID if dev >= _OVERLAY_PID else dev * _DEVICE_TID)
 
 
 def _ms(ns: float) -> str:
@@ -165,7 +175,7 @@ def _merge(parts: list[tuple[int, Path]], offsets: dict[int, int], tmp: Path) ->
                         dev, tid = int(m.group(1)), int(m.group(2))
                         new = b'"pid":%d,"tid":%d,"ts":%s,' % (
                             rank,
-                            tid + dev * _DEVICE_TID,
+                            _tid(dev, tid),
                             _us_shift(m.group(3), shift),
                         )
                         emit(line[: m.start(1) - 6] + new + line[m.end(3) + 1 :])
@@ -173,16 +183,31 @@ def _merge(parts: list[tuple[int, Path]], offsets: dict[int, int], tmp: Path) ->
                     ev = json.loads(line)
                     if not isinstance(ev, dict) or ev.get("ph") != "M":
                         raise ValueError(f"{path}: not a perfetto.json written by gitm-tui")
-                    if ev.get("name") == "process_name":
-                        continue  # one process per rank, named above
-                    dev = int(ev.get("pid", 0))
-                    ev["pid"] = rank
-                    if "tid" in ev:
-                        ev["tid"] = int(ev["tid"]) + dev * _DEVICE_TID
-                    if dev and ev.get("name") == "thread_name":
-                        ev["args"] = {"name": f"GPU {dev} · {ev['args']['name']}"}
-                    emit(json.dumps(ev).encode())
+                    out = _meta(ev, rank)
+                    if out is not None:
+                        emit(json.dumps(out).encode())
         w.write(b"\n]}\n")
+
+
+def _meta(ev: dict, rank: int) -> dict | None:
+    """A metadata event of a rank's perfetto.json as the merged file holds it (None: dropped).
+    The rank is the process (named once, above); a GPU's process name is dropped and its
+    threads say which GPU; an overlay track's process name becomes its thread's name."""
+    dev = int(ev.get("pid", 0))
+    name = ev.get("name")
+    if dev >= _OVERLAY_PID and name in ("process_name", "process_sort_index"):
+        if name == "process_sort_index":
+            return None
+        return {"ph": "M", "name": "thread_name", "pid": rank, "tid": _tid(dev, 0),
+                "args": ev.get("args", {})}  # fmt: skip
+    if name == "process_name":
+        return None  # one process per rank, named above
+    ev["pid"] = rank
+    if "tid" in ev:
+        ev["tid"] = _tid(dev, int(ev["tid"]))
+    if 0 < dev < _OVERLAY_PID and name == "thread_name":
+        ev["args"] = {"name": f"GPU {dev} · {ev['args']['name']}"}
+    return ev
 
 
 def write_rank_outputs(
