@@ -41,5 +41,6 @@ def critical_block(cp: CriticalPath) -> list[RenderableType]:
             style="dim",
         )
         out.append(line)
+    out += [Text(n, style="dim") for n in cp.notes]
     out.append(Text(cp.peers, style="dim"))
     return out

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.analyze.copies import copy_stats
-from engine.analyze.intervals import interval_union
+from engine.analyze.intervals import interval_union, length
 from engine.analyze.measured import measured_confusion
 from engine.analyze.model import (
     Analysis,
@@ -634,8 +634,14 @@ def _critical(
     )
     from engine.analyze.levers import is_pytorch
 
-    cp = critical_path(dag, levers.base)
-    summary = summarize_path(cp, dag, trace, window, peers, overlap, is_pytorch(trace))
+    base = levers.base
+    cp = critical_path(dag, base)
+    busiest = 0.0
+    live = np.isfinite(base.d_start)
+    for st in np.unique(dag.d_stream[live]).tolist():
+        m = live & (dag.d_stream == st)
+        busiest = max(busiest, float(length(interval_union(base.d_start[m], base.d_end[m]))))
+    summary = summarize_path(cp, dag, trace, window, peers, overlap, is_pytorch(trace), busiest)
     return summary, (cp, dag)
 
 

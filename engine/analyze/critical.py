@@ -90,11 +90,14 @@ def summarize_path(
     peers: str,
     comm_overlap: float | None = None,
     pytorch: bool = False,
+    busiest_ns: float | None = None,
 ) -> CriticalPath:
     """The model of ``cp`` (a path of ``dag``'s replay of ``trace``): parts, steps, rows and
     opportunities. ``window``: what was replayed; ``peers``: whether peers held collectives;
     ``comm_overlap``: the share of collective time overlapped by compute (None: unknown);
-    ``pytorch``: the program runs PyTorch (its allocator and loader levers can apply)."""
+    ``pytorch``: the program runs PyTorch (its allocator and loader levers can apply);
+    ``busiest_ns``: the busiest stream's busy time in the replay (the span cannot fall below
+    it by host-side changes alone)."""
     total = float(cp.makespan_ns)
     by = cp.by_part()
     parts = sorted(
@@ -126,15 +129,33 @@ def summarize_path(
         top_rows=_top_rows(cp, dag),
         steps=cp_steps,
         hta_bound_by_ns=dict(hta),
-        opportunities=opportunities(by, total, cp, dag, len(cp_steps), comm_overlap, pytorch),
-        peers=peers,
-        notes=(
-            ["the walk stopped before the window's start (a cycle of zero-length waits): the "
-             "parts cover less than the span"]
-            if cp.cut_short
-            else []
+        opportunities=opportunities(
+            by, total, cp, dag, len(cp_steps), comm_overlap, pytorch, busiest_ns
         ),
-    )  # fmt: skip
+        peers=peers,
+        notes=_notes(cp, by, total, busiest_ns),
+    )
+
+
+def _notes(cp: Path, by: dict[str, float], total: float, busiest_ns: float | None) -> list[str]:
+    """What qualifies the path: where it is the host's but the device is nearly as long (the
+    host bounds the step only until the busiest stream does), and a walk cut short."""
+    out = []
+    off = sum(by[p] for p in ("host", "launch_api", "launch_delay", "sync", "allocation",
+                              "data_loading", "idle"))  # fmt: skip
+    if busiest_ns is not None and total > 0 and off > 0.5 * total:
+        room = max(0.0, total - busiest_ns)
+        out.append(
+            f"the device runs while the host works: its busiest stream is busy "
+            f"{busiest_ns / total:.0%} of the span, so host-side changes alone can take at most "
+            f"{_ms(room)} ({room / total:.0%}) off it before the device bounds the step"
+        )
+    if cp.cut_short:
+        out.append(
+            "the walk stopped before the window's start (a cycle of zero-length waits): the "
+            "parts cover less than the span"
+        )
+    return out
 
 
 def _allocation_advice(pool_off: bool, pytorch: bool) -> str:
@@ -201,11 +222,25 @@ def opportunities(
     steps: int,
     comm_overlap: float | None,
     pytorch: bool = False,
+    busiest_ns: float | None = None,
 ) -> list[Opportunity]:
     """Each large part of the path an engineer would act on (manifests/critical_path.json says
-    how large), largest first; levers that act on it named, none where none does."""
+    how large), largest first; levers that act on it named, none where none does. A host-side
+    part (allocation, loading, the host's own time) is sized by what it could take off the
+    span: at most the span less the busiest stream's busy time (``busiest_ns``), since the
+    device would bound the step after that."""
     if total <= 0:
         return []
+    room = total - busiest_ns if busiest_ns is not None else total
+
+    def host_side(ns: float) -> tuple[float, str]:
+        if ns <= room:
+            return ns, ""
+        return max(0.0, room), (
+            f"; at most {_ms(room)} of it can come off the span before the busiest stream "
+            "(busy the rest of it) bounds the step"
+        )
+
     prm = load_critical_path()
     names = list(PARTS)
     out: list[Opportunity] = []
@@ -239,7 +274,7 @@ def opportunities(
                 levers=[],
             )
         )  # fmt: skip
-    alloc = by["allocation"]
+    alloc, alloc_cap = host_side(by["allocation"])
     if alloc / total >= prm.allocation_share:
         calls = int((dag.api == ApiKind.MALLOC).sum())
         per_step = calls / steps if steps else None
@@ -255,25 +290,27 @@ def opportunities(
                 ns=round(alloc),
                 share=alloc / total,
                 evidence=f"{calls:,} device allocation calls (cudaMalloc/cudaFree, hipMalloc/"
-                f"hipFree) in the window{rate}, {_ms(alloc)} of them on the critical path",
+                f"hipFree) in the window{rate}, {_ms(by['allocation'])} of them on the critical "
+                f"path{alloc_cap}",
                 suggestion=_allocation_advice(pool_off, pytorch),
                 levers=["expandable_segments"] if pytorch and not pool_off else [],
             )
         )
-    if by["data_loading"] / total >= prm.data_loading_share:
+    load, load_cap = host_side(by["data_loading"])
+    if load / total >= prm.data_loading_share:
         out.append(
             Opportunity(
                 what="data_loading",
-                ns=round(by["data_loading"]),
-                share=by["data_loading"] / total,
+                ns=round(load),
+                share=load / total,
                 evidence=f"{_ms(by['data_loading'])} of data loading on the critical path: the "
-                "step waits for its loader",
+                f"step waits for its loader{load_cap}",
                 suggestion="more DataLoader workers, pin_memory=True, a larger prefetch_factor, "
                 "or decode off the training process",
                 levers=["prefetch_depth"] if pytorch else [],
             )
         )
-    host = by["host"] + by["launch_api"]
+    host, host_cap = host_side(by["host"] + by["launch_api"])
     if host / total >= prm.host_share:
         out.append(
             Opportunity(
@@ -282,7 +319,7 @@ def opportunities(
                 share=host / total,
                 evidence=f"{_ms(by['host'])} of host time between calls and "
                 f"{_ms(by['launch_api'])} in launch calls on the critical path: the device "
-                "waits for Python and the framework",
+                f"waits for Python and the framework{host_cap}",
                 suggestion="capture the step in a CUDA graph (whole-step capture removes the "
                 "host time between launches), torch.compile(mode='reduce-overhead'), larger "
                 "batches per launch",
