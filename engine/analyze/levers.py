@@ -16,6 +16,12 @@ Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how 
   workloads, where that gap is the simulator's per-op framework cost); that gap is restored.
   ``cuda_graphs`` uses its imported-trace transform (launch-API time only, capturable regions
   only: ``CudaGraphs.transform_launch_api``).
+* Collectives: where the cross-rank match says when each collective's last peer arrived
+  (``peers``: engine.analyze.peers), every replay here holds the collective to it, so a gain is
+  what a change on this rank takes off its span with its peers arriving as observed — a rank
+  that is never last gains at most what runs after its last collective. Without it, a
+  collective "finishes" as soon as this rank arrives, and each estimate's ``peers`` says which
+  collectives that holds for.
 * **ceiling** — batch size: only an upper bound is known (memory use is not in a trace), so
   the interval is 0 to the formula's value and it ranks after every predicted lever.
 * **not_judged** — the trace has the lever's target rows but cannot show whether the lever
@@ -45,9 +51,10 @@ from typing import Literal
 import numpy as np
 
 from engine.analyze.ceilings import Observed, ceiling, observe
-from engine.analyze.fidelity import fidelity
+from engine.analyze.fidelity import TOLERANCE, fidelity
 from engine.analyze.in_use import already_fused, in_use
 from engine.analyze.model import InUse, LeverEstimate, ReplayFidelity
+from engine.analyze.peers import PeerBounds, alone_line, held_line, hold
 from engine.jit import interpreting
 from engine.levers.applicable import fit
 from engine.levers.base import Lever
@@ -115,6 +122,7 @@ def replay_levers(
     threads: int | None = None,
     device: GpuPeaks | Literal["same"] | None = "same",
     whole: Trace | None = None,
+    peers: PeerBounds | None = None,
 ) -> LeverReport:
     """Every lever whose transform finds a target in ``trace``, estimated as the module
     docstring says, ranked by ``rank_estimates``; with the no-lever replay's fidelity (printed
@@ -125,7 +133,12 @@ def replay_levers(
     ``device``: the trace's own device for the levers' capability checks — "same" (``hw``),
     or None where the catalogue does not know it (``hw`` is then only the replay's reference
     rates, and levers that depend on the device are not judged); ``whole``: the whole trace
-    when ``trace`` is a replay window of it (what is already in use is counted over it)."""
+    when ``trace`` is a replay window of it (what is already in use is counted over it);
+    ``peers``: when this rank's peers arrived at its collectives (engine.analyze.peers) — each
+    lever is then replayed with its collectives held to them (``_held``), so its gain is what
+    it takes off this rank's span with its peers as observed; every estimate's ``peers`` says
+    what bounded it (or, without them, which collectives were replayed as if every peer
+    arrived with this rank)."""
     if not len(trace.host):
         return LeverReport()  # no host rows: launch, sync and copy structure unknown
     if not np.isin(trace.segments.kind, _TIMED).any():
@@ -136,7 +149,10 @@ def replay_levers(
         return LeverReport()
     fid = fidelity(dag, base)
     used = in_use(whole if whole is not None else trace)
-    ob = observe(dag, base)  # (its critical path holds whole-step capture: ceilings)
+    steps = _steps_in(trace, dag)
+    plain = dag
+    dag, base, bound = _held(dag, base, peers, steps)
+    ob = _observed(plain, dag, base)
     obs = Observation(dag, base, [], hw, 1)
     # already-fused kernels are not fused again: the fusion levers see them as OTHER
     fused = already_fused(dag)
@@ -147,7 +163,6 @@ def replay_levers(
         fusion_obs = replace(obs, dag=fdag)
     dev = hw if device == "same" else device
     rows = len(dag.api) + len(dag.d_stream)
-    steps = _steps_in(trace, dag)
 
     def one(lv: Lever) -> LeverEstimate | None:
         o = fusion_obs if lv.id in ("elementwise_fusion", "fused_optimizer") else obs
@@ -173,6 +188,8 @@ def replay_levers(
                     f"per step; " + est.basis
                 }
             )
+        if est is not None and bound is not None and est.status in ("predicted", "ceiling"):
+            est = est.model_copy(update={"peers": bound})
         return est
 
     n = lever_threads() if threads is None else max(1, threads)
@@ -182,6 +199,44 @@ def replay_levers(
         with ThreadPoolExecutor(n, thread_name_prefix="gitm-levers") as pool:
             found = list(pool.map(one, LEVERS))  # library order; a lever's error is raised here
     return LeverReport(rank_estimates([e for e in found if e is not None]), fid, used, dag, base)
+
+
+def _observed(plain: ReplayDag, dag: ReplayDag, base: Schedule) -> Observed:
+    """What the ceilings read (engine.analyze.ceilings.observe): the critical path of the replay
+    the levers are judged on (``base``: held to the peers, its peer waits are on the path, not
+    host time capture could take), the observed times from the graph as built (a held
+    collective's ``d_dur`` is its transfer, not the time it ran)."""
+    ob = observe(dag, base)  # (its critical path holds whole-step capture: ceilings)
+    if dag is plain:
+        return ob
+    seen = observe(plain)
+    return replace(ob, host_room_ns=seen.host_room_ns, start=seen.start, end=seen.end)
+
+
+def _held(
+    dag: ReplayDag, base: Schedule, peers: PeerBounds | None, steps: int
+) -> tuple[ReplayDag, Schedule, str | None]:
+    """(graph, its no-lever replay, what the peers bound) the levers are replayed on: with
+    ``peers``, the graph whose collectives wait for their last peer (engine.analyze.peers.hold),
+    kept only where its no-lever replay still reproduces this one's span (within the fidelity
+    TOLERANCE: held rows are fitted to end as observed, so it does unless the bounds are not
+    this rank's); otherwise the graph as built, and a line saying which collectives its replay
+    lets finish as if every peer arrived with this rank (None: it has none)."""
+    alone = alone_line(dag)
+    if peers is None or alone is None:
+        return dag, base, alone
+    hdag, held = hold(dag, peers)
+    if not len(held.rows):  # (a group with ranks not given, or another window)
+        return dag, base, f"no collective matched across the ranks given; {alone}"
+    hbase = schedule(hdag)
+    span = base.makespan_ns
+    if abs(hbase.makespan_ns - span) > TOLERANCE * span:
+        why = (
+            f"held to its peers its replay spans {_ms(hbase.makespan_ns)}, not {_ms(span)}: "
+            "the peer bounds do not fit this trace and are not used"
+        )
+        return dag, base, why if alone is None else f"{why}; {alone}"
+    return hdag, hbase, held_line(peers, held, span, steps)
 
 
 def _steps_in(trace: Trace, dag: ReplayDag) -> int:
