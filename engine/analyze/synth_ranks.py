@@ -196,15 +196,16 @@ class _RankWriter:
             f'{100 + self.rank}, "tid": 1, "ts": {ts + self.offset:.3f}, "dur": {dur:.3f}}}'
         )
 
-    def write(self, path: Path, world: int, gz: bool) -> None:
-        head = json.dumps(
-            {
-                "schemaVersion": 1,
-                "synthetic": True,
-                "generator": "engine/analyze/synth_ranks.py",
-                "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": world},
-            }
-        )[:-1]
+    def write(self, path: Path, world: int, gz: bool, devices: list[dict] | None = None) -> None:
+        meta: dict = {
+            "schemaVersion": 1,
+            "synthetic": True,
+            "generator": "engine/analyze/synth_ranks.py",
+            "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": world},
+        }
+        if devices:
+            meta["deviceProperties"] = devices
+        head = json.dumps(meta)[:-1]
         data = (head + ', "traceEvents": [\n' + ",\n".join(self.parts) + "\n]}\n").encode()
         path.write_bytes(gzip.compress(data, 1) if gz else data)
 
@@ -239,6 +240,117 @@ def _args(
     if dst is not None:
         a["Dst Rank"] = dst
     return a
+
+
+#: the all-to-all job's kernels (names as NCCL 2.x and cuBLAS write them)
+_A2A_JSON = json.dumps(
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+)
+_GEMM_JSON = json.dumps(
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"
+)
+_NCCL_STREAM = 13
+#: the order of one step's collectives: five all-to-all exchanges ("x") and three all-reduces
+#: ("a"), compute before each
+STEP_PLAN = "xaxxaxax"
+#: a deviceProperties entry the hardware catalogue knows (H100 SXM: NVLink 450 GB/s a way)
+_H100 = {
+    "id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_045_346_304,
+    "computeMajor": 9, "computeMinor": 0, "numSms": 132,
+}  # fmt: skip
+
+
+def exchange_job(
+    out: Path,
+    ranks: int = 8,
+    steps: int = 3,
+    straggler: int = 5,
+    late_us: tuple[float, ...] = (3_800.0, 900.0, 0.0, 600.0, 400.0),
+    reduce_straggler: int = 2,
+    reduce_late_us: float = 120.0,
+    lost: dict[int, tuple[int, ...]] | None = None,
+    plan: str = STEP_PLAN,
+    seed: int = 0,
+) -> list[Path]:
+    """Write a SYNTHETIC job like issue 46's 8-rank trace: per step five all-to-all exchanges
+    that run as ``ncclKernel_SendRecv`` kernels naming neither their peer nor their collective
+    (no args, as older profilers write them), and three small AllReduces with their process
+    group's metadata (group, ranks, Seq, sizes). Rank ``straggler`` arrives ``late_us[k]`` late
+    at exchange k (last at every exchange with a lateness above 0); rank ``reduce_straggler``
+    arrives ``reduce_late_us`` late at every AllReduce. A collective's kernel starts when its
+    rank arrives and ends on every rank within 2 µs of the same instant, after the last arrival
+    and its transfer; host clocks differ per rank (±50 ms). ``lost`` drops, per rank, the
+    exchanges (their index in the step) whose kernels that rank's trace lacks — a profiler
+    that lost them — so those exchanges cannot be matched. ``plan`` orders a step's exchanges
+    ("x") and AllReduces ("a"). Returns the files' paths.
+
+    The waits it plants, per step (others' total, summed over the ranks): at exchange k,
+    (ranks − 1) × late_us[k] for rank ``straggler``; at each AllReduce, (ranks − 1) ×
+    reduce_late_us for rank ``reduce_straggler`` (``planted_waits`` computes them)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    offsets = rng.uniform(-5e4, 5e4, ranks)  # host clocks differ (µs)
+    lost = lost or {}
+    every = f"[{', '.join(map(str, range(ranks)))}]"
+    writers = [_RankWriter(r, float(offsets[r])) for r in range(ranks)]
+    t_job = 1_000_000.0  # µs, job clock
+    seq = 0
+    for step in range(steps):
+        t = np.full(ranks, t_job)
+        x = 0
+        for kind in plan:
+            # the compute before the collective (µs): the late rank's takes longer
+            compute = 900.0 * rng.uniform(0.995, 1.005, ranks)
+            if kind == "x":
+                compute[straggler] += late_us[x % len(late_us)]
+            else:
+                compute[reduce_straggler] += reduce_late_us
+            for r in range(ranks):
+                writers[r].kernel(_GEMM_JSON, 7, t[r], compute[r], 132, 256, None)
+            arrive = t + compute + 2.0
+            transfer = (180.0 if kind == "x" else 40.0) * rng.uniform(0.98, 1.02)
+            end = arrive.max() + transfer + rng.uniform(0.0, 2.0, ranks)  # ends agree to 2 µs
+            for r in range(ranks):
+                if kind == "x" and x in lost.get(r, ()):
+                    continue  # this rank's trace lost that exchange's kernel
+                if kind == "x":
+                    name, args = _A2A_JSON, None
+                else:
+                    name = _AR_JSON
+                    args = _args(True, "allreduce", 1 << 16, every, ranks, seq=seq)
+                writers[r].kernel(name, _NCCL_STREAM, arrive[r], end[r] - arrive[r], 32, 512, args)
+            x += kind == "x"
+            seq += kind == "a"
+            t = end + 3.0
+        span = float(t.max()) - t_job
+        for r in range(ranks):
+            writers[r].step(step, t_job - 10.0, span + 10.0)
+        t_job = float(t.max()) + 50.0
+    paths = []
+    for r, w in enumerate(writers):
+        p = out / f"rank{r:04d}.json.gz"
+        w.write(p, ranks, True, devices=[_H100])
+        paths.append(p)
+    return paths
+
+
+def planted_waits(
+    ranks: int = 8,
+    steps: int = 3,
+    straggler: int = 5,
+    late_us: tuple[float, ...] = (3_800.0, 900.0, 0.0, 600.0, 400.0),
+    reduce_straggler: int = 2,
+    reduce_late_us: float = 120.0,
+    plan: str = STEP_PLAN,
+) -> dict[int, float]:
+    """The others' wait ``exchange_job`` plants for each late rank (ns, summed over the ranks
+    and steps): what a correct blame finds, to within the compute noise (±0.5 % of 900 µs)."""
+    x, a = plan.count("x"), plan.count("a")
+    on_x = sum(late_us[k % len(late_us)] for k in range(x))
+    return {
+        straggler: (ranks - 1) * on_x * steps * 1e3,
+        reduce_straggler: (ranks - 1) * a * reduce_late_us * steps * 1e3,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
