@@ -21,25 +21,14 @@ from engine.analyze.critical_model import (
     PathRow,
 )
 from engine.manifest import load_critical_path
-from engine.schedule.critical import HTA_BOUND_BY, PARTS, kernel_breakdown
+from engine.schedule.critical import GROUPS as GROUPS  # (re-exported: the headline's groups)
+from engine.schedule.critical import HTA_BOUND_BY, PARTS, headline, kernel_breakdown
 from engine.schedule.critical import CriticalPath as Path
+from engine.schedule.critical import share_text as _pct
 from engine.schedule.dag import ReplayDag
 from engine.text import valid_unicode
 from engine.trace.trace import ApiKind, Trace
 
-#: the parts one headline group adds up (what an engineer calls one thing)
-GROUPS: dict[str, tuple[str, ...]] = {
-    "exposed communication": ("communication", "comm_wait", "peer_wait"),
-    "kernels": ("kernel",),
-    "copies": ("copy",),
-    "host/framework": ("host", "launch_api"),
-    "launch and queueing": ("launch_delay",),
-    "synchronisation": ("sync",),
-    "allocation": ("allocation",),
-    "data loading": ("data_loading",),
-    "device gaps": ("kernel_gap",),
-    "idle nobody waits for": ("idle",),
-}
 _HOST_CALL: dict[int, str] = {
     ApiKind.LAUNCH: "launch calls",
     ApiKind.GRAPH_LAUNCH: "cudaGraphLaunch calls",
@@ -54,32 +43,8 @@ _HOST_CALL: dict[int, str] = {
 }
 
 
-def _pct(x: float) -> str:
-    return f"{x:.0%}" if x >= 0.01 or x == 0 else f"{x:.1%}"
-
-
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.2f} ms"
-
-
-def headline(parts_ns: dict[str, float], total: float) -> str:
-    """'bound by exposed communication: 67% of the critical path; device gaps 16%; …'."""
-    if total <= 0:
-        return "no critical path: nothing was replayed"
-    groups = {g: sum(parts_ns.get(p, 0.0) for p in ps) for g, ps in GROUPS.items()}
-    ranked = sorted(((v, g) for g, v in groups.items() if v > 0), reverse=True)
-    if not ranked:
-        return "no critical path: nothing was replayed"
-    (v0, g0), rest = ranked[0], ranked[1:4]
-    first = f"bound by {g0}: {_pct(v0 / total)} of the critical path"
-    if g0 == "exposed communication":
-        held = parts_ns.get("comm_wait", 0.0) + parts_ns.get("peer_wait", 0.0)
-        if held > 0:
-            first += (
-                f" ({_pct(parts_ns.get('communication', 0.0) / total)} in collective kernels, "
-                f"{_pct(held / total)} held back before them)"
-            )
-    return "; ".join([first, *(f"{g} {_pct(v / total)}" for v, g in rest)])
 
 
 def summarize_path(

@@ -51,6 +51,7 @@ from engine.levers.base import Lever
 from engine.levers.model import Observation
 from engine.levers.priors import LAUNCH_OUTLIER
 from engine.measure import NoisePlan, params
+from engine.schedule.critical import critical_path, headline
 from engine.schedule.dag import NOP, ReplayDag, schedule
 from engine.text import clean
 from engine.trace.trace import ApiKind
@@ -132,6 +133,10 @@ class Reach:
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     #: what the ceilings were computed from, one line
     source: str = ""
+    #: what bounds the baseline step: the headline of its replay's critical path
+    #: (engine.schedule.critical; '' unknown) — the diagnosis says it first when the target
+    #: is out of reach
+    bound: str = ""
 
 
 @dataclass(frozen=True)
@@ -340,6 +345,8 @@ def _helps(
                     f"{p.pairs} pairs per lever that fit"
                 )
     if reachable is False:
+        if r.bound:
+            out.append(f"first, what bounds the step: {r.bound}")
         if combined is not None and combined > 0:
             out.append(f"a target at or below {combined:.1%} (the levers' combined ceiling)")
         if not any(c.lever == "batch_size" for c in r.ceilings):
@@ -525,4 +532,6 @@ def replay_reach(
                 ),
             )
         )
-    return Reach(tuple(out), room, "", na, source)
+    cp = critical_path(base, obs.baseline)
+    bound = clean(headline(cp.by_part(), cp.makespan_ns), 400)
+    return Reach(tuple(out), room, "", na, source, bound)

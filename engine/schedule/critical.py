@@ -64,6 +64,19 @@ HTA_BOUND_BY: dict[str, str] = {
     "kernel_gap": "gpu_kernel_kernel_overhead",
     "idle": "gpu_kernel_kernel_overhead",
 }
+#: the parts one headline group adds up (what an engineer calls one thing)
+GROUPS: dict[str, tuple[str, ...]] = {
+    "exposed communication": ("communication", "comm_wait", "peer_wait"),
+    "kernels": ("kernel",),
+    "copies": ("copy",),
+    "host/framework": ("host", "launch_api"),
+    "launch and queueing": ("launch_delay",),
+    "synchronisation": ("sync",),
+    "allocation": ("allocation",),
+    "data loading": ("data_loading",),
+    "device gaps": ("kernel_gap",),
+    "idle nobody waits for": ("idle",),
+}
 _PART_ID = {p: i for i, p in enumerate(PARTS)}
 _HOST_PART = {
     ApiKind.LAUNCH: "launch_api",
@@ -398,3 +411,28 @@ def kernel_breakdown(
         if v > 0
     }
     return by_class, by_regime
+
+
+def share_text(x: float) -> str:
+    """A share as the headline prints it: whole per cent, one decimal under 1 %."""
+    return f"{x:.0%}" if x >= 0.01 or x == 0 else f"{x:.1%}"
+
+
+def headline(parts_ns: dict[str, float], total: float) -> str:
+    """'bound by exposed communication: 67% of the critical path; device gaps 16%; …'."""
+    if total <= 0:
+        return "no critical path: nothing was replayed"
+    groups = {g: sum(parts_ns.get(p, 0.0) for p in ps) for g, ps in GROUPS.items()}
+    ranked = sorted(((v, g) for g, v in groups.items() if v > 0), reverse=True)
+    if not ranked:
+        return "no critical path: nothing was replayed"
+    (v0, g0), rest = ranked[0], ranked[1:4]
+    first = f"bound by {g0}: {share_text(v0 / total)} of the critical path"
+    if g0 == "exposed communication":
+        held = parts_ns.get("comm_wait", 0.0) + parts_ns.get("peer_wait", 0.0)
+        if held > 0:
+            first += (
+                f" ({share_text(parts_ns.get('communication', 0.0) / total)} in collective kernels, "
+                f"{share_text(held / total)} held back before them)"
+            )
+    return "; ".join([first, *(f"{g} {share_text(v / total)}" for v, g in rest)])

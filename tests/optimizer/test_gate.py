@@ -131,6 +131,16 @@ def test_each_ceiling_bounds_the_replay_of_its_lever(profiled, wl):
     assert set(reach.not_applicable) | set(ceil) == {lv.id for lv in LEVERS}
 
 
+def test_out_of_reach_says_first_what_bounds_the_step(profiled):
+    """The diagnosis of an unreachable target starts its advice with the baseline's critical
+    path (issue 46): on the launch-bound hft-lob, the host bounds the step."""
+    reach = profiled["hft-lob"].reach()
+    assert reach.bound.startswith("bound by host/framework")
+    g = qualify(0.99, None, reach)
+    assert g.decision == "diagnose" and g.reachable is False
+    assert g.helps[0] == f"first, what bounds the step: {reach.bound}"
+
+
 # ------------------------------------------------------------------------------ a whole run
 async def _run(cfg: RunConfig, tmp_path: Path, monkeypatch) -> tuple[Engine, list]:
     monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
