@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.analyze.intervals import intersection as _intersection
 from engine.analyze.intervals import interval_union
 from engine.analyze.intervals import length as _length
+from engine.analyze.peers import PeerBounds
 from engine.manifest import Link
 from engine.optimizer.fingerprint import Fingerprint, distance, fingerprint_of_trace, load_params
 from engine.planner.catalogue import detect
@@ -1866,3 +1867,45 @@ def _alignment_line(al: _Alignment) -> str:
         f"{END_FLOOR_NS / 1e3:g} µs); {len(al.consistent)} of {len(al.complete)} matched "
         "collective(s) within it"
     )
+
+
+def peer_bounds(
+    summaries: list[RankSummary], cross: CrossRank | None = None
+) -> dict[int, PeerBounds]:
+    """Per rank, what each of its judged collectives waited for on its peers, on the rank's own
+    clock — the seam to the replay (engine.analyze.peers): the kernel's observed start (the
+    COMM row's start_ns in the rank's Segments: ``RankSummary.starts``), when the last *other*
+    rank arrived (its aligned arrival moved onto this rank's clock), the transfer once everyone
+    was there, the rank that was last and the op; and how many of the rank's collectives are
+    not among them (unmatched, inconsistent, or of a group with ranks not given). Only where the
+    clocks are trusted (``cross.trusted`` when given): else {} — a bound from untrusted clocks
+    would hold the replay to a wrong time."""
+    if cross is not None and not cross.trusted:
+        return {}
+    by_rank = _one_job(summaries)
+    if by_rank is None:
+        return {}
+    c = _Crossing(by_rank)
+    if not c.align.trusted:
+        return {}
+    rows: dict[int, list[tuple[int, int, int, int, str]]] = {r: [] for r in c.ranks}
+    for rec in c.records:
+        for r, i in rec.inst.idx.items():
+            own = c.offset[r]
+            others = max(a for q, a in rec.arrive.items() if q != r)
+            end = c.by_rank[r].ends[i]
+            transfer = max(end - (rec.arrive[rec.last] - own), rec.shortest)
+            rows[r].append((c.by_rank[r].starts[i], others - own, transfer, rec.last, rec.inst.op))
+    out = {}
+    for r, got in rows.items():
+        got.sort()
+        out[r] = PeerBounds(
+            rank=r,
+            start_ns=np.array([g[0] for g in got], np.int64),
+            peer_ready_ns=np.array([g[1] for g in got], np.int64),
+            transfer_ns=np.array([g[2] for g in got], np.int64),
+            last_rank=np.array([g[3] for g in got], np.int64),
+            op=[g[4] for g in got],
+            unmatched=len(c.by_rank[r].ops) - len(got),
+        )
+    return out

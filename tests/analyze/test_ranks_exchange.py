@@ -7,11 +7,15 @@ rank 2 arrives last at the three small AllReduces, which are all the old matchin
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from engine.analyze.ranks import RankSummary, cross_rank, summarize
+from engine.analyze.ranks import RankSummary, cross_rank, peer_bounds, summarize
 from engine.analyze.synth_ranks import exchange_job, planted_waits
 from engine.trace.read import read_trace
+from tests.paths import ROOT
+
+JOB128 = ROOT / "tests" / "data" / "traces" / "kineto" / "job128_two_ranks"
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +95,56 @@ def test_a_lost_exchange_smaller_than_the_margin_leaves_the_verdict(tmp_path):
     c = cross_rank([summarize(read_trace(p)) for p in paths])
     assert c is not None and c.straggler_rank == 5
     assert "could not be judged, less than its margin" in c.straggler
+
+
+def test_peer_bounds_hold_each_rank_to_the_last_arrival_on_its_own_clock(job):
+    c = cross_rank(job)
+    bounds = peer_bounds(job, c)
+    assert sorted(bounds) == list(range(8))
+    b0 = bounds[0]
+    assert len(b0) == 24 and b0.unmatched == 0 and b0.rank == 0
+    # the key into rank 0's Segments: the COMM rows' own start_ns, exactly
+    seg = read_trace(job[0].source).segments
+    from engine.trace.segments import Kind, Klass
+
+    comm = (seg.kind == Kind.COMM) | ((seg.kind == Kind.KERNEL) & (seg.klass == Klass.COMM))
+    assert set(b0.start_ns.tolist()) == set(seg.start_ns[comm].tolist()) == set(job[0].starts)
+    x = np.array([op == "SendRecv" for op in b0.op])
+    late = b0.last_rank == 5
+    assert late.sum() >= 12 and (b0.peer_ready_ns[late] >= b0.start_ns[late]).all()
+    waited = b0.waited_ns()
+    # at each step's first exchange rank 0 waited 3.8 ms for rank 5, then 180 µs of transfer
+    first = np.flatnonzero(x & (waited > 3e6))
+    assert len(first) == 3 and np.all(np.abs(waited[first] - 3.8e6) < 3e4)
+    assert np.all(np.abs(b0.transfer_ns[first] - 180e3) < 1e4)
+    # and the AllReduces: it waited ~120 µs for rank 2
+    ar = ~x
+    assert (b0.last_rank[ar] == 2).all() and np.all(np.abs(waited[ar] - 120e3) < 1e4)
+    # rank 5 itself: last at the exchanges it held up, so it waited for nobody there
+    b5 = bounds[5]
+    held = b5.last_rank == 5
+    assert held.sum() >= 12 and (b5.waited_ns()[held] == 0).all()
+    assert (b5.peer_ready_ns[held] < b5.start_ns[held]).all()
+    # a rank's own kernel lasts its wait + transfer: the bound reproduces its observed end
+    s0 = job[0]
+    ends = dict(zip(s0.starts, s0.ends, strict=True))
+    obs = np.array([ends[int(t)] for t in b0.start_ns])
+    assert np.all(np.abs(np.maximum(b0.start_ns, b0.peer_ready_ns) + b0.transfer_ns - obs) < 3e3)
+
+
+def test_peer_bounds_count_what_was_not_matched_and_need_trusted_clocks(tmp_path, job):
+    paths = exchange_job(tmp_path, lost={3: (0, 1)})
+    sums = [summarize(read_trace(p)) for p in paths]
+    bounds = peer_bounds(sums)
+    assert bounds[0].unmatched == 6 and len(bounds[0]) == 18 and bounds[3].unmatched == 0
+    c = cross_rank(job)
+    assert c is not None
+    assert peer_bounds(job, c.model_copy(update={"trusted": False})) == {}
+
+
+def test_the_real_two_ranks_of_a_128_rank_job_give_bounds_for_nothing_and_say_so():
+    sums = [summarize(read_trace(JOB128 / f"rank-{r}.json.gz")) for r in (0, 1)]
+    bounds = peer_bounds(sums)
+    # the clocks align on the SendRecv kernels that end together, but each may take in ranks of
+    # the 126 not given: no collective is judged, so nothing holds the replay — all counted
+    assert {r: (len(b), b.unmatched) for r, b in bounds.items()} == {0: (0, 10), 1: (0, 10)}
