@@ -94,6 +94,7 @@ def cross_rank_markdown(c: CrossRank) -> str:
             f"{'unknown' if p.last_arrivals is None else p.last_arrivals} | "
             f"{p.comm_share:.1%} | {p.overlap_share:.1%} | {step} |"
         )
+    lines += _wait_lines(c)
     lines += ["", "Outliers: " + (
         ", ".join(f"rank {o.rank} {o.metric} ({o.value:,.4g} vs median {o.median:,.4g})"
                   for o in c.outliers) or "none"
@@ -118,6 +119,58 @@ def cross_rank_markdown(c: CrossRank) -> str:
     if c.notes:
         lines += ["", "## Notes", ""] + [f"* {md_text(n)}" for n in c.notes]
     return "\n".join(lines) + "\n"
+
+
+def _wait_lines(c: CrossRank) -> list[str]:
+    """Who the others waited for, each judged collective split into its waits and transfer,
+    and what no wait is taken from (every string from a trace cleaned)."""
+    lines: list[str] = []
+    if c.caused_ns:
+        top = sorted(c.caused_ns.items(), key=lambda kv: -kv[1])[:8]
+        total = sum(c.caused_ns.values()) or 1
+        lines += ["", "The others' wait blamed on the last arrival, over every judged collective "
+                  "(summed over the ranks that waited): "
+                  + ", ".join(f"rank {r} {_ms(v)} ms ({v / total:.0%})" for r, v in top)]  # fmt: skip
+    if c.collectives:
+        link = f"× {c.peer_link}" if c.peer_link else "× link"
+        lines += [
+            "",
+            "## Collectives",
+            "",
+            "The judged collectives, the worst arrival skews first (at most 50 kept); transfer = median "
+            "aligned end − last arrival (at least the shortest kernel); bus bandwidth by NCCL's "
+            "busBw factors.",
+            "",
+            f"| op | # | step | matched by | ranks | last | skew ms | others waited ms | "
+            f"transfer ms | bus GB/s | {link} |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for k in c.collectives:
+            bw = "unknown" if k.bus_bw_Bps is None else f"{k.bus_bw_Bps / 1e9:,.1f}"
+            share = "unknown" if k.link_share is None else f"{k.link_share:.1%}"
+            where = f" `{md_code(k.group, 40)}`" if k.group else ""
+            lines.append(
+                f"| {md_text(k.op)}{where} | {k.ordinal} | "
+                f"{'' if k.step is None else k.step} | {k.matched_by} | {k.ranks} | "
+                f"{k.last_rank} | {_ms(k.skew_ns)} | {_ms(k.waited_ns)} | {_ms(k.transfer_ns)} | "
+                f"{bw} | {share} |"
+            )
+    if c.unmatched_ops:
+        lines += [
+            "",
+            "## Not judged",
+            "",
+            f"{c.unjudged_share:.1%} of collective time (kernel time summed over the ranks) no "
+            "wait is taken from:",
+            "",
+            "| op | why | kernels | ms | share |",
+            "|---|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {md_text(u.op)} | {u.why} | {u.kernels} | {_ms(u.time_ns)} | {u.share:.1%} |"
+            for u in c.unmatched_ops
+        ]
+    return lines
 
 
 def _us_shift(ts: bytes, ns: int) -> bytes:

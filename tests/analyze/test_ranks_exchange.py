@@ -148,3 +148,15 @@ def test_the_real_two_ranks_of_a_128_rank_job_give_bounds_for_nothing_and_say_so
     # the clocks align on the SendRecv kernels that end together, but each may take in ranks of
     # the 126 not given: no collective is judged, so nothing holds the replay — all counted
     assert {r: (len(b), b.unmatched) for r, b in bounds.items()} == {0: (0, 10), 1: (0, 10)}
+
+
+def test_the_verdict_reaches_the_terminal_and_cross_rank_md(tmp_path, capsys):
+    from gitm_tui.cli import main
+
+    exchange_job(tmp_path / "ranks")
+    assert main(["analyze", str(tmp_path / "ranks"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "straggler: rank 5, the others waited" in " ".join(out.split())
+    md = (tmp_path / "out" / "cross_rank.md").read_text()
+    assert "**Straggler:** rank 5, the others waited" in md
+    assert "## Collectives" in md and "| SendRecv | 0 |" in md
