@@ -208,6 +208,10 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
                     style="bold red",
                 )
             )
+        # what the peers bound the gains to (one line a rank: every lever's is the same)
+        parts += [
+            Text(line, style="bold") for line in dict.fromkeys(e.peers for e in shown if e.peers)
+        ]
         parts.append(Text())
     return Group(*parts, foot, Text())
 

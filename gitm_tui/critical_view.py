@@ -41,6 +41,5 @@ def critical_block(cp: CriticalPath) -> list[RenderableType]:
             style="dim",
         )
         out.append(line)
-    out += [Text(n, style="dim") for n in cp.notes]
-    out.append(Text(cp.peers, style="dim"))
+    out += [Text(n, style="dim") for n in cp.notes]  # (its peers line: the levers' table's)
     return out

@@ -371,6 +371,8 @@ def report_markdown(a: Analysis) -> str:
                 basis += "; " + e.ceiling_basis
             ceil = "—" if e.ceiling is None else f"≤ {e.ceiling:+.1%}"
             lines.append(f"| {e.lever} | {e.safety} | {gain} | {ceil} | {md_text(basis)} |")
+        bound = dict.fromkeys(e.peers for e in a.interventions[:12] if e.peers)
+        lines += ["", *(f"**Peers:** {md_text(line)}" for line in bound)] if bound else []
     lines += ["", "## Invariants", ""]
     for inv in a.invariants:
         if not inv.checkable:
