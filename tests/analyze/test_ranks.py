@@ -232,7 +232,11 @@ def test_a_local_dask_cluster_analyses_the_ranks_and_names_a_corrupt_one(tmp_pat
     good = [o.summary for o in outs if o.summary is not None]
     assert len(good) == 7
     c = got.crossed
-    assert c == cross_rank(good)
+    ref = cross_rank(good)
+    # the same analysis; the API may add notes of its own after the cross-rank ones
+    assert c is not None and ref is not None
+    assert c.model_dump(exclude={"notes"}) == ref.model_dump(exclude={"notes"})
+    assert c.notes[: len(ref.notes)] == ref.notes
     # 7 of the job's 8 ranks: the all-reduces' group takes in rank 3, which may be the one the
     # others waited for — cannot tell (the issue-35 rule); the clock-free slow link still found
     assert c is not None and c.straggler.startswith("cannot tell") and not c.steps
