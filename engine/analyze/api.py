@@ -194,6 +194,12 @@ def analyze(
 
         jobs = tuple(c for g in job_groups(got.summaries) if (c := cross_rank(g)) is not None)
         return Analyzed(outcomes, None, claimed, paths=tuple(paths), jobs=jobs)
+    if crossed is not None:  # a second pass: each rank's replay held to its peers
+        from engine.analyze.job import hold_to_peers
+
+        outcomes, line = hold_to_peers(outcomes, crossed, options, hooks.stage if hooks else None)
+        crossed.notes.append(line)
+        got = Analyzed(outcomes, one_job_claimed=claimed, paths=tuple(paths))
     if crossed is None or options.out_root is None:
         return Analyzed(outcomes, crossed, claimed, paths=tuple(paths))
     written, unwritten, failed = _write_cross_rank(crossed, options.out_root, got.good)

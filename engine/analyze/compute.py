@@ -51,6 +51,7 @@ from engine.trace.trace import ApiKind, Trace
 if TYPE_CHECKING:  # (the levers are imported when they are replayed)
     from engine.analyze.critical_model import CriticalPath
     from engine.analyze.levers import LeverReport
+    from engine.analyze.peers import PeerBounds
     from engine.schedule.critical import CriticalPath as PathIntervals
     from engine.schedule.dag import ReplayDag
 
@@ -375,17 +376,25 @@ def _communication(rows: Segments, labels: np.ndarray, gpu_time: int) -> list[Co
 
 
 def analyze_trace(
-    trace: Trace, hardware: str | None = None, top: int = 20, counting: str = "exact"
+    trace: Trace,
+    hardware: str | None = None,
+    top: int = 20,
+    counting: str = "exact",
+    peers: PeerBounds | None = None,
 ) -> AnalysisResult:
-    """Return the analysis of ``trace``; TraceImportError if it has no GPU activity. The
+    """Return the analysis of ``trace``; TraceImportError if it has no GPU activity.
+    ``peers``: when this rank's peers arrived at its collectives (a job's ranks analysed
+    together, engine.analyze.job): the replay holds each collective to them. The
     cyclic GC is paused meanwhile: an analysis leaves no garbage cycles (a collection after one
     found none; 12 objects after a process's first), and each full collection walked every
     object the imports left (~75 ms; 0.1-0.15 s of a 2 M-event analysis)."""
     with gc_paused():
-        return _analyze(trace, hardware, top, counting)
+        return _analyze(trace, hardware, top, counting, peers)
 
 
-def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> AnalysisResult:
+def _analyze(
+    trace: Trace, hardware: str | None, top: int, counting: str, peers: PeerBounds | None = None
+) -> AnalysisResult:
     # the workload's identity, whatever is counted (~0.07 s on a 2 M-event trace)
     fingerprint = fingerprint_of_trace(trace) if len(trace.segments) else None
     trace, counting_note = _counting(trace, counting)
@@ -571,7 +580,7 @@ def _analyze(trace: Trace, hardware: str | None, top: int, counting: str) -> Ana
     communication = _communication(rows, labels, gpu_time)
     give_back(len(rows))
     mtia = props.get("platform") == "mtia"  # levers are CUDA/ROCm changes: none applies
-    levers = _levers(trace, hw, seg, dec, notes) if len(rows) and not mtia else None
+    levers = _levers(trace, hw, seg, dec, notes, peers) if len(rows) and not mtia else None
     give_back(len(rows))
     critical, path = _critical(levers, trace, communication, notes)
     analysis = Analysis(
@@ -626,12 +635,21 @@ def _critical(
     comm_ns = sum(c.time_ns for c in comm)
     overlap = sum(c.overlapped_ns for c in comm) / comm_ns if comm_ns else None
     n_comm = int((dag.d_klass == Klass.COMM).sum())
-    peers = (
-        f"peers unknown (this rank alone): its {n_comm} collective(s) are replayed as if every "
-        "peer arrived with this rank; a later peer would lengthen the path"
-        if n_comm
-        else "no collectives: no peers to wait for"
-    )
+    nb = getattr(dag, "d_not_before", None)
+    n_held = int(np.isfinite(nb).sum()) if nb is not None else 0
+    if n_held:
+        peers = (
+            f"peers known: {n_held} of its {n_comm} collective(s) held until their last peer "
+            "arrived (the ranks' traces matched); the rest replayed as if every peer arrived "
+            "with this rank"
+        )
+    elif n_comm:
+        peers = (
+            f"peers unknown (this rank alone): its {n_comm} collective(s) are replayed as if "
+            "every peer arrived with this rank; a later peer would lengthen the path"
+        )
+    else:
+        peers = "no collectives: no peers to wait for"
     from engine.analyze.levers import is_pytorch
 
     base = levers.base
@@ -690,7 +708,12 @@ def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:
 
 
 def _levers(
-    trace: Trace, hw: GpuPeaks | None, seg: Segments, dec: Decoded, notes: list[str]
+    trace: Trace,
+    hw: GpuPeaks | None,
+    seg: Segments,
+    dec: Decoded,
+    notes: list[str],
+    peers: PeerBounds | None = None,
 ) -> LeverReport:
     """Replay each lever on the trace (regimes of every segment: 255 where none was decoded).
     On a device the catalogue does not know the replay runs on the reference device's rates
@@ -706,7 +729,8 @@ def _levers(
     if window is not None:
         notes.append(window)
     # what is already in use: counted over the whole trace, not the replayed window
-    out = replay_levers(replayed, hw or by_id(REFERENCE_HARDWARE), regimes, device=hw, whole=trace)
+    ref = hw or by_id(REFERENCE_HARDWARE)
+    out = replay_levers(replayed, ref, regimes, device=hw, whole=trace, peers=peers)
     if not len(trace.host):
         notes.append(
             "no host runtime rows in this trace: launch/sync structure unknown, no lever replayed"

@@ -151,7 +151,7 @@ def replay_levers(
     used = in_use(whole if whole is not None else trace)
     steps = _steps_in(trace, dag)
     plain = dag
-    dag, base, bound = _held(dag, base, peers, steps)
+    dag, base, bound, room = _held(dag, base, peers, steps)
     ob = _observed(plain, dag, base)
     obs = Observation(dag, base, [], hw, 1)
     # already-fused kernels are not fused again: the fusion levers see them as OTHER
@@ -190,6 +190,10 @@ def replay_levers(
             )
         if est is not None and bound is not None and est.status in ("predicted", "ceiling"):
             est = est.model_copy(update={"peers": bound})
+        if est is not None and room is not None and lv.id != "batch_size":
+            # (batch size is per sample on every rank: more work per collective, not this
+            # rank's span)
+            est = _within_room(est, room / base.makespan_ns if base.makespan_ns else 0.0)
         return est
 
     n = lever_threads() if threads is None else max(1, threads)
@@ -213,21 +217,41 @@ def _observed(plain: ReplayDag, dag: ReplayDag, base: Schedule) -> Observed:
     return replace(ob, host_room_ns=seen.host_room_ns, start=seen.start, end=seen.end)
 
 
+def _within_room(est: LeverEstimate, room: float) -> LeverEstimate:
+    """An estimate of a rank held to its peers, its ceiling and interval at most ``room`` (the
+    share of the span a change on this rank can take off: after the held collectives' floor,
+    which no change here moves) — a trace-wide ceiling of +50 % on a rank whose span ends when
+    its peers arrive says nothing true."""
+    upd: dict[str, object] = {}
+    if est.ceiling is not None and est.ceiling > room:
+        upd["ceiling"] = round(room, 6)
+        upd["ceiling_basis"] = (
+            est.ceiling_basis + f"; held to its peers: at most {room:+.1%} (the span after the "
+            "held collectives' floor, which no change on this rank moves)"
+        )
+    for k in ("predicted_gain", "gain_low", "gain_high"):
+        v = getattr(est, k)
+        if v is not None and v > room:
+            upd[k] = round(room, 6)
+    return est.model_copy(update=upd) if upd else est
+
+
 def _held(
     dag: ReplayDag, base: Schedule, peers: PeerBounds | None, steps: int
-) -> tuple[ReplayDag, Schedule, str | None]:
+) -> tuple[ReplayDag, Schedule, str | None, float | None]:
     """(graph, its no-lever replay, what the peers bound) the levers are replayed on: with
     ``peers``, the graph whose collectives wait for their last peer (engine.analyze.peers.hold),
     kept only where its no-lever replay still reproduces this one's span (within the fidelity
     TOLERANCE: held rows are fitted to end as observed, so it does unless the bounds are not
     this rank's); otherwise the graph as built, and a line saying which collectives its replay
-    lets finish as if every peer arrived with this rank (None: it has none)."""
+    lets finish as if every peer arrived with this rank (None: it has none); and, held, the
+    most a change on this rank can take off the span (ns; None: not held)."""
     alone = alone_line(dag)
     if peers is None or alone is None:
-        return dag, base, alone
+        return dag, base, alone, None
     hdag, held = hold(dag, peers)
     if not len(held.rows):  # (a group with ranks not given, or another window)
-        return dag, base, f"no collective matched across the ranks given; {alone}"
+        return dag, base, f"no collective matched across the ranks given; {alone}", None
     hbase = schedule(hdag)
     span = base.makespan_ns
     if abs(hbase.makespan_ns - span) > TOLERANCE * span:
@@ -235,8 +259,9 @@ def _held(
             f"held to its peers its replay spans {_ms(hbase.makespan_ns)}, not {_ms(span)}: "
             "the peer bounds do not fit this trace and are not used"
         )
-        return dag, base, why if alone is None else f"{why}; {alone}"
-    return hdag, hbase, held_line(peers, held, span, steps)
+        return dag, base, why if alone is None else f"{why}; {alone}", None
+    room = max(0.0, span - held.floor_ns)
+    return hdag, hbase, held_line(peers, held, span, steps), room
 
 
 def _steps_in(trace: Trace, dag: ReplayDag) -> int:

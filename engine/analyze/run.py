@@ -30,6 +30,7 @@ from engine.trace.trace import Trace
 
 if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
     from engine.analyze.cpu_trace import CpuSummary
+    from engine.analyze.peers import PeerBounds
     from engine.analyze.ranks import RankSummary
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
@@ -240,11 +241,13 @@ def read_and_analyse(
     stage: Callable[[str], None] | None = None,
     first: FirstRun | None = None,
     on_trace: Callable[[Trace], None] | None = None,
+    peers: PeerBounds | None = None,
 ) -> AnalysisResult:
     """Read one file and analyse it as ``options`` say (hardware, top, counting); raise
     TraceImportError. ``stage`` hears what is being done (a line); ``first``: a first run (see
     FirstRun: the twin reader, interpreted kernels or a wait for the child, each said);
-    ``on_trace`` sees the trace before it is analysed."""
+    ``on_trace`` sees the trace before it is analysed; ``peers``: its collectives' peers
+    (engine.analyze.job: the replay holds the collectives to them)."""
     p = Path(url_name(path) if is_url(path) else path)
     hardware, top, counting = options.hardware, options.top, options.counting
     say = stage or (lambda _line: None)
@@ -266,11 +269,11 @@ def read_and_analyse(
     if first is not None and first.interpret(rows):
         say(f"{rows:,} GPU rows: decoding regimes, replaying levers (first run: interpreted)…")
         with interpreted():
-            return analyze_trace(trace, hardware=hardware, top=top, counting=counting)
+            return analyze_trace(trace, hardware, top, counting, peers)
     if first is not None:
         first.wait_analysis(say)
     say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
-    return analyze_trace(trace, hardware=hardware, top=top, counting=counting)
+    return analyze_trace(trace, hardware, top, counting, peers)
 
 
 def analyze_file(
@@ -280,6 +283,7 @@ def analyze_file(
     first: FirstRun | None = None,
     out_name: str | None = None,
     ranks: bool | None = None,
+    peers: PeerBounds | None = None,
 ) -> FileOutcome:
     """Import, analyse and write (under ``options.out_root``) one file — a path, or a URL read
     here through fsspec; never raises for bad input (returns the error line). ``stage`` hears
@@ -287,7 +291,7 @@ def analyze_file(
     folder under ``out_root`` (default: the file's name without its suffixes; see
     ``output_names``); ``ranks``: keep what crossing ranks needs (``FileOutcome.summary``;
     default ``options.ranks``; a file analysed alone has no other rank to cross: 40-50 ms
-    saved on a 2 M-event trace)."""
+    saved on a 2 M-event trace); ``peers``: its collectives' peers (see read_and_analyse)."""
     p = Path(url_name(path) if is_url(path) else path)
     summaries: list[RankSummary] = []
     keep = options.ranks if ranks is None else ranks
@@ -311,7 +315,7 @@ def analyze_file(
             if got is not None:
                 return got  # (None: a device row after all, the GPU reader's)
     try:
-        res = read_and_analyse(path, options, stage, first, seen)
+        res = read_and_analyse(path, options, stage, first, seen, peers)
         summary = summaries[0] if summaries else None
     except TraceImportError as e:
         if gpu_free and gpu_free[0]:  # read, but nothing for the GPU analysis: its CPU events

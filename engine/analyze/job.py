@@ -1,0 +1,142 @@
+"""A job's ranks analysed together: each rank's replay held to its peers (issue 46 item 3).
+
+One rank's trace alone cannot say when its peers arrived at a collective, so its first
+analysis replays every collective as if they all arrived with it — and a lever that moves the
+rank's work earlier "finishes" its collectives earlier, where in reality the rank would wait
+longer. Once the ranks are crossed (engine.analyze.ranks) and their clocks trusted, each
+rank's collectives have a last peer's arrival and a transfer time (``peer_bounds``); this
+second pass analyses each such rank again with its collectives held to them
+(engine.analyze.peers, ``replay_levers(peers=...)``): its levers' gains become what they take
+off the rank's span with its peers as observed (a rank that is never last gains nothing beyond
+the time after its last collective), and its critical path shows the waits for its peers.
+
+The second pass reads each rank's trace again, here, one after another (the first pass may
+have run on Dask; its results are a few kB each, not the traces): on the machine's two cores
+that is the first pass's time again, which the command says while it works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from engine.analyze.options import AnalyzeOptions
+from engine.analyze.peers import PeerBounds
+from engine.analyze.ranks import CrossRank, peer_bounds
+from engine.analyze.run import FileOutcome, analyze_file
+
+
+def hold_to_peers(
+    outcomes: list[FileOutcome],
+    crossed: CrossRank,
+    options: AnalyzeOptions,
+    stage: Callable[[str], None] | None = None,
+) -> tuple[list[FileOutcome], str]:
+    """``outcomes`` with each rank whose collectives were matched analysed again, held to its
+    peers (its outputs rewritten where the first pass wrote them), and one line saying what was
+    done. Nothing changes where the clocks are not trusted or nothing was matched."""
+    summaries = [o.summary for o in outcomes if o.summary is not None]
+    bounds = peer_bounds(summaries, crossed)
+    if not bounds:
+        why = "clocks not trusted" if not crossed.trusted else "no collective matched"
+        return outcomes, f"levers replayed rank by rank, peers unknown ({why})"
+    out = []
+    held = 0
+    for o in outcomes:
+        rank = o.analysis.rank if o.analysis is not None else None
+        b = bounds.get(rank) if rank is not None else None
+        if o.error or b is None or not len(b):
+            out.append(o)
+            continue
+        if stage is not None:
+            stage(
+                f"rank {rank}: replaying its levers with its peers held ({len(b):,} collectives)…"
+            )
+        name = _out_name(o)
+        again = analyze_file(o.path, options, stage, None, name, ranks=False, peers=b)
+        if again.error or again.analysis is None:
+            out.append(o)  # the first pass stands; its line says peers unknown
+            continue
+        out.append(replace(again, summary=o.summary))
+        held += 1
+    spans = {
+        o.analysis.rank: (o.summary.first_ns, o.summary.first_ns + o.summary.span_ns)
+        for o in outcomes
+        if o.analysis is not None and o.analysis.rank is not None and o.summary is not None
+    }
+    path = job_path(bounds, spans)
+    line = f"levers of {held} rank(s) replayed with their collectives held to their peers"
+    return out, line + (f"; {path.headline()}" if path is not None else "")
+
+
+def _out_name(o: FileOutcome) -> str | None:
+    """The output folder the first pass wrote this rank into (None: it wrote none)."""
+    from pathlib import Path
+
+    return Path(o.outputs[0]).parent.name if o.outputs else None
+
+
+@dataclass(frozen=True)
+class JobPath:
+    """The job's critical path between its collectives, as one rank saw them: before each
+    collective, the work of the rank that arrived last (everyone waited for it); then the
+    transfer once all were there; after the last, the longest tail of any rank."""
+
+    reference: int  # the rank whose collectives (and clock) the path is read on
+    total_ns: float
+    work_ns: dict[int, float]  # per rank: its work on the path (it was the last to arrive)
+    transfer_ns: float
+    tail_ns: float
+    tail_rank: int | None
+    collectives: int
+
+    def headline(self) -> str:
+        """'the job waits on rank 5's work 62% …; transfers 20%; …'."""
+        if self.total_ns <= 0:
+            return "the job's critical path is unknown (no collective matched)"
+        ranked = sorted(self.work_ns.items(), key=lambda kv: -kv[1])
+        parts = [f"rank {r}'s work {v / self.total_ns:.0%}" for r, v in ranked[:3] if v > 0]
+        parts.append(f"transfers {self.transfer_ns / self.total_ns:.0%}")
+        if self.tail_ns > 0 and self.tail_rank is not None:
+            parts.append(f"rank {self.tail_rank}'s tail {self.tail_ns / self.total_ns:.0%}")
+        return (
+            f"the job's critical path over its {self.collectives} matched collective(s) "
+            f"(rank {self.reference}'s view, {self.total_ns / 1e6:,.2f} ms): " + "; ".join(parts)
+        )
+
+
+def job_path(bounds: dict[int, PeerBounds], spans: dict[int, tuple[int, int]]) -> JobPath | None:
+    """The job's path read on the rank with most matched collectives (``bounds``), each rank's
+    window (first, last row, own clock) in ``spans``. Before collective k: the last arriver's
+    work since collective k−1 ended (the window's start for the first); then its transfer; after
+    the last: the longest of the ranks' own tails. Collectives of a subgroup that leaves the
+    reference rank out are not on this view (the path is the reference's)."""
+    if not bounds:
+        return None
+    ref = max(bounds, key=lambda r: (len(bounds[r]), -r))
+    b = bounds[ref]
+    if not len(b) or ref not in spans:
+        return None
+    order = np.argsort(b.start_ns, kind="stable")
+    ready = np.maximum(b.start_ns, b.peer_ready_ns)[order]  # everyone there (own clock)
+    transfer = b.transfer_ns[order].astype(np.float64)
+    last = b.last_rank[order]
+    work: dict[int, float] = {}
+    prev = float(spans[ref][0])
+    for t, x, r in zip(ready.tolist(), transfer.tolist(), last.tolist(), strict=True):
+        work[int(r)] = work.get(int(r), 0.0) + max(0.0, t - prev)
+        prev = max(prev, t + x)
+    transfers = float(transfer.sum())
+    # after the last collective: each rank's own time to the end of its window
+    tails = {r: float(spans[r][1]) - _last_end(bounds[r]) for r in bounds if r in spans}
+    tail_rank = max(tails, key=lambda r: tails[r]) if tails else None
+    tail = max(0.0, tails[tail_rank]) if tail_rank is not None else 0.0
+    total = sum(work.values()) + transfers + tail
+    return JobPath(ref, total, work, transfers, tail, tail_rank, len(b))
+
+
+def _last_end(b: PeerBounds) -> float:
+    end = np.maximum(b.start_ns, b.peer_ready_ns) + b.transfer_ns
+    return float(end.max()) if len(end) else 0.0
