@@ -35,9 +35,12 @@ import numpy.typing as npt
 from engine.analyze.copies import parse_copy
 from engine.analyze.diff_model import (
     Change,
+    CriticalDiff,
     Figures,
     FingerprintDiff,
+    GroupChange,
     Metric,
+    PathSide,
     Side,
     Status,
     TraceDiff,
@@ -50,6 +53,7 @@ from engine.trace.trace import ApiKind, HostEvents, Trace
 
 if TYPE_CHECKING:
     from engine.analyze.compute import AnalysisResult
+    from engine.analyze.critical_model import CriticalPath
     from engine.analyze.options import AnalyzeOptions, Hooks
     from engine.analyze.run import FileOutcome
 
@@ -59,6 +63,7 @@ __all__ = [
     "DiffUsageError",
     "Step",
     "TraceDiff",
+    "critical_diff",
     "diff_paths",
     "diff_results",
     "diff_traces",
@@ -159,6 +164,9 @@ def diff_results(
         labels=labels,
         copies=copies,
         fingerprint=fingerprint_diff(before, after),
+        critical_path=critical_diff(
+            before.analysis.critical_path, after.analysis.critical_path, a.side, b.side
+        ),
         notes=_notes(before, after, a, b),
     )
 
@@ -657,6 +665,158 @@ def _totals(a: _Scoped, b: _Scoped) -> list[Metric]:
             )
         )
     return out
+
+
+# ------------------------------------------------------------------ critical path
+#: a group "moved" when its share of the path changed by at least this (half a per cent: the
+#: headline prints whole per cents, so a smaller move would read "7% → 7%")
+MOVED_SHARE = 0.005
+
+
+def share_text(x: float | None) -> str:
+    """A share of the path as the headline prints it: whole per cents, one decimal under 1 %,
+    'unknown' for None (engine.analyze.critical words its headline the same way)."""
+    if x is None:
+        return "unknown"
+    return f"{x:.0%}" if x >= 0.01 or x == 0 else f"{x:.1%}"
+
+
+def share_cell(x: float | None) -> str:
+    """A share of the path in a table: one decimal; 'unknown' where the side has no path."""
+    return "unknown" if x is None else f"{x:.1%}"
+
+
+def share_delta(x: float | None) -> str:
+    """A change of share in points of the path ('+7.3 pt'); '—' where a side is unknown."""
+    if x is None:
+        return "—"
+    return "0.0 pt" if round(100 * x, 1) == 0 else f"{100 * x:+.1f} pt"
+
+
+def path_groups(parts_ns: dict[str, int]) -> dict[str, int]:
+    """The critical path's parts (``CriticalPath.parts`` or a step's ``parts_ns``) summed by
+    headline group (engine.analyze.critical.GROUPS), every group present (0: none of it)."""
+    from engine.analyze.critical import GROUPS
+
+    return {g: sum(int(parts_ns.get(p, 0)) for p in ps) for g, ps in GROUPS.items()}
+
+
+def _path_side(cp: CriticalPath | None, side: Side) -> tuple[PathSide, dict[str, int] | None]:
+    """One side's path in the diff's scope (the whole path, or the ProfilerStep compared) and
+    its time per group (None: no path there — unknown, never 0)."""
+    if cp is None:
+        why = (
+            "unknown: no critical path — nothing was replayed (no host rows or timed device "
+            "rows to replay; the analysis's notes say which)"
+        )
+        return PathSide(known=False, total_ns=None, window=why, headline="unknown",
+                        bound_by=None), None  # fmt: skip
+    if side.scope == "whole trace":
+        parts = {p.part: p.ns for p in cp.parts}
+        total, window, head = cp.total_ns, cp.window, cp.headline
+    else:
+        n = side.step_ids[0] if side.step_ids else -1
+        step = next((s for s in cp.steps if n >= 0 and s.step == n), None)
+        if step is None:
+            why = (
+                f"unknown: the critical path ({cp.window}) has no {side.scope}: the step lies "
+                "outside the replayed window, or is unnamed"
+            )
+            return PathSide(known=False, total_ns=None, window=why, headline="unknown",
+                            bound_by=None), None  # fmt: skip
+        parts = dict(step.parts_ns)
+        total, window, head = sum(parts.values()), f"{side.scope} of {cp.window}", step.headline
+    groups = path_groups(parts)
+    top = max(groups.items(), key=lambda kv: kv[1]) if total > 0 else None
+    known = PathSide(
+        known=total > 0,
+        total_ns=total if total > 0 else None,
+        window=window if total > 0 else f"unknown: the path in {window} has no time",
+        headline=head if total > 0 else "unknown",
+        bound_by=top[0] if top is not None and top[1] > 0 else None,
+    )
+    return known, groups if total > 0 else None
+
+
+def critical_diff(
+    before: CriticalPath | None, after: CriticalPath | None, a: Side, b: Side
+) -> CriticalDiff:
+    """The two critical paths compared by headline group, in the scope of sides ``a`` and
+    ``b`` (the whole path, or one ProfilerStep of it): each group's time and share before and
+    after, largest share first, and a headline of the groups whose share moved most. A side
+    with no path has None (unknown) for each of its figures, never 0."""
+    from engine.analyze.critical import GROUPS
+
+    sb, gb = _path_side(before, a)
+    sa, ga = _path_side(after, b)
+
+    def share(g: dict[str, int] | None, s: PathSide, k: str) -> float | None:
+        return None if g is None or not s.total_ns else g[k] / s.total_ns
+
+    groups = []
+    for k, parts in GROUPS.items():
+        nb, na = (gb[k] if gb else None), (ga[k] if ga else None)
+        fb, fa = share(gb, sb, k), share(ga, sa, k)
+        groups.append(
+            GroupChange(
+                group=k,
+                parts=list(parts),
+                before_ns=nb,
+                after_ns=na,
+                before_share=fb,
+                after_share=fa,
+                delta_ns=None if nb is None or na is None else na - nb,
+                delta_share=None if fb is None or fa is None else fa - fb,
+            )
+        )
+    groups.sort(key=lambda g: -max(g.before_share or 0.0, g.after_share or 0.0))
+    return CriticalDiff(
+        available=sb.known and sa.known,
+        before=sb,
+        after=sa,
+        headline=_critical_headline(sb, sa, groups),
+        groups=groups,
+        note=(
+            "each path is the one its analysis found on the window it replayed (the whole "
+            "trace, or its steady window); each share is of that path"
+            if a.scope == b.scope == "whole trace"
+            else "each side: its path inside the ProfilerStep compared (the analysis's path of "
+            "the replayed window, cut to the step)"
+        ),
+    )
+
+
+def _critical_headline(sb: PathSide, sa: PathSide, groups: list[GroupChange]) -> str:
+    """'bound by X before and after; exposed communication 38% → 12%; …' (the groups whose
+    share moved most, at most three), or which side has no path."""
+    if not (sb.known and sa.known):
+        gone = [w for w, s in (("before", sb), ("after", sa)) if not s.known]
+        line = (
+            f"unknown: {' and '.join(gone)} {'has' if len(gone) == 1 else 'have'} no critical path"
+        )
+        for w, s in (("before", sb), ("after", sa)):
+            if s.known:
+                line += f"; {w}: {s.headline}"
+        return line
+    moved = sorted(
+        (g for g in groups if g.delta_share is not None and abs(g.delta_share) >= MOVED_SHARE),
+        key=lambda g: -abs(g.delta_share or 0.0),
+    )[:3]
+    bound = (
+        f"bound by {sb.bound_by} before and after"
+        if sb.bound_by == sa.bound_by
+        else f"bound by {sb.bound_by} → {sa.bound_by}"
+    )
+    if not moved:
+        top = groups[0]
+        return (
+            f"{bound} ({share_text(top.before_share)} → {share_text(top.after_share)}); no group "
+            f"moved by {MOVED_SHARE:.1%} of the path or more"
+        )
+    return "; ".join(
+        [bound, *(f"{g.group} {share_text(g.before_share)} → {share_text(g.after_share)}"
+                  for g in moved)]
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ fingerprint, notes

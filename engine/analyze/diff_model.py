@@ -11,8 +11,8 @@ from pydantic_core import PydanticSerializationError
 
 from engine.text import clean, escape_json_text, map_strings, md_escape, valid_unicode
 
-#: 1: the first diff (issue 39)
-SCHEMA_VERSION = 1
+#: 1: the first diff (issue 39); 2: the two critical paths compared (``critical_path``)
+SCHEMA_VERSION = 2
 
 #: a name's change in count, in HTA TraceDiff's words (``ops_diff``: added, deleted,
 #: increased, decreased, unchanged; "deleted" is "removed" here). Count only: a name whose count
@@ -109,6 +109,50 @@ class FingerprintDiff(_M):
     note: str = ""
 
 
+class PathSide(_M):
+    """One trace's critical path as the diff compares it, or why it has none."""
+
+    known: bool = Field(description="False: this trace has no critical path here (why: window)")
+    total_ns: int | None = Field(description="the path's length: its groups add up to it")
+    window: str = Field(
+        description="what the path covers (the replayed window, or one ProfilerStep of it); "
+        "where unknown, why"
+    )
+    headline: str = Field(description="the analysis's headline ('bound by …'), or 'unknown'")
+    bound_by: str | None = Field(description="the group with most time (None: unknown)")
+
+
+class GroupChange(_M):
+    """One headline group of the critical path (engine.analyze.critical.GROUPS) before and
+    after; None on a side with no critical path (unknown, never 0)."""
+
+    group: str = Field(description="'exposed communication', 'host/framework', …")
+    parts: list[str] = Field(description="the critical-path parts it adds up")
+    before_ns: int | None
+    after_ns: int | None
+    before_share: float | None = Field(description="of before's critical path")
+    after_share: float | None = Field(description="of after's critical path")
+    delta_ns: int | None = Field(description="after_ns - before_ns")
+    delta_share: float | None = Field(description="after_share - before_share")
+
+
+class CriticalDiff(_M):
+    """The two traces' critical paths (``Analysis.critical_path``) compared by headline group:
+    what bounds each, and which share moved."""
+
+    available: bool = Field(description="both traces have a critical path in scope")
+    before: PathSide
+    after: PathSide
+    headline: str = Field(
+        description="the groups that moved most, 'exposed communication 38% → 12%; …', or why "
+        "the paths cannot be compared"
+    )
+    groups: list[GroupChange] = Field(
+        description="every headline group, the largest share on either side first"
+    )
+    note: str = Field(default="", description="how the scope maps onto the paths")
+
+
 class TraceDiff(_M):
     """What changed from one trace (before) to another (after)."""
 
@@ -129,6 +173,9 @@ class TraceDiff(_M):
     )
     copies: list[Change] = Field(description="per copy direction and memory kinds; memsets")
     fingerprint: FingerprintDiff
+    critical_path: CriticalDiff = Field(
+        description="the two critical paths by headline group (docs/critical_path.md)"
+    )
     notes: list[str]
 
     def metric(self, name: str) -> Metric:
@@ -185,6 +232,8 @@ class TraceDiff(_M):
                       f"{verdict}" + "".join(f"; {_md(r, 240)}" for r in f.reasons[:3])]  # fmt: skip
         else:
             lines += ["", f"Fingerprint: {_md(f.note or 'unknown')}."]
+        cp = self.critical_path
+        lines += ["", f"Critical path (each trace's share of its own path): {_md(cp.headline)}."]
         by = ", ".join(f"{n} {k}" for k, n in self.kernels_by_status.items() if n)
         lines += [
             "",

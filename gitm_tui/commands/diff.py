@@ -313,6 +313,8 @@ def diff_lines(d: TraceDiff, top: int = TOP) -> list[str]:
     for n in d.notes:
         lines += _wrap(n, "note: ")
     lines.append("")
+    lines += critical_lines(d)
+    lines.append("")
     lines.append(f"{'totals':<28}{'before':>18}{'after':>18}{'Δ':>18}{'Δ %':>11}")
     for m in d.totals:
         label = METRIC_NAMES.get(m.name, m.name)
@@ -340,6 +342,46 @@ def diff_lines(d: TraceDiff, top: int = TOP) -> list[str]:
             lines.append("")
             lines += _wrap(title)
             lines += _change_table(rows, head, prior=head == "label")
+    return lines
+
+
+def critical_lines(d: TraceDiff) -> list[str]:
+    """The critical paths compared: the headline ('exposed communication 38% → 12%'), then per
+    headline group with time on either side its ms and share of each path, before → after.
+    A side with no path reads 'unknown' (and why), never 0."""
+    from engine.analyze.diff import share_cell, share_delta
+
+    c = d.critical_path
+    lines = _wrap(c.headline, "critical path: ")
+    for word, s in (("before", c.before), ("after", c.after)):
+        if not s.known or s.window != "the whole trace":
+            lines += _wrap(s.window, f"  {word}: ")
+    lines.append(
+        f"{'  on the critical path':<28}{'before ms':>14}{'share':>9}{'after ms':>14}"
+        f"{'share':>9}{'Δ ms':>14}{'Δ share':>11}"
+    )
+
+    def cell(ns: int | None) -> str:
+        return "unknown" if ns is None else ms(ns)
+
+    lines.append(
+        f"{'  length':<28}{cell(c.before.total_ns):>14}{'':>9}{cell(c.after.total_ns):>14}"
+        f"{'':>9}"
+        + (
+            f"{signed_ms(c.after.total_ns - c.before.total_ns):>14}"
+            if c.before.total_ns is not None and c.after.total_ns is not None
+            else f"{'—':>14}"
+        )
+    )
+    for g in c.groups:
+        if not (g.before_ns or g.after_ns):
+            continue  # no time on either path (--json has every group)
+        lines.append(
+            f"  {g.group:<26}{cell(g.before_ns):>14}{share_cell(g.before_share):>9}"
+            f"{cell(g.after_ns):>14}{share_cell(g.after_share):>9}{signed_ms(g.delta_ns):>14}"
+            f"{share_delta(g.delta_share):>11}"
+        )
+    lines += _wrap(c.note, "  ")
     return lines
 
 
