@@ -1,5 +1,6 @@
-"""Analysis mode (`gitm-tui analyze PATH --ui`): regime timeline per stream (zoom, scroll), a
-sortable kernel table and the selected kernel's details."""
+"""Analysis mode (`gitm-tui analyze PATH --ui`): what bounds the step first (the critical path's
+headline, largest parts and opportunities; ``c`` opens the whole account), then the regime
+timeline per stream (zoom, scroll), a sortable kernel table and the selected kernel's details."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, legend, mode_title, outside_text
 from gitm_tui.theme import regime_style
 from gitm_tui.timeline import timeline_text
+from gitm_tui.widgets.critical_path import CriticalPathPanel
+from gitm_tui.widgets.critical_path_screen import CriticalPathScreen
 from gitm_tui.widgets.fit import NARROW, FitTable
 
 _LABEL_W = 12
@@ -137,9 +140,10 @@ def kernel_details(k: KernelRow) -> Table:
 
 
 class AnalysisScreen(Screen[None]):
-    """One analysed trace: timeline, kernel table, details."""
+    """One analysed trace: what bounds the step, timeline, kernel table, details."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "critical_path", "Critical path"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("tab", "app.focus_next", "Next pane", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -199,6 +203,8 @@ class AnalysisScreen(Screen[None]):
             f"{'measured' if a.pressures.startswith('measured') else 'estimated'}"
         )
         yield Static(head, id="analysis-header")
+        # first under the header: what bounds the step, before the regimes that explain it
+        yield CriticalPathPanel(id="analysis-critical")
         with Vertical(id="analysis-top") as top:
             top.border_title = "regimes over time (+/- zoom, ←/→ scroll, 0 all)"
             yield Static(legend(), id="legend")
@@ -246,6 +252,8 @@ class AnalysisScreen(Screen[None]):
         self._populate()
 
     def _populate(self) -> None:
+        assert self.shown is not None
+        self.query_one(CriticalPathPanel).show(self.shown.critical_path)  # cleaned
         table = self.query_one("#analysis-kernels", DataTable)
         table.add_column("kernel", key="name", width=48)
         table.add_column("label", key="regime", width=13)
@@ -286,8 +294,13 @@ class AnalysisScreen(Screen[None]):
         self.set_class(self.size.width < NARROW, "-narrow")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # nothing to sort until the analysis is in
-        return self.res is not None if action == "cycle_sort" else True
+        # nothing to sort or open until the analysis is in
+        return self.shown is not None if action in ("cycle_sort", "critical_path") else True
+
+    def action_critical_path(self) -> None:
+        """The whole account of the critical path, over this screen."""
+        if self.shown is not None:
+            self.app.push_screen(CriticalPathScreen(self.shown.critical_path))
 
     def action_cycle_sort(self) -> None:
         self._sort = (self._sort + 1) % len(self.SORTS)

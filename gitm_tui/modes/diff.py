@@ -1,6 +1,7 @@
-"""Diff mode (`gitm-tui diff BEFORE AFTER --ui`): what changed between two traces — the kernel
-names with the largest change in time (or, by ``v``, the classes, the labels, the copies) in a
-table, the whole-trace totals beside it, the two traces and the fingerprint's verdict above.
+"""Diff mode (`gitm-tui diff BEFORE AFTER --ui`): what changed between two traces — the two traces
+and the fingerprint's verdict, then their critical paths compared by headline group ("exposed
+communication 38% → 12%"), then the kernel names with the largest change in time (or, by
+``v``, the classes, the labels, the copies) in a table with the whole-trace totals beside it.
 The traces are read and diffed in a thread (engine.analyze.diff) while the screen says how far
 it has got; a failure ends the app with its one line in ``error``."""
 
@@ -22,6 +23,7 @@ from engine.analyze.diff_model import Change, TraceDiff
 from gitm_tui.commands.diff import METRIC_NAMES, metric_value, ms, shown_names, signed_ms
 from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, mode_title, outside_text
+from gitm_tui.widgets.critical_path import critical_diff_view
 
 #: what ``v`` cycles through: (TraceDiff field, title)
 VIEWS = (
@@ -73,6 +75,10 @@ class DiffScreen(Screen[None]):
     DEFAULT_CSS = """
     #diff-header { dock: top; height: 1; background: $panel; }
     #diff-summary { height: auto; padding: 0 1; }
+    #diff-critical {
+        height: auto; max-height: 14; border: round $gitm-border; border-title-style: bold;
+        padding: 0 1;
+    }
     #diff-body { height: 1fr; }
     #diff-table { width: 1fr; border: round $gitm-border; }
     #diff-totals { width: 70; border: round $gitm-border; padding: 0 1; }
@@ -143,6 +149,9 @@ class DiffScreen(Screen[None]):
         head.append(f"{d.kernels_total:,} kernel names ({by})")
         yield Static(head, id="diff-header")
         yield Static(summary_text(d), id="diff-summary")
+        critical = Static(critical_diff_view(d.critical_path), id="diff-critical")
+        critical.border_title = "what bounds the step: critical path before → after"
+        yield critical
         with Horizontal(id="diff-body"):
             yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)
             yield Static(totals_table(d), id="diff-totals")

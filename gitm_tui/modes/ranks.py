@@ -1,6 +1,8 @@
 """Ranks mode (`gitm-tui analyze DIR --ui`): the ranks of one job side by side — per rank its
 GPU time, regime mix, step time, time waited at collectives, communication share and overlap,
-the straggler and outliers marked — and the cross-rank findings (stragglers per step, arrival
+what bounds its critical path, the straggler and outliers marked — the highlighted rank's
+critical path (headline, parts, opportunities; ``c``: the whole account) with its waits, and
+the cross-rank findings (the straggler verdict with its basis, stragglers per step, arrival
 skews, slow links, notes). Enter opens a rank's own analysis (timeline, kernels); escape comes
 back. The ranks are analysed in a thread (on Dask for several files) while a bar counts them."""
 
@@ -20,7 +22,8 @@ from textual.widgets import DataTable, Footer, LoadingIndicator, ProgressBar, St
 
 from engine.analyze.api import Analyzed
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.ranks import CrossRank
+from engine.analyze.model import Analysis
+from engine.analyze.ranks import CrossRank, RankStats
 from engine.analyze.run import FileOutcome
 from engine.regimes import Label
 from gitm_tui.analyze_view import cross_rank_text
@@ -28,6 +31,8 @@ from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.modes.analysis import AnalysisScreen
 from gitm_tui.render import mode_title, outside_text
 from gitm_tui.theme import regime_style
+from gitm_tui.widgets.critical_path import CriticalPathPanel, bound_by_cell
+from gitm_tui.widgets.critical_path_screen import CriticalPathScreen
 from gitm_tui.widgets.fit import NARROW
 
 #: progress(done, total, path) and the Dask dashboard's address when the cluster has one
@@ -63,6 +68,7 @@ class RanksScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_rank", "Open rank"),
+        Binding("c", "critical_path", "Critical path"),
         Binding("tab", "app.focus_next", "Next pane", show=False),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -93,6 +99,10 @@ class RanksScreen(Screen[None]):
         self.result: Analyzed | None = None
         self.error: str | None = None
         self._paths: dict[str, str] = {}
+        #: each row's rank analysis (by row key), for the highlighted rank's critical path
+        self._analyses: dict[str, Analysis] = {}
+        #: the highlighted rank's analysis (None: no row yet)
+        self.highlighted: Analysis | None = None
         self._dashboard = ""
 
     @property
@@ -114,13 +124,15 @@ class RanksScreen(Screen[None]):
             yield Footer()
             return
         with Horizontal(id="ranks-body"):
-            table: DataTable[object] = DataTable(
-                id="ranks-table", cursor_type="row", zebra_stripes=True
-            )
-            table.border_title = "ranks (enter: open one)"
-            yield table
+            with Vertical(id="ranks-main"):
+                table: DataTable[object] = DataTable(
+                    id="ranks-table", cursor_type="row", zebra_stripes=True
+                )
+                table.border_title = "ranks (enter: open one)"
+                yield table
+                yield CriticalPathPanel(id="ranks-critical")
             with VerticalScroll(id="ranks-cross") as side:
-                side.border_title = "across ranks"
+                side.border_title = self._cross_title()
                 yield Static(self._cross(), id="ranks-findings")
         yield Footer()
 
@@ -137,15 +149,29 @@ class RanksScreen(Screen[None]):
                 head.append(f"  ·  {bad} failed", style="bold")
         return head
 
+    def _cross_title(self) -> str:
+        """The findings' title, with the verdict's rank where one is named: the first thing an
+        engineer asks of many ranks (the verdict's sentence, with its basis, comes first
+        inside)."""
+        if self.crossed is None or self.result is None:
+            return "across ranks"
+        rank, verdict = self.result.straggler, self.crossed.straggler
+        if rank is not None:
+            return f"across ranks · straggler: rank {rank}"
+        if verdict.startswith("cannot tell"):
+            return "across ranks · straggler: cannot tell"
+        if verdict.startswith("none"):
+            return "across ranks · no straggler"
+        return "across ranks"
+
     def _cross(self) -> Text:
         out = Text()
         for o in _cpu_only(self.outcomes or []):  # first: read, yet not among what follows
             out.append_text(_cpu_line(o))
             out.append("\n")
         if self.crossed is not None:
+            # the verdict with its basis is its second line (engine.analyze.ranks words it)
             out.append_text(cross_rank_text(self.crossed))  # cleaned where it comes from a trace
-            out.append("\n")
-            out.append_text(outside_text(f"straggler: {self.crossed.straggler}", "bold", 2000))
         elif self.result is not None:
             odd = self.result.not_one_job
             if odd:  # files of different jobs: the one line naming the odd ones
@@ -208,7 +234,7 @@ class RanksScreen(Screen[None]):
         for out in self.crossed.outliers if self.crossed else []:
             odd.setdefault(out.rank, []).append(out.metric)
         for col in ("rank", "GPU ms", "step ms", "waited ms", "last", "comm", "overlap",
-                    "regimes", ""):  # fmt: skip
+                    "bound by", "regimes", ""):  # fmt: skip
             table.add_column(col, key=col)
         good = [(o, o.analysis) for o in self.outcomes or [] if o.analysis is not None]
         for o, a in sorted(good, key=lambda g: (g[1].rank is None, g[1].rank or 0)):
@@ -221,6 +247,7 @@ class RanksScreen(Screen[None]):
                 mark.append("odd " + ",".join(short.get(m, m) for m in odd[a.rank]), style="red")
             key = str(len(self._paths))
             self._paths[key] = o.path
+            self._analyses[key] = a
             table.add_row(
                 "?" if a.rank is None else str(a.rank),
                 _ms(a.gpu_time_ns),
@@ -229,11 +256,52 @@ class RanksScreen(Screen[None]):
                 "—" if p is None or p.last_arrivals is None else str(p.last_arrivals),
                 "—" if p is None else f"{p.comm_share:.0%}",
                 "—" if p is None else f"{p.overlap_share:.0%}",
-                _mix(a.time_by_regime_ns),
+                bound_by_cell(a.critical_path),
+                _mix(a.time_by_regime_ns, 12),
                 mark,
                 key=key,
             )
+        if self._analyses:
+            self._highlight(next(iter(self._analyses)))
         table.focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self._highlight(event.row_key.value)
+
+    def _highlight(self, key: str) -> None:
+        """The highlighted rank's critical path, under the table, with its waits as the
+        cross-rank model has them."""
+        a = self._analyses.get(key)
+        if a is None:
+            return
+        self.highlighted = a
+        who, lead = self._rank_lead(a)
+        self.query_one(CriticalPathPanel).show(a.critical_path, who, lead)
+
+    def _rank_lead(self, a: Analysis) -> tuple[str, Text]:
+        """('rank 3: ', its line of waits): what it waited at the collectives, how often it
+        arrived last, and whether the verdict names it."""
+        who = "rank ? (no rank id): " if a.rank is None else f"rank {a.rank}: "
+        stats: RankStats | None = None
+        if self.crossed is not None and a.rank is not None:
+            stats = next((p for p in self.crossed.per_rank if p.rank == a.rank), None)
+        line = Text(no_wrap=True, overflow="ellipsis")
+        if stats is None:
+            line.append("at collectives: not compared across ranks", style="dim")
+        elif stats.waited_ns is None and stats.last_arrivals is None:
+            line.append(
+                "at collectives: waits not given (clocks not trusted, or no collective has all "
+                "its ranks here)",
+                style="dim",
+            )
+        else:
+            waited = "unknown" if stats.waited_ns is None else f"{_ms(stats.waited_ns)} ms"
+            last = "unknown" if stats.last_arrivals is None else f"{stats.last_arrivals}"
+            line.append(f"at collectives: waited {waited}, arrived last at {last}")
+        if a.rank is not None and self.result is not None and self.result.straggler == a.rank:
+            line.append("  ·  the straggler: the others wait for this rank", style="bold red")
+        return who, line
 
     def on_resize(self) -> None:
         """Under NARROW columns the findings go under the table: beside it they left the
@@ -243,7 +311,17 @@ class RanksScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "open_rank":
             return self.outcomes is not None and self._open_rank is not None
+        if action == "critical_path":
+            return self.highlighted is not None
         return True
+
+    def action_critical_path(self) -> None:
+        """The highlighted rank's critical path, whole, over this screen."""
+        a = self.highlighted
+        if a is not None:
+            who, lead = self._rank_lead(a)
+            # (the ranks' analyses are as the traces wrote them: the account cleans each string)
+            self.app.push_screen(CriticalPathScreen(a.critical_path, who, lead))
 
     def action_open_rank(self) -> None:
         table = self.query_one("#ranks-table", DataTable)
