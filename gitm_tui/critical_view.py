@@ -32,8 +32,8 @@ def critical_block(cp: CriticalPath) -> list[RenderableType]:
     out.append(t)
     for o in cp.opportunities:
         line = Text()
-        line.append(f"{o.what.replace('_', ' ')} {o.share:.0%} of the path", style="bold yellow")
-        line.append(f" ({o.ns / 1e6:,.2f} ms): {o.evidence} — try: {o.suggestion}")
+        line.append(f"{o.what.replace('_', ' ')} {o.size_text(cp.total_ns)}", style="bold yellow")
+        line.append(f": {o.evidence} — try: {o.suggestion}")
         line.append(
             f" (lever: {', '.join(o.levers)})"
             if o.levers

@@ -226,6 +226,7 @@ def opportunities(
             Opportunity(
                 what="exposed_communication",
                 ns=round(comm),
+                path_ns=round(comm),
                 share=comm / total,
                 evidence=f"{n} collective kernel(s) on the critical path: {_ms(by['communication'])} "
                 f"in the kernels, {_ms(held)} held back before them"
@@ -253,6 +254,7 @@ def opportunities(
             Opportunity(
                 what="allocation",
                 ns=round(alloc),
+                path_ns=round(by["allocation"]),
                 share=alloc / total,
                 evidence=f"{calls:,} device allocation calls (cudaMalloc/cudaFree, hipMalloc/"
                 f"hipFree) in the window{rate}, {_ms(by['allocation'])} of them on the critical "
@@ -267,6 +269,7 @@ def opportunities(
             Opportunity(
                 what="data_loading",
                 ns=round(load),
+                path_ns=round(by["data_loading"]),
                 share=load / total,
                 evidence=f"{_ms(by['data_loading'])} of data loading on the critical path: the "
                 f"step waits for its loader{load_cap}",
@@ -281,6 +284,7 @@ def opportunities(
             Opportunity(
                 what="host",
                 ns=round(host),
+                path_ns=round(by["host"] + by["launch_api"]),
                 share=host / total,
                 evidence=f"{_ms(by['host'])} of host time between calls and "
                 f"{_ms(by['launch_api'])} in launch calls on the critical path: the device "
@@ -296,6 +300,7 @@ def opportunities(
             Opportunity(
                 what="device_gaps",
                 ns=round(by["kernel_gap"]),
+                path_ns=round(by["kernel_gap"]),
                 share=by["kernel_gap"] / total,
                 evidence=f"{_ms(by['kernel_gap'])} between dependent device rows that the trace "
                 "does not explain (no recorded launch, event or sync accounts for it)",
@@ -333,8 +338,8 @@ def critical_markdown(cp: CriticalPath) -> list[str]:
         for o in cp.opportunities:
             lev = ", ".join(f"`{x}`" for x in o.levers) if o.levers else "no lever of the library"
             lines.append(
-                f"* **{md_text(o.what.replace('_', ' '))}** — {o.share:.0%} of the path "
-                f"({_ms(o.ns)}): {md_text(o.evidence)}. Try: {md_text(o.suggestion)} ({lev})."
+                f"* **{md_text(o.what.replace('_', ' '))}** — {o.size_text(cp.total_ns)}: "
+                f"{md_text(o.evidence)}. Try: {md_text(o.suggestion)} ({lev})."
             )
     if cp.kernels_by_class_ns:
         lines += ["", "Kernels on the path by class: " + ", ".join(

@@ -43,14 +43,25 @@ class Opportunity(_M):
     what: str = Field(
         description="exposed_communication | allocation | data_loading | host | device_gaps"
     )
-    ns: int
-    share: float = Field(description="of the critical path")
+    ns: int = Field(description="what it could take off the span: its time on the path, or "
+                    "for a host-side part at most the span less the busiest stream's busy time")
+    share: float = Field(description="ns as a share of the critical path")
+    path_ns: int = Field(default=0, description="its time on the critical path")
     evidence: str = Field(description="what in the trace shows it")
     suggestion: str = Field(description="what an engineer would try")
     levers: list[str] = Field(
         description="levers of the library that act on it ([]: none does — the analysis "
         "names it all the same)"
     )
+
+    def size_text(self, total_ns: int) -> str:
+        """'67% of the path (827.70 ms)', or with what can come off where that is less:
+        '98% of the path (454.69 ms), at most 40% (184.57 ms) off the span'."""
+        on = self.path_ns or self.ns
+        head = f"{on / total_ns:.0%} of the path ({on / 1e6:,.2f} ms)" if total_ns else ""
+        if self.ns < on:
+            head += f", at most {self.share:.0%} ({self.ns / 1e6:,.2f} ms) off the span"
+        return head
 
 
 class CriticalPath(_M):

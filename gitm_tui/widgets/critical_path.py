@@ -89,13 +89,14 @@ def parts_grid(cp: CriticalPath, n: int = PARTS_COMPACT, columns: int = 2) -> Ta
     return t
 
 
-def opportunity_line(o: Opportunity, full: bool = False) -> Text:
+def opportunity_line(o: Opportunity, full: bool = False, total_ns: int = 0) -> Text:
     """One opportunity: what, its share and time, then (``full``) its evidence, what to try
     and which lever acts on it — or, compact, what to try, on one line cut with "…"."""
     line = Text(no_wrap=not full, overflow="ellipsis" if not full else "fold")
     line.append("▲ ", style="bold yellow")
     line.append(outside_text(o.what.replace("_", " "), "bold yellow", 80))
-    line.append(f" {_pct(o.share)} of the path ({_ms(o.ns)})", style="bold")
+    size = o.size_text(total_ns) if total_ns else f"{_pct(o.share)} of the path ({_ms(o.ns)})"
+    line.append(f" {size}", style="bold")
     if full:
         line.append(": ")
         line.append_text(outside_text(o.evidence))
@@ -119,7 +120,7 @@ def critical_summary(cp: CriticalPath | None, lead: Text | None = None) -> Rende
     if cp.parts:
         out.append(parts_grid(cp))
     for o in cp.opportunities[:OPPORTUNITIES_COMPACT]:
-        out.append(opportunity_line(o))
+        out.append(opportunity_line(o, total_ns=cp.total_ns))
     more = len(cp.opportunities) - OPPORTUNITIES_COMPACT
     tail = Text(no_wrap=True, overflow="ellipsis", style="dim")
     if more > 0:
@@ -149,7 +150,7 @@ def critical_account(cp: CriticalPath | None, lead: Text | None = None) -> Rende
     out.append(t)
     if cp.opportunities:
         out += [Text(""), Text("named first: what the path is bound by", style="bold")]
-        out += [opportunity_line(o, full=True) for o in cp.opportunities]
+        out += [opportunity_line(o, full=True, total_ns=cp.total_ns) for o in cp.opportunities]
     if cp.top_rows:
         out += [Text("")]
         rows = Table(box=None, pad_edge=False, show_header=True, header_style="bold", expand=True)
