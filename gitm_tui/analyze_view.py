@@ -343,6 +343,9 @@ def cross_rank_text(c: CrossRank) -> Text:
         t.append(clean(c.straggler, 600), style="bold")
     if c.unmatched:
         t.append(f", {c.unmatched} not on every rank (not compared)")
+    if c.job_path:  # who the job's step waited for between its collectives
+        t.append("\n  job: ", style="bold")
+        t.append(clean(c.job_path, 600))
     t.append(f"\n  matching: {c.matching}\n  clocks: {c.clocks}\n", style="dim")
     for s in c.steps[:10]:
         share = s.others_waited_ns / max(1, s.step_ns)

@@ -67,8 +67,9 @@ def hold_to_peers(
         if o.analysis is not None and o.analysis.rank is not None and o.summary is not None
     }
     path = job_path(bounds, spans)
-    line = f"levers of {held} rank(s) replayed with their collectives held to their peers"
-    return out, line + (f"; {path.headline()}" if path is not None else "")
+    if path is not None:
+        crossed.job_path = path.headline()
+    return out, f"levers of {held} rank(s) replayed with their collectives held to their peers"
 
 
 def _out_name(o: FileOutcome) -> str | None:

@@ -57,6 +57,7 @@ def cross_rank_markdown(c: CrossRank) -> str:
         "## Stragglers per step",
         "",
         f"**Straggler:** {md_text(c.straggler)}",
+        *(["", f"**The job's critical path:** {md_text(c.job_path)}"] if c.job_path else []),
         "",
     ]
     if c.steps:

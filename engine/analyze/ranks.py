@@ -532,6 +532,12 @@ class CrossRank(_M):
         default=[], description="ranks sharing no collective with the others: clocks not aligned"
     )
     link_rule: str = ""
+    job_path: str = Field(
+        default="",
+        description="the job's critical path between its collectives in one line (who the job "
+        "waited for, the transfers, the longest tail; engine.analyze.job); '' where the peers "
+        "could not be held",
+    )
     notes: list[str]
 
 
