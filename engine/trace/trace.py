@@ -188,6 +188,29 @@ class HostEvents:
 
 
 @dataclass(eq=False)
+class TopOps:
+    """The top-level CPU operators of the threads that launch GPU work, where the trace records
+    them (Kineto: framework ops and user annotations that no other on their thread contains;
+    ProfilerStep# ranges are steps, not ops): one row each, columns of equal length. Per thread
+    in order of start and disjoint (an op that began inside the one before it starts where that
+    one ends). ``thread`` is HostEvents.thread's numbering; ``name`` an id into Trace.names."""
+
+    start_ns: npt.NDArray[np.int64]
+    end_ns: npt.NDArray[np.int64]
+    thread: npt.NDArray[np.int32]
+    name: npt.NDArray[np.int32]
+
+    @classmethod
+    def empty(cls) -> TopOps:
+        """Return a table with no rows (a source that records no operators)."""
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32),
+                   np.zeros(0, np.int32))  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+@dataclass(eq=False)
 class Trace:
     """What an importer or a live source hands to the pipeline."""
 
@@ -197,3 +220,5 @@ class Trace:
     device_properties: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     simulated: bool = False
+    #: the top-level CPU operators (none where the source records none)
+    top_ops: TopOps = field(default_factory=TopOps.empty)

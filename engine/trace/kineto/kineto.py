@@ -56,6 +56,9 @@ from engine.trace.kineto.collectives import collective_meta
 from engine.trace.kineto.derive import derive_work
 from engine.trace.kineto.op_shapes import from_derived_ops
 from engine.trace.kineto.shapes import OpWork, may_derive, op_work
+from engine.trace.kineto.top_ops import join as join_top_ops
+from engine.trace.kineto.top_ops import name_id as top_name_id
+from engine.trace.kineto.top_ops import nested, tid_of_thread
 from engine.trace.limits import ReadLimits, check_times
 from engine.trace.segments import Kind, Klass, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify, classify_table
@@ -98,6 +101,11 @@ class _Columns:
         # again (15.5k _op_work calls → a few hundred on a 2 M-event trace)
         self.shape_work: dict[tuple[int, bytes | None, bytes | None, bytes | None], int] = {}
         self.steps: list[tuple[int, int, int]] = []  # ProfilerStep#N (start, end ns, N or -1)
+        # each block's outer CPU ops (engine.trace.kineto.top_ops): thread id, interval, name
+        # (an id into ``top_names``, kept apart from the kernels' table until the join)
+        self.top: list[dict[str, np.ndarray]] = []
+        self.top_names = NameTable()
+        self.top_of_hash: dict[int, int] = {}  # name hash → id in top_names (-1: a step)
         self.mtia = 0  # mtia_ccp_events rows seen
         self.mtia_streams: set[int] = set()  # the device streams they name
         self.mtia_unstreamed = 0  # of them, rows naming no stream (not kept)
@@ -522,18 +530,22 @@ def _framework(
 ) -> None:
     """Keep what the CPU-side rows tell: framework ops with their work where their recorded
     shapes give it (only ops of a known family are parsed again for their args; ``grouped``:
-    see ``_works``), the ProfilerStep ranges, and how much MTIA device activity the trace
-    holds."""
+    see ``_works``), the outer ops of the block (``_top_ops``), the ProfilerStep ranges, and
+    how much MTIA device activity the trace holds."""
     op = np.flatnonzero((codes == js.CAT_CPU_OP) & ~bad)
+    top = np.full(len(codes), -1, np.int32)  # each CPU op's id in cols.top_names (-1: none)
     if op.size:
         idx = np.full(op.size, -1, np.int64)
         # which ops may be derived is decided once per distinct name, not once per op
         uniq, first, inv = np.unique(h[op], return_index=True, return_inverse=True)
         derivable = np.zeros(len(uniq), bool)
+        top_u = np.empty(len(uniq), np.int32)
         for u, i in enumerate(first.tolist()):
             r = int(op[i])
             name = _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r]))
             derivable[u] = may_derive(name)
+            top_u[u] = top_name_id(cols.top_of_hash, cols.top_names, int(h[r]), name)
+        top[op] = top_u[inv.reshape(-1)]
         pos = np.flatnonzero(derivable[inv.reshape(-1)])  # of the ops whose shapes are read
         idx[pos] = _works(cols, buf, starts, ends, op[pos], h, grouped)
         # only ops of known work are kept: the innermost-known-op sweep needs no other
@@ -549,16 +561,37 @@ def _framework(
     ann = np.flatnonzero((codes == js.CAT_ANNOTATION) & ~bad)
     for r in ann.tolist():
         name = _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r]))
+        top[r] = top_name_id(cols.top_of_hash, cols.top_names, int(h[r]), name)
         if name.startswith("ProfilerStep#"):
             num = name[len("ProfilerStep#") :]
             sid = int(num) if num.isascii() and num.isdigit() and len(num) < 12 else -1
             cols.steps.append((int(ts[r]), int(ts[r] + dur[r]), sid))
+    _top_ops(cols, ints, ts, dur, top)
     mt = (codes == js.CAT_MTIA) & ~bad
     if mt.any():
         st = ints[mt, js.F_STREAM]
         cols.mtia += int(mt.sum())
         cols.mtia_unstreamed += int((st == js.MISSING).sum())
         cols.mtia_streams.update(st[st != js.MISSING].tolist())
+
+
+def _top_ops(
+    cols: _Columns, ints: np.ndarray, ts: np.ndarray, dur: np.ndarray, top: np.ndarray
+) -> None:
+    """Keep the block's outer CPU ops (``top``: the id in ``cols.top_names`` of each of its
+    cpu_op and user_annotation events, -1 for a step and any other event): those of some
+    length that no other op of the block contains on their thread, as the rows lie in the file
+    (engine.trace.kineto.top_ops)."""
+    rows = np.flatnonzero((top >= 0) & (dur > 0))
+    if not rows.size:
+        return
+    tid, start = ints[rows, js.F_TID], ts[rows]
+    end = start + dur[rows]
+    outer = nested(tid, start, end)
+    cols.top.append(
+        {"tid": _narrow(tid[outer]), "start": start[outer], "end": end[outer],
+         "name": top[rows[outer]]}
+    )  # fmt: skip
 
 
 def _chunks(path: Path, limits: ReadLimits | None = None) -> Iterator[bytes]:
@@ -769,6 +802,7 @@ def _build(
         stream = np.broadcast_to(np.int32(-1), (sum(len(p.pop("stream")) for p in h),))
     else:
         stream = _cat(h, "stream", np.int32)
+    tids = np.concatenate([p["tid"] for p in h]) if h else np.zeros(0, np.int64)
     host = HostEvents(
         correlation=_cat(h, "correlation", np.int64),
         stream=stream,
@@ -777,11 +811,11 @@ def _build(
         api=_cat(h, "api", np.uint8),
         # each call's thread (the replay's host clocks), dense; the blocks keep their "tid"
         # for the derivation, which pops it
-        thread=HostEvents.threads_of(np.concatenate([p["tid"] for p in h]))
-        if h
-        else np.zeros(0, np.int32),
+        thread=HostEvents.threads_of(tids),
     )
-    del api_start, stream  # (the columns' one holder is the table: the merge replaces them)
+    # the raw id of each thread number: the top-level ops are kept on the launching threads
+    launching = tid_of_thread(tids, host.thread)
+    del api_start, stream, tids  # (the columns' one holder is the table: the merge replaces them)
     give_back()  # the blocks' arrays, joined into the columns
     timed = np.isin(seg.kind, np.array(_TIMED_KINDS, np.uint8))
     if cols.malformed_gpu and not timed.any():  # not "CPU-only": the GPU rows were dropped
@@ -819,6 +853,7 @@ def _build(
     seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work, compiled)
     cols.ops, cols.work = [], []
     give_back()  # the derivation's transients: the analysis starts from what the trace keeps
+    top_ops = join_top_ops(cols.top, launching, cols.top_names, cols.names)
     # top-level metadata is free-form JSON: keep only values of the shape we read
     devices = meta.get("deviceProperties")
     dist = meta.get("distributedInfo")
@@ -849,8 +884,9 @@ def _build(
     if cols.mtia:  # the device the rows ran on, as the trace names it (no catalogue entry)
         props["platform"] = "mtia"
     return Trace(
-        segments=seg, names=cols.names, host=host, device_properties=props, source=str(path)
-    )
+        segments=seg, names=cols.names, host=host, device_properties=props, source=str(path),
+        top_ops=top_ops,
+    )  # fmt: skip
 
 
 def mtia_device(trace: Trace, hardware: str | None = None) -> tuple[str, str]:
