@@ -30,6 +30,13 @@ def critical_block(cp: CriticalPath) -> list[RenderableType]:
     for p in cp.parts[:PARTS_SHOWN]:
         t.add_row(Text(p.label), f"{p.ns / 1e6:,.2f}", f"{p.share:.1%}", p.hta)
     out.append(t)
+    if cp.host_ops:  # the host part by operator, and what the rest waited for
+        ops = "; ".join(f"{r.name} {r.ns / 1e6:,.2f} ms" for r in cp.host_ops[:4])
+        line = Text(f"host time on the path by operator: {ops}", style="dim")
+        if cp.host_waits:
+            waits = "; ".join(f"{r.name} {r.ns / 1e6:,.2f} ms" for r in cp.host_waits[:3])
+            line.append(f" — outside any operator, while another thread ran: {waits}")
+        out.append(line)
     for o in cp.opportunities:
         line = Text()
         line.append(f"{o.what.replace('_', ' ')} {o.size_text(cp.total_ns)}", style="bold yellow")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.fingerprint import Fingerprint, fingerprint_of_trace
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
-from engine.planner.catalogue import GpuPeaks, by_id, detect
+from engine.planner.catalogue import GpuPeaks, Identified, by_id, describe, identify, properties_of
 from engine.planner.graph import (
     counted,
     expected_efficiency,
@@ -41,6 +41,7 @@ from engine.planner.graph import (
     trace_roofline,
 )
 from engine.regimes import Label, Regime
+from engine.text import clean
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
 from engine.trace.import_memory import gc_paused, give_back
@@ -84,14 +85,143 @@ class AnalysisResult:
     path: tuple[PathIntervals, ReplayDag] | None = None
 
 
-def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hardware, list[str]]:
-    """Return the catalogue entry (None: unknown), how it was chosen, and notes.
+#: rows whose devices _hardware tallies at a time: a few MB of transients per chunk, never a
+#: copy of a whole trace's columns (the analysis of a 10 M-row trace holds its peak elsewhere)
+_DEVICE_CHUNK = 1 << 20
+#: device lines shown in the notes at most (a 72-GPU host's rank trace names a few devices)
+_DEVICE_LINES = 8
 
-    Never a silent guess: a trace without device properties, or with a device the catalogue
-    lacks, is analysed with the hardware *unknown* — every figure that needs peaks says so —
-    unless the user names it with --hardware."""
-    devices = trace.device_properties.get("devices") or []
-    reported = str(devices[0].get("name")) if devices and devices[0].get("name") else None
+
+@dataclass(frozen=True)
+class _DeviceUse:
+    """The timed rows one device number ran: how many and their summed time."""
+
+    id: int
+    rows: int
+    time_ns: int
+
+
+def _device_use(seg: Segments) -> list[_DeviceUse]:
+    """Timed rows (kernels, copies, memsets, collectives) per device number, most GPU time
+    first (ties by id)."""
+    timed = np.array(_TIMED, np.uint8)
+    acc: dict[int, list[int]] = {}
+    for a in range(0, len(seg), _DEVICE_CHUNK):
+        b = min(len(seg), a + _DEVICE_CHUNK)
+        k = np.isin(seg.kind[a:b], timed)
+        if not k.any():
+            continue
+        dev = seg.device[a:b][k]
+        dur = seg.end_ns[a:b][k] - seg.start_ns[a:b][k]
+        for d in np.unique(dev).tolist():
+            m = dev == d
+            e = acc.setdefault(int(d), [0, 0])
+            e[0] += int(m.sum())
+            e[1] += int(dur[m].sum())
+    return sorted(
+        (_DeviceUse(d, r, t) for d, (r, t) in acc.items()), key=lambda u: (-u.time_ns, u.id)
+    )
+
+
+@dataclass(frozen=True)
+class _Device:
+    """One device the rows ran on, as the trace describes it and the catalogue names it."""
+
+    id: int
+    props: dict[str, Any] | None  # the trace's properties of it (None: its list lacks it)
+    found: Identified | None  # None: no properties, or two processes' different GPUs
+    label: str  # the device as the trace names it, sanitised, with what its peaks are
+    problem: str | None = None  # why it has no model, where that is not the catalogue's reason
+
+    @property
+    def model(self) -> str:
+        """What tells two devices' models apart: the entry's id, else the reported facts."""
+        if self.found is not None and self.found.entry is not None:
+            return self.found.entry.id
+        p = self.props or {}
+        return f"?{p.get('name')!r}/{p.get('numSms')!r}/{p.get('totalGlobalMem')!r}/{self.id}"
+
+
+def _device(devices: list[dict[str, Any]], dev_id: int) -> _Device:
+    """The device rows call ``dev_id``: its properties (by id: ``properties_of``), its catalogue
+    entry or estimate, and its label."""
+    listed = properties_of(devices, dev_id)
+    if not listed:
+        ids = sorted({i for d in devices if isinstance(i := d.get("id"), int)})
+        where = f" (ids {', '.join(map(str, ids))})" if ids else ""
+        return _Device(
+            dev_id,
+            None,
+            None,
+            f"device {dev_id} (not in the trace's device list{where})",
+            f"rows ran on device {dev_id}, which the trace's device list{where} lacks",
+        )
+    props = listed[0]
+    # (repr: trace metadata may hold unhashable values where numbers belong)
+    if len({repr((p.get("name"), p.get("numSms"), p.get("totalGlobalMem"))) for p in listed}) > 1:
+        names = " / ".join(clean(str(p.get("name") or "unnamed"), 60) for p in listed)
+        return _Device(
+            dev_id,
+            props,
+            None,
+            f"device {dev_id}: {names}",
+            f"device {dev_id} is a different GPU in different processes ({names}: "
+            "TARGET_INFO_CUDA_DEVICE) and its rows do not say their process",
+        )
+    found = identify(props)
+    name = props.get("name")
+    shown = clean(name.strip(), 80) if isinstance(name, str) and name.strip() else ""
+    facts = describe(props)
+    if not shown:
+        shown = f"unnamed device ({facts})" if facts else "unknown"
+    if found.kind == "catalogue" and found.entry is not None:
+        label = f"{shown} · catalogue {found.entry.name}"
+    elif found.kind == "estimate":
+        label = f"{shown} · ESTIMATED peaks ({facts})"
+    else:
+        label = shown
+    return _Device(dev_id, props, found, label)
+
+
+def _device_line(d: _Device, u: _DeviceUse, total_ns: int) -> str:
+    share = u.time_ns / total_ns if total_ns else 0.0
+    return (
+        f"device {d.id}: {d.label} — {u.rows:,} rows, {u.time_ns / 1e6:,.2f} ms "
+        f"({share:.0%} of GPU time)"
+    )
+
+
+def _links(found: GpuPeaks) -> tuple[str, str | None]:
+    host = (
+        f"{found.host_link.label}, {found.host_link.Bps_per_direction / 1e9:.2f} GB/s per direction"
+    )
+    peer = found.peer_link
+    return host, (
+        f"{peer.label}, {peer.Bps_per_direction / 1e9:.0f} GB/s per direction" if peer else None
+    )
+
+
+_UNKNOWN_TAIL = (
+    "roofline fractions, copy link rates and FLOP-based pressures are not computed (regimes "
+    "rest on kernel-name priors); pass --hardware ID (gitm-tui analyze --help lists the ids) to "
+    "name it"
+)
+
+
+def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hardware, list[str]]:
+    """Return the peaks the rows are judged by (None: unknown), how they were chosen, and notes.
+
+    The device is the one the rows ran on: each timed row's ``device`` read against the trace's
+    device list by id (Kineto ``deviceProperties[].id``, Nsight's CUDA device numbers, rocprof's
+    GPU agents: ``properties_of``), the device that ran most of the GPU time analysed. Its peaks
+    are its catalogue entry's, else an ESTIMATE from its own properties (labelled so on the
+    first screen, in report.md and in ``peak_source``), else unknown — every figure that needs
+    peaks then says so — unless the user names it with --hardware. Rows on devices of more than
+    one model are never judged by one device's peaks: the hardware is unknown for the roofline
+    then, and a line per device says which model ran what (``--hardware`` still applies one
+    entry to all). The name shown is the device's as the trace names it, sanitised."""
+    devices = [d for d in trace.device_properties.get("devices") or [] if isinstance(d, dict)]
+    first = str(devices[0].get("name")) if devices and devices[0].get("name") else None
     notes: list[str] = []
     if trace.device_properties.get("platform") == "mtia":  # the catalogue holds GPUs only
         from engine.trace.kineto.kineto import mtia_device
@@ -99,41 +229,121 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
         name, note = mtia_device(trace, hardware)
         return (
             None,
-            Hardware(id=None, name=name, detected_from="trace", reported_name=reported),
+            Hardware(id=None, name=name, detected_from="trace", reported_name=first),
             [note],
         )
-    found = by_id(hardware) if hardware else detect(devices)
-    source = "flag" if hardware else "trace"
-    if found is None:
-        source = "none"
-        why = (
-            f"device {reported!r} (as the trace reports it) is not in the hardware catalogue"
-            if reported
-            else "the trace carries no device properties"
+    use = _device_use(trace.segments)
+    if not devices:  # nothing to read the rows' devices against
+        ran = []
+        if len(use) > 1:
+            notes.append(
+                f"rows ran on {len(use)} devices (ids {', '.join(str(u.id) for u in use)}) and "
+                "the trace describes none of them"
+            )
+    elif use:
+        ran = [_device(devices, u.id) for u in use]
+    else:  # no timed row (a CUPTI-profiler trace of ranges only): the first listed device
+        ids = [i for d in devices[:1] if isinstance(i := d.get("id"), int)]
+        ran = [_device(devices, ids[0] if ids else 0)] if devices else []
+    main = ran[0] if ran else None
+    name0 = main.props.get("name") if main and main.props else None
+    reported = str(name0) if name0 else None
+    models = {d.model for d in ran}
+    total = sum(u.time_ns for u in use)
+    if len(ran) > 1:
+        kinds = f"{len(models)} GPU models" if len(models) > 1 else "one GPU model"
+        notes.append(f"rows ran on {len(ran)} devices ({kinds}); by GPU time:")
+        notes += [_device_line(d, u, total) for d, u in zip(ran[:_DEVICE_LINES], use, strict=False)]
+        if len(ran) > _DEVICE_LINES:
+            notes.append(f"… and {len(ran) - _DEVICE_LINES} more devices")
+    if hardware:
+        found = by_id(hardware)
+        host, peer = _links(found)
+        if len(models) > 1:
+            notes.append(
+                f"--hardware {hardware}: every row is judged by {found.name}'s peaks, whichever "
+                "device ran it"
+            )
+        return (
+            found,
+            Hardware(
+                id=found.id,
+                name=found.name,
+                detected_from="flag",
+                reported_name=reported,
+                peak_source=found.source,
+                host_link=host,
+                peer_link=peer,
+            ),
+            notes,
         )
+    if len(models) > 1:
+        assert main is not None
+        others = ", ".join(d.label for d in ran[1:3]) + (", …" if len(ran) > 3 else "")
         notes.append(
-            f"hardware unknown: {why}; roofline fractions, copy link rates and FLOP-based "
-            "pressures are not computed (regimes rest on kernel-name priors); pass --hardware "
-            "ID (gitm-tui analyze --help lists the ids) to name it"
+            f"hardware unknown for the roofline: the rows ran on {len(models)} GPU models and no "
+            "one device's peaks may judge another's rows, so roofline fractions, copy link rates "
+            "and FLOP-based pressures are not computed (regimes rest on kernel-name priors); the "
+            f"device that ran most of the GPU time is device {main.id} ({main.label}); pass "
+            "--hardware ID to judge every row by one catalogue entry"
         )
         return (
             None,
-            Hardware(id=None, name="unknown", detected_from="none", reported_name=reported),
+            Hardware(
+                id=None,
+                name=f"{len(models)} models: {main.label} (most GPU time), {others}",
+                detected_from="trace",
+                reported_name=reported,
+            ),
             notes,
         )
-    peer = found.peer_link
-    model = Hardware(
-        id=found.id,
-        name=found.name,
-        detected_from=source,
-        reported_name=reported,
-        peak_source=found.source,
-        host_link=f"{found.host_link.label}, {found.host_link.Bps_per_direction / 1e9:.2f} GB/s per direction",
-        peer_link=f"{peer.label}, {peer.Bps_per_direction / 1e9:.0f} GB/s per direction"
-        if peer
-        else None,
+    found_id = main.found if main is not None else None
+    if main is None or found_id is None or found_id.entry is None:
+        if main is None:
+            why = "the trace carries no device properties"
+        elif main.problem is not None:
+            why = main.problem
+        else:
+            assert found_id is not None
+            why = found_id.why
+        notes.append(f"hardware unknown: {why}; {_UNKNOWN_TAIL}")
+        shown = main.label if main is not None and main.props else "unknown"
+        return (
+            None,
+            Hardware(id=None, name=shown, detected_from="none", reported_name=reported),
+            notes,
+        )
+    entry = found_id.entry
+    host, peer = _links(entry)
+    if found_id.kind == "estimate":
+        amb = (
+            f" (it fits {len(found_id.ambiguous)} catalogue entries equally: "
+            f"{', '.join(found_id.ambiguous)})"
+            if found_id.ambiguous
+            else ""
+        )
+        notes.append(
+            f"ESTIMATED peaks: device {main.id} ({main.label}) is in no catalogue entry{amb}; "
+            f"{entry.source}; pass --hardware ID to use a catalogue entry instead"
+        )
+    elif found_id.why == "properties":
+        notes.append(
+            f"device {main.id}: the trace names no model; its properties ({describe(main.props or {})}) "
+            f"are the catalogue's {entry.name} and no other entry's"
+        )
+    return (
+        entry,
+        Hardware(
+            id=entry.id,
+            name=main.label,
+            detected_from="estimate" if found_id.kind == "estimate" else "trace",
+            reported_name=reported,
+            peak_source=entry.source,
+            host_link=host,
+            peer_link=peer,
+        ),
+        notes,
     )
-    return found, model, notes
 
 
 #: rows of the kernel table between two hand-backs of the heap's free pages: each name's
@@ -733,6 +943,7 @@ def _levers(
     out = replay_levers(replayed, ref, regimes, device=hw, whole=trace, peers=peers)
     if not len(trace.host):
         notes.append(
-            "no host runtime rows in this trace: launch/sync structure unknown, no lever replayed"
+            "no host runtime rows in this trace: launch/sync structure unknown, no lever "
+            "replayed and what bounds the step (its critical path) unknown"
         )
     return out

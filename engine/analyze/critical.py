@@ -20,6 +20,7 @@ from engine.analyze.critical_model import (
     Opportunity,
     PathRow,
 )
+from engine.analyze.critical_ops import OUTSIDE, host_by_operator, outside_while
 from engine.manifest import load_critical_path
 from engine.schedule.critical import GROUPS as GROUPS  # (re-exported: the headline's groups)
 from engine.schedule.critical import HTA_BOUND_BY, PARTS, headline, kernel_breakdown
@@ -92,6 +93,8 @@ def summarize_path(
         kernels_by_class_ns={k: round(v) for k, v in by_class.items()},
         kernels_by_regime_ns={k: round(v) for k, v in by_regime.items()},
         top_rows=_top_rows(cp, dag),
+        host_ops=_rows(_top(host_by_operator(cp, dag, trace, n=None), 10, "other operators")),
+        host_waits=_rows(outside_while(cp, dag, trace, n=5)),
         steps=cp_steps,
         hta_bound_by_ns=dict(hta),
         opportunities=opportunities(
@@ -121,6 +124,20 @@ def _notes(cp: Path, by: dict[str, float], total: float, busiest_ns: float | Non
             "parts cover less than the span"
         )
     return out
+
+
+def _top(got: list[tuple[str, float, int]], n: int, rest: str) -> list[tuple[str, float, int]]:
+    """The ``n`` largest, and the others as one row (the rows still add up to the whole)."""
+    if len(got) <= n + 1:
+        return got
+    keep = [g for g in got[n:] if g[0] == OUTSIDE]  # (the time outside any operator stays)
+    others = [g for g in got[n:] if g[0] != OUTSIDE]
+    tail = (f"{len(others):,} {rest}", sum(v for _, v, _ in others), sum(c for *_, c in others))
+    return [*got[:n], *keep, tail]
+
+
+def _rows(got: list[tuple[str, float, int]]) -> list[PathRow]:
+    return [PathRow(name=valid_unicode(n), part="host", ns=round(v), rows=c) for n, v, c in got]
 
 
 def _allocation_advice(pool_off: bool, pytorch: bool) -> str:
@@ -352,6 +369,15 @@ def critical_markdown(cp: CriticalPath) -> list[str]:
         lines += [
             f"| {md_code(r.name)} | {r.part} | {_ms(r.ns)} | {r.rows:,} |" for r in cp.top_rows
         ]
+    if cp.host_ops:
+        lines += ["", "Host time on the path by the top-level operator it was spent in:", "",
+                  "| operator | ms | calls |", "|---|---:|---:|"]  # fmt: skip
+        lines += [f"| {md_code(r.name)} | {_ms(r.ns)} | {r.rows:,} |" for r in cp.host_ops]
+    if cp.host_waits:
+        lines += ["", "Of the host time outside any operator, what another thread ran then (the "
+                  "thread on the path waited for it):", "", "| other thread's operator | ms |",
+                  "|---|---:|"]  # fmt: skip
+        lines += [f"| {md_code(r.name)} | {_ms(r.ns)} |" for r in cp.host_waits]
     if cp.steps:
         lines += ["", "| step | ms | bound by |", "|---:|---:|---|"]
         lines += [

@@ -43,8 +43,10 @@ class Opportunity(_M):
     what: str = Field(
         description="exposed_communication | allocation | data_loading | host | device_gaps"
     )
-    ns: int = Field(description="what it could take off the span: its time on the path, or "
-                    "for a host-side part at most the span less the busiest stream's busy time")
+    ns: int = Field(
+        description="what it could take off the span: its time on the path, or "
+        "for a host-side part at most the span less the busiest stream's busy time"
+    )
     share: float = Field(description="ns as a share of the critical path")
     path_ns: int = Field(default=0, description="its time on the critical path")
     evidence: str = Field(description="what in the trace shows it")
@@ -75,6 +77,16 @@ class CriticalPath(_M):
     kernels_by_class_ns: dict[str, int]
     kernels_by_regime_ns: dict[str, int]
     top_rows: list[PathRow] = Field(description="kernels and calls with most time on the path")
+    host_ops: list[PathRow] = Field(
+        default_factory=list,
+        description="the path's host part by the top-level CPU operator it was spent in (rows: "
+        "its calls), the rest as time outside any operator; [] where the trace records none",
+    )
+    host_waits: list[PathRow] = Field(
+        default_factory=list,
+        description="the host part outside any operator by what another launching thread ran "
+        "then (a thread waiting for another: the other's operator is what the path waits for)",
+    )
     steps: list[CriticalStep] = Field(description="per ProfilerStep ([]: the trace has none)")
     hta_bound_by_ns: dict[str, int] = Field(
         description="the path in HTA's categories (cpu_bound, gpu_compute_bound, …)"

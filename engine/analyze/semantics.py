@@ -203,6 +203,7 @@ def _as_hta(trace: Trace) -> tuple[Trace, str]:
         device_properties=props,
         source=trace.source,
         simulated=trace.simulated,
+        top_ops=trace.top_ops,  # (the host part of the critical path by operator reads them)
     )
     return out, statement
 

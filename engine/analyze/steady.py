@@ -44,6 +44,7 @@ def steady_window(trace: Trace, regimes: np.ndarray) -> tuple[Trace, np.ndarray,
         device_properties=dict(trace.device_properties),
         source=trace.source,
         simulated=trace.simulated,
+        top_ops=trace.top_ops,  # (the host part of the critical path by operator reads them)
     )
     note = (
         f"levers replayed on {what}: {kept:,} of {n:,} device rows — each gain is that "

@@ -202,3 +202,17 @@ def test_every_part_has_a_label_and_an_hta_category():
     from engine.schedule.critical import HTA_BOUND_BY
 
     assert set(PARTS) == set(HTA_BOUND_BY)
+
+
+def test_the_host_part_is_told_by_operator_on_a_real_trace():
+    """The A100 training trace records its CPU operators: the path's host part is split among
+    them and the time outside any, adding up to the host part (each row rounded to the ns)."""
+    a = analyze_trace(
+        read_trace(str(TRACES / "kineto" / "a100_training_3streams.json.gz"))
+    ).analysis
+    cp = a.critical_path
+    assert cp is not None and cp.host_ops
+    host = next(p.ns for p in cp.parts if p.part == "host")
+    assert abs(sum(r.ns for r in cp.host_ops) - host) <= len(cp.host_ops)
+    assert any(r.name.startswith("autograd::engine::evaluate_function") for r in cp.host_ops)
+    assert cp.host_waits and cp.host_waits[0].name == "## forward ##"
