@@ -35,7 +35,12 @@ def test_the_bound_agrees_with_hta_or_the_difference_is_the_documented_one(row):
     cp = analyze_trace(read_trace(str(TRACES / "kineto" / row["trace"]))).analysis.critical_path
     assert cp is not None
     ours = _shares(cp.hta_bound_by_ns)
-    hta = _shares(row["hta"]["by_us"])
+    by_us = dict(row["hta"]["by_us"])
+    extra = row["hta"]["total_us"] - cp.total_ns / 1e3
+    if extra > 0:  # HTA's window also holds the CPU ops before the first runtime call, which
+        # are host time on its path: without them the two windows are one (docs, reason 3)
+        by_us["cpu_bound"] = max(0.0, by_us.get("cpu_bound", 0.0) - extra)
+    hta = _shares(by_us)
     ours_cpu, hta_cpu = ours.get("cpu_bound", 0.0), hta.get("cpu_bound", 0.0)
     if abs(ours_cpu - hta_cpu) <= AGREE:  # the same bound: every category within AGREE
         for k in GPU:
