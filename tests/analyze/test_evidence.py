@@ -443,7 +443,7 @@ def test_hardware_unknown_is_said_not_guessed():
         ("NVIDIA A100 80GB PCIe", 108, 85198045184, "a100-pcie-80gb"),
         ("NVIDIA H100 PCIe", 114, 85029158912, "h100-pcie"),
         ("AMD Radeon Graphics", 104, 68702699520, "mi250-gcd"),
-        ("NVIDIA GeForce RTX 4090", 128, 25393692672, None),
+        ("NVIDIA GeForce RTX 4090", 128, 25393692672, "rtx-4090"),  # in the catalogue now
         ("NVIDIA A100-SXM4-40GB", 100, 42505273344, None),  # SM count disagrees: not an A100 40GB
     ],
 )

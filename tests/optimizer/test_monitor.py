@@ -130,7 +130,12 @@ def test_catalogue_has_the_required_gpus_with_sources_and_clocks():
         "mi300x",
     } <= ids
     for g in catalogue():
-        assert g.sm_clock_max_mhz and "clock" in g.source and g.peak_flops["bf16"] > 0
+        # a clock from its source, or the source saying none was found (B200, H20): a figure
+        # the datasheets searched do not give is left out, never filled from a neighbour
+        assert ("clock:" in g.source and g.sm_clock_max_mhz) or (
+            "clock: not published" in g.source and g.sm_clock_max_mhz is None
+        ), g.id
+        assert g.peak_flops["bf16"] > 0 and g.peak_flops["fp32"] > 0
         assert g.launch_latency_ns > 0 and g.hbm_bandwidth_Bps > 0
 
 
