@@ -25,10 +25,18 @@ class _M(BaseModel):
 
 
 class Hardware(_M):
-    id: str | None = Field(description="catalogue id, None if the device is not in the catalogue")
-    name: str
+    id: str | None = Field(
+        description="catalogue id ('estimate-…' for peaks estimated from the device's "
+        "properties), None when the peaks are unknown"
+    )
+    name: str = Field(
+        description="the device as the trace names it (sanitised), with the catalogue entry or "
+        "'ESTIMATED peaks' its roofline uses"
+    )
     detected_from: str = Field(
-        description="'trace' (device properties), 'flag' (--hardware) or 'none'"
+        description="'trace' (a catalogue entry matched from the device's properties), "
+        "'estimate' (peaks estimated from them: peak_source says how), 'flag' (--hardware) or "
+        "'none'"
     )
     reported_name: str | None = None
     peak_source: str | None = None
