@@ -247,7 +247,7 @@ def read_nsys(path: str | Path) -> Trace:
         host, twins = _runtime(con, strings) if _RUNTIME in tables else (HostEvents.empty(), 0)
         if _SYNC in tables:
             _link_syncs(con, host)
-        gpus = _gpus(con) if "TARGET_INFO_GPU" in tables else []
+        gpus = _gpus(con, tables) if "TARGET_INFO_GPU" in tables else []
         if not any(len(p["kind"]) and p["kind"][0] != Kind.SYNC for p in parts):
             # not one kernel, copy or memset row: a CPU-only capture, said for what it holds
             # (rows read but unusable, times backwards, are counted as malformed below)
@@ -580,7 +580,30 @@ def _one_row_per_call(
     return np.sort(order[first])
 
 
-def _gpus(con: sqlite3.Connection) -> list[dict[str, Any]]:
+def _cuda_ids(con: sqlite3.Connection) -> dict[int, set[int]]:
+    """TARGET_INFO_GPU id → the CUDA device numbers processes gave it (TARGET_INFO_CUDA_DEVICE:
+    one row per process and device, ``cudaId`` the process's CUDA ordinal, ``gpuId`` the GPU)."""
+    cols = _columns(con, "TARGET_INFO_CUDA_DEVICE")
+    if not {"gpuId", "cudaId"} <= cols:
+        return {}
+    out: dict[int, set[int]] = {}
+    for gpu, cuda in con.execute("SELECT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE").fetchall():
+        if isinstance(gpu, int) and isinstance(cuda, int):
+            out.setdefault(gpu, set()).add(cuda)
+    return out
+
+
+def _gpus(con: sqlite3.Connection, tables: set[str] | None = None) -> list[dict[str, Any]]:
+    """The GPUs of TARGET_INFO_GPU, each with ``id``: the device number its rows carry.
+
+    The activity tables' ``deviceId`` is the process's CUDA device ordinal, not
+    TARGET_INFO_GPU's ``id`` (Nsight's own numbering, in PCI order): on a host with mixed GPUs
+    CUDA puts the fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST is its default), and
+    CUDA_VISIBLE_DEVICES renumbers them. So ``id`` comes from TARGET_INFO_CUDA_DEVICE
+    (``gpuId`` → ``cudaId``) where the export has it, else from TARGET_INFO_GPU's ``cuDevice``,
+    else it is the Nsight id. A GPU that processes numbered differently is listed once per
+    number (``properties_of`` then sees two devices behind one id). ``gpu_id`` keeps Nsight's
+    id, ``clock_mhz`` the clock (clockRate is in Hz)."""
     cols = _columns(con, "TARGET_INFO_GPU")
     wanted = [
         c
@@ -594,25 +617,39 @@ def _gpus(con: sqlite3.Connection) -> list[dict[str, Any]]:
             "computeMajor",
             "computeMinor",
             "chipName",
+            "cuDevice",
+            "busLocation",
         )
         if c in cols
     ]
     if not wanted:
         return []
+    cuda = _cuda_ids(con) if tables is not None and "TARGET_INFO_CUDA_DEVICE" in tables else {}
     rows = con.execute(f"SELECT {', '.join(wanted)} FROM TARGET_INFO_GPU").fetchall()
     out = []
     for r in rows:
         g = dict(zip(wanted, r, strict=True))
-        out.append(
-            {
-                "id": g.get("id"),
-                "name": _text(g.get("name")),
-                "numSms": g.get("smCount"),
-                "memoryBandwidth": g.get("memoryBandwidth"),
-                "clockRate": g.get("clockRate"),
-                "totalGlobalMem": g.get("totalMemory"),
-                "computeMajor": g.get("computeMajor"),
-                "computeMinor": g.get("computeMinor"),
-            }
-        )
+        gpu = g.get("id")
+        clock = g.get("clockRate")
+        dev = {
+            "id": gpu,
+            "gpu_id": gpu,
+            "name": _text(g.get("name")),
+            "numSms": g.get("smCount"),
+            "memoryBandwidth": g.get("memoryBandwidth"),
+            "clockRate": clock,
+            "clock_mhz": clock / 1e6
+            if isinstance(clock, (int, float)) and not isinstance(clock, bool) and clock > 0
+            else None,
+            "totalGlobalMem": g.get("totalMemory"),
+            "computeMajor": g.get("computeMajor"),
+            "computeMinor": g.get("computeMinor"),
+            "chipName": _text(g.get("chipName")),
+            "busLocation": _text(g.get("busLocation")),
+        }
+        ids: list[Any] = sorted(cuda.get(gpu, ())) if isinstance(gpu, int) else []
+        if not ids and isinstance(g.get("cuDevice"), int) and not isinstance(g["cuDevice"], bool):
+            ids = [g["cuDevice"]]
+        for cid in ids or [gpu]:
+            out.append({**dev, "id": cid})
     return out

@@ -231,7 +231,16 @@ def read_rocpd(path: str | Path) -> Trace:
     gpus = sorted((a for a in agents.values() if a["type"] == "GPU"), key=lambda a: a["device"])
     props: dict[str, Any] = {
         "format": "rocpd",
-        "devices": [{k: v for k, v in a.items() if k != "device"} for a in gpus],
+        # each GPU as its rows number it: ``id`` the device number rows carry (agent ids are
+        # per process; the analysis reads a row's device by this number), ``agent_id`` its own
+        "devices": [
+            {
+                **{k: v for k, v in a.items() if k not in ("device", "id")},
+                "id": a["device"],
+                "agent_id": a["id"],
+            }
+            for a in gpus
+        ],
         "rank": None,
         "malformed_events": malformed,
         "processes": len(guids),

@@ -278,7 +278,16 @@ def read_rocprof_csv(path: str | Path) -> Trace:
     check_times(path, seg.start_ns, seg.end_ns)
     props: dict[str, Any] = {
         "format": "rocprofv3-csv",
-        "devices": [a for a in r.agents if a.get("type") == "GPU"],
+        # each GPU as its rows number it: ``id`` the device number rows carry (the GPU agents in
+        # agent_info's order, as _device_numbers numbers them), ``agent_id`` the agent's node id
+        "devices": [
+            {
+                **{k: v for k, v in a.items() if k != "id"},
+                "id": gpus.get(a["id"], i),
+                "agent_id": a["id"],
+            }
+            for i, a in enumerate(x for x in r.agents if x.get("type") == "GPU")
+        ],
         "rank": None,
         "malformed_events": malformed,
         "files": r.files,
