@@ -132,6 +132,7 @@ class _Device:
     found: Identified | None  # None: no properties, or two processes' different GPUs
     label: str  # the device as the trace names it, sanitised, with what its peaks are
     problem: str | None = None  # why it has no model, where that is not the catalogue's reason
+    shown: str = ""  # the device as the trace names it, sanitised ('' when it names none)
 
     @property
     def model(self) -> str:
@@ -170,17 +171,16 @@ def _device(devices: list[dict[str, Any]], dev_id: int) -> _Device:
         )
     found = identify(props)
     name = props.get("name")
-    shown = clean(name.strip(), 80) if isinstance(name, str) and name.strip() else ""
+    named = clean(name.strip(), 80) if isinstance(name, str) and name.strip() else ""
     facts = describe(props)
-    if not shown:
-        shown = f"unnamed device ({facts})" if facts else "unknown"
+    shown = named or (f"unnamed device ({facts})" if facts else "unknown")
     if found.kind == "catalogue" and found.entry is not None:
         label = f"{shown} · catalogue {found.entry.name}"
     elif found.kind == "estimate":
         label = f"{shown} · ESTIMATED peaks ({facts})"
     else:
         label = shown
-    return _Device(dev_id, props, found, label)
+    return _Device(dev_id, props, found, label, shown=named)
 
 
 def _device_line(d: _Device, u: _DeviceUse, total_ns: int) -> str:
@@ -280,18 +280,20 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
     if len(models) > 1:
         assert main is not None
         others = ", ".join(d.label for d in ran[1:3]) + (", …" if len(ran) > 3 else "")
+        tie = len(use) > 1 and use[0].time_ns == use[1].time_ns
+        most = "first of equal GPU time" if tie else "most GPU time"
         notes.append(
             f"hardware unknown for the roofline: the rows ran on {len(models)} GPU models and no "
             "one device's peaks may judge another's rows, so roofline fractions, copy link rates "
             "and FLOP-based pressures are not computed (regimes rest on kernel-name priors); the "
-            f"device that ran most of the GPU time is device {main.id} ({main.label}); pass "
+            f"device analysed ({most}) is device {main.id} ({main.label}); pass "
             "--hardware ID to judge every row by one catalogue entry"
         )
         return (
             None,
             Hardware(
                 id=None,
-                name=f"{len(models)} models: {main.label} (most GPU time), {others}",
+                name=f"{len(models)} models: {main.label} ({most}), {others}",
                 detected_from="trace",
                 reported_name=reported,
             ),
@@ -323,13 +325,15 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
             else ""
         )
         notes.append(
-            f"ESTIMATED peaks: device {main.id} ({main.label}) is in no catalogue entry{amb}; "
+            f"ESTIMATED peaks: device {main.id} ({main.shown or 'unnamed'}) is in no "
+            f"catalogue entry{amb}; "
             f"{entry.source}; pass --hardware ID to use a catalogue entry instead"
         )
     elif found_id.why == "properties":
+        said = f"its name {main.shown!r} names no model" if main.shown else "it is unnamed"
         notes.append(
-            f"device {main.id}: the trace names no model; its properties ({describe(main.props or {})}) "
-            f"are the catalogue's {entry.name} and no other entry's"
+            f"device {main.id}: {said}; its properties ({describe(main.props or {})}) are the "
+            f"catalogue's {entry.name} and no other entry's"
         )
     return (
         entry,

@@ -93,7 +93,8 @@ def test_unknown_device_is_unknown_and_says_so(tmp_path, capsys):
     a = json.loads(capsys.readouterr().out)[0]
     assert a["hardware"]["id"] is None and a["hardware"]["detected_from"] == "none"
     assert a["hardware"]["reported_name"] == "Mystery Accelerator 9000"
-    assert a["hardware"]["name"] == "unknown"
+    # named as the trace names it (issue 47): the first screen says which device is unknown
+    assert a["hardware"]["name"] == "Mystery Accelerator 9000"
     assert any("hardware unknown" in n and "not in the hardware catalogue" in n for n in a["notes"])
 
 
