@@ -43,7 +43,7 @@ def ours(path: Path) -> dict[str, object] | None:
     from engine.analyze.compute import analyze_trace
     from engine.trace.read import read_trace
 
-    cp = analyze_trace(read_trace(str(path))).analysis.critical_path
+    cp = analyze_trace(read_trace(path)).analysis.critical_path
     if cp is None:
         return None
     return {"total_ns": cp.total_ns, "by_ns": cp.hta_bound_by_ns}

@@ -14,7 +14,7 @@ def test_host_bound_eager_ceiling_counts_the_gaps_between_launches(tmp_path):
     h = _Host()
     for i in range(200):  # 60 µs of Python between 4 µs launches of 6 µs kernels: host-bound
         h.launch(60.0, f"at::native::vectorized_elementwise_kernel<{i % 4}>", 6.0)
-    res = analyze_trace(read_trace(str(_kineto(tmp_path, h.ev))))
+    res = analyze_trace(read_trace(_kineto(tmp_path, h.ev)))
     a = res.analysis
     cg = next(e for e in a.interventions if e.lever == "cuda_graphs")
     assert a.critical_path is not None
@@ -36,7 +36,7 @@ def test_device_bound_trace_gets_no_host_ceiling(tmp_path):
     for i in range(200):
         h.launch(6.0, f"at::native::vectorized_elementwise_kernel<{i % 4}>", 300.0,
                  at=10.0 + 300.0 * i)  # fmt: skip
-    res = analyze_trace(read_trace(str(_kineto(tmp_path, h.ev))))
+    res = analyze_trace(read_trace(_kineto(tmp_path, h.ev)))
     cg = next((e for e in res.analysis.interventions if e.lever == "cuda_graphs"), None)
     assert cg is None or (cg.ceiling or 0.0) < 0.01
     assert np.isfinite(res.analysis.span_ns)

@@ -26,7 +26,7 @@ REAL = [
 
 
 def _path_of(path: Path):
-    tr = read_trace(str(path))
+    tr = read_trace(path)
     timed = np.isin(tr.segments.kind, [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM])
     if not len(tr.host) or not timed.any():  # (CUPTI-profiler ranges only: no path)
         pytest.skip("no host rows or no timed device rows: the analysis replays nothing")
@@ -151,7 +151,7 @@ def test_a_collective_held_back_is_exposed_communication(tmp_path):
     h.launch(10.0, "ampere_sgemm_128x64_nn", 100.0)
     h.launch(1.0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
              50.0, stream=21, at=h.t + 1.0 + 800.0)  # fmt: skip
-    res = analyze_trace(read_trace(str(_kineto(tmp_path, h.ev))))
+    res = analyze_trace(read_trace(_kineto(tmp_path, h.ev)))
     cp = res.analysis.critical_path
     assert cp is not None
     parts = {p.part: p.ns for p in cp.parts}
@@ -188,7 +188,7 @@ def test_allocation_every_step_is_named_with_the_pool_off(tmp_path):
             h.launch(2.0, "at::native::vectorized_elementwise_kernel<4>", 20.0)
         steps.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1,
                       "tid": 1, "ts": T0 + a, "dur": h.t - a})  # fmt: skip
-    res = analyze_trace(read_trace(str(_kineto(tmp_path, h.ev + steps))))
+    res = analyze_trace(read_trace(_kineto(tmp_path, h.ev + steps)))
     cp = res.analysis.critical_path
     assert cp is not None
     assert cp.headline.startswith("bound by allocation")
@@ -207,9 +207,7 @@ def test_every_part_has_a_label_and_an_hta_category():
 def test_the_host_part_is_told_by_operator_on_a_real_trace():
     """The A100 training trace records its CPU operators: the path's host part is split among
     them and the time outside any, adding up to the host part (each row rounded to the ns)."""
-    a = analyze_trace(
-        read_trace(str(TRACES / "kineto" / "a100_training_3streams.json.gz"))
-    ).analysis
+    a = analyze_trace(read_trace(TRACES / "kineto" / "a100_training_3streams.json.gz")).analysis
     cp = a.critical_path
     assert cp is not None and cp.host_ops
     host = next(p.ns for p in cp.parts if p.part == "host")

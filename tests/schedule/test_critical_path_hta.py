@@ -32,7 +32,7 @@ def _shares(by: dict[str, float]) -> dict[str, float]:
 
 @pytest.mark.parametrize("row", HTA, ids=lambda r: r["trace"])
 def test_the_bound_agrees_with_hta_or_the_difference_is_the_documented_one(row):
-    cp = analyze_trace(read_trace(str(TRACES / "kineto" / row["trace"]))).analysis.critical_path
+    cp = analyze_trace(read_trace(TRACES / "kineto" / row["trace"])).analysis.critical_path
     assert cp is not None
     ours = _shares(cp.hta_bound_by_ns)
     by_us = dict(row["hta"]["by_us"])
