@@ -2,30 +2,41 @@
 kernels launched from CUDA graphs, kernels a compiler already fused, matmuls already in a
 reduced-precision type. Each finding names its evidence and the levers that leave that share
 alone (their transforms target only the rest: eager launches, unfused elementwise kernels,
-FP32 matmuls)."""
+FP32 matmuls).
+
+Precision is read by the one function the precision levers read (engine.trace.precision:
+the launching op's recorded input type first, then the kernel name's type tokens, else
+unknown), so "already in use" and ``tf32_matmul`` / ``bf16_autocast`` cannot disagree: a row
+counted here as TF32 or below is never a source of ``tf32_matmul``, a row at 16 bits or below
+never one of ``bf16_autocast``."""
 
 from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 
 import numpy as np
 
 from engine.analyze.model import InUse
-from engine.levers.base import precision_of
 from engine.schedule.dag import ReplayDag
-from engine.trace.segments import DTYPES, Kind, Klass
+from engine.trace.precision import REDUCED, Basis, row_precisions
+from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind, Trace
 
 #: kernels a compiler generated already fused: TorchInductor's Triton kernels
 #: (triton_poi_fused_…, triton_red_fused_…, triton_per_fused_…), other Triton kernels, and
 #: kernels whose name says fused (apex / fused optimizers, fused layer norms)
 FUSED = re.compile(r"^triton_|triton__|\bfused|_fused|Fused", re.IGNORECASE)
-#: tensor-core matmul kernels by the type their name gives (cuBLAS / CUTLASS / cuDNN names)
-_REDUCED = re.compile(
-    r"bf16|fp16|f16|half|h884|h1688|h16816|hmma|s16816|s1688|tf32|i8816|fp8|e4m3|e5m2",
-    re.IGNORECASE,
-)
+#: the classes whose kernels the precision levers act on or leave alone
+MATH = (Klass.GEMM, Klass.CONV, Klass.ATTENTION)
+#: 16 bits or below: what BF16 autocast leaves alone
+HALF_OR_BELOW = REDUCED - {"tf32"}
+_SHORT = {
+    Basis.RECORDED: "the launching op's recorded input type",
+    Basis.RECORDED_AND_NAME: "the launching op's recorded input type",
+    Basis.NAME: "the kernel name",
+}
 
 
 @functools.lru_cache(maxsize=65536)
@@ -33,10 +44,15 @@ def _fused(name: str) -> bool:
     return FUSED.search(name) is not None
 
 
-@functools.lru_cache(maxsize=65536)
-def _reduced(name: str) -> bool:
-    p = precision_of(name)
-    return p == "tf32" or (p is None and _REDUCED.search(name) is not None)
+def _by_evidence(bases: list[Basis]) -> str:
+    """'N by the launching op's recorded input type, M by the kernel name'."""
+    n = Counter(_SHORT[b] for b in bases if b in _SHORT)
+    return ", ".join(f"{c:,} by {what}" for what, c in n.most_common())
+
+
+def _types(precisions: list[str]) -> str:
+    n = Counter(precisions)
+    return ", ".join(f"{c:,} {p.upper()}" for p, c in n.most_common())
 
 
 def in_use(trace: Trace) -> list[InUse]:
@@ -88,27 +104,63 @@ def in_use(trace: Trace) -> list[InUse]:
                 levers=["elementwise_fusion", "fused_optimizer"],
             )
         )
-    # matmuls already in a reduced-precision type (kernel name or the op's input type)
-    mm = kern & np.isin(seg.klass, (Klass.GEMM, Klass.CONV, Klass.ATTENTION))
+    # matmuls already in a reduced-precision type (engine.trace.precision)
+    out.extend(_reduced_precision(trace, kern, dur))
+    return out
+
+
+def _reduced_precision(trace: Trace, kern: np.ndarray, dur: np.ndarray) -> list[InUse]:
+    """Matmul/conv/attention kernels already at TF32 or below (``reduced_precision``: the
+    levers that leave them alone are ``tf32_matmul``, and ``bf16_autocast`` too where none is
+    TF32); where some are TF32 and some at 16 bits or below, the latter again as
+    ``half_precision``, the share ``bf16_autocast`` leaves alone."""
+    seg = trace.segments
+    mm = np.flatnonzero(kern & np.isin(seg.klass, MATH))
     mm_t = float(dur[mm].sum())
-    if mm_t > 0:
-        low = [DTYPES.index(t) for t in ("tf32", "bf16", "fp16", "fp8", "int8")]
-        reduced_ids = ids[np.fromiter(map(_reduced, names), np.bool_, len(names))]
-        reduced = mm & (np.isin(seg.dtype, low) | np.isin(seg.name, reduced_ids))
-        if reduced.any():
-            t = float(dur[reduced].sum())
-            out.append(
-                InUse(
-                    what="reduced_precision",
-                    share=round(t / mm_t, 6),
-                    rows=int(reduced.sum()),
-                    of_rows=int(mm.sum()),
-                    evidence=f"{int(reduced.sum()):,} of {int(mm.sum()):,} matmul/conv/attention "
-                    f"kernels ({t / mm_t:.0%} of their time) already run in TF32/BF16/FP16/FP8/"
-                    "INT8 (kernel name or the op's input type)",
-                    levers=["tf32_matmul", "bf16_autocast"],
-                )
+    if mm_t <= 0:
+        return []
+    # once per distinct (recorded type, name): a long trace has few of them
+    stride = len(trace.names) + 1
+    pairs, inv = np.unique(
+        seg.dtype[mm].astype(np.int64) * stride + seg.name[mm], return_inverse=True
+    )
+    u_prec, u_basis = row_precisions(
+        (pairs // stride).astype(np.uint8), [trace.names[int(i)] for i in (pairs % stride).tolist()]
+    )
+    prec = [u_prec[j] for j in inv.reshape(-1).tolist()]
+    basis = [u_basis[j] for j in inv.reshape(-1).tolist()]
+    unknown = sum(1 for p in prec if not p)
+    tail = (
+        f"; {unknown:,} of unknown precision (no recorded input type, no type in the name)"
+        if unknown
+        else ""
+    )
+    out: list[InUse] = []
+    for what, kinds in (("reduced_precision", REDUCED), ("half_precision", HALF_OR_BELOW)):
+        pick = [i for i, p in enumerate(prec) if p in kinds]
+        if not pick:
+            continue
+        has_tf32 = any(prec[i] == "tf32" for i in pick)
+        if what == "reduced_precision":
+            levers = ["tf32_matmul"] if has_tf32 else ["tf32_matmul", "bf16_autocast"]
+        elif len(pick) == sum(1 for p in prec if p in REDUCED):
+            continue  # (no TF32 row: reduced_precision says it all)
+        else:
+            levers = ["bf16_autocast"]
+        t = float(dur[mm[pick]].sum())
+        out.append(
+            InUse(
+                what=what,
+                share=round(t / mm_t, 6),
+                rows=len(pick),
+                of_rows=len(mm),
+                evidence=f"{len(pick):,} of {len(mm):,} matmul/conv/attention kernels "
+                f"({t / mm_t:.0%} of their time) already run in "
+                f"{_types([prec[i] for i in pick])} ({_by_evidence([basis[i] for i in pick])})"
+                + tail,
+                levers=levers,
             )
+        )
     return out
 
 
@@ -117,4 +169,4 @@ def already_fused(dag: ReplayDag) -> np.ndarray:
     return np.fromiter(map(_fused, dag.d_name), np.bool_, len(dag.d_name))
 
 
-__all__ = ["FUSED", "already_fused", "in_use"]
+__all__ = ["FUSED", "HALF_OR_BELOW", "MATH", "already_fused", "in_use"]

@@ -22,12 +22,6 @@ from engine.trace.trace import ApiKind
 if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
     from engine.workloads.sim import SimState
 
-FP32_GEMM = re.compile(r"sgemm|simt", re.IGNORECASE)
-
-
-TF32_GEMM = re.compile(r"tf32|s1688|s16816", re.IGNORECASE)
-
-
 LAYOUT = re.compile(r"nchwtonhwc|nhwctonchw|transpose.*(nchw|nhwc)", re.IGNORECASE)
 
 
@@ -181,16 +175,6 @@ def same_name_run(dag: ReplayDag, run: list[int]) -> bool:
 def stem(name: str) -> str:
     m = re.search(r"<([^>]+)>", name)
     return re.sub(r"\W+", "_", m.group(1) if m else name)[:40]
-
-
-@functools.lru_cache(maxsize=65536)
-def precision_of(name: str) -> str | None:
-    """'fp32' / 'tf32' matmul or conv kernel by name, else None (once per distinct name)."""
-    if FP32_GEMM.search(name) and "tensorop" not in name.lower():
-        return "fp32"
-    if TF32_GEMM.search(name):
-        return "tf32"
-    return None
 
 
 @functools.lru_cache(maxsize=65536)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -18,7 +19,6 @@ from engine.levers.base import (
     launch_runs,
     merge_rows,
     merge_runs,
-    precision_of,
     program_runs,
     same_name_run,
     stem,
@@ -35,6 +35,7 @@ from engine.levers.priors import (
 from engine.manifest import KernelOp
 from engine.regimes import Regime
 from engine.schedule.dag import ReplayDag
+from engine.trace.precision import Basis, row_precisions
 from engine.trace.segments import Kind, Klass
 
 if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
@@ -122,17 +123,16 @@ def _run_sums(
 
 
 class _Precision(Lever):
-    """Shared by TF32 and BF16: rescale compute time of matmul/conv rows by peak ratios."""
+    """Shared by TF32 and BF16: rescale compute time of matmul/conv rows by peak ratios. A row's
+    precision is engine.trace.precision's (the launching op's recorded input type first, then
+    the kernel name's type tokens): the same reading "already in use" makes, so a row it counts
+    as already TF32/BF16 is never a source here; rows of unknown precision are left alone."""
 
     target: ClassVar[str]
     sources: ClassVar[tuple[str, ...]]
     bytes_factor: ClassVar[float]
     new_prefix: ClassVar[str]
     priors = (PEAK_RATIO,)
-
-    @staticmethod
-    def _row_source(name: str) -> str | None:
-        return precision_of(name)
 
     def sites(self, state: SimState) -> Applicability:
         ops = [
@@ -146,17 +146,40 @@ class _Precision(Lever):
             True, f"{len(ops)} {'/'.join(self.sources).upper()} matmul/conv launches"
         )
 
+    def source_rows(self, dag: ReplayDag) -> tuple[np.ndarray, list[str], str]:
+        """(live matmul/conv rows this lever acts on, their precisions, what the evidence was)."""
+        cand = np.flatnonzero(dag.d_live & np.isin(dag.d_klass, (Klass.GEMM, Klass.CONV)))
+        codes = dag.d_dtype[cand] if dag.d_dtype is not None else np.zeros(len(cand), np.uint8)
+        prec, basis = row_precisions(codes, [dag.d_name[d] for d in cand.tolist()])
+        mine = np.fromiter((p in self.sources for p in prec), np.bool_, len(prec))
+        picked = [p for p, m in zip(prec, mine.tolist(), strict=True) if m]
+        by = Counter(
+            "the launching op's recorded input type"
+            if b in (Basis.RECORDED, Basis.RECORDED_AND_NAME)
+            else "the kernel name"
+            for b, m in zip(basis, mine.tolist(), strict=True)
+            if m
+        )
+        left = Counter(p or "unknown" for p, m in zip(prec, mine.tolist(), strict=True) if not m)
+        parts = [", ".join(f"{c:,} by {w}" for w, c in by.most_common())] if by else []
+        if left:
+            parts.append(
+                "left alone: "
+                + ", ".join(
+                    f"{c:,} {'of unknown precision' if p == 'unknown' else 'already ' + p.upper()}"
+                    for p, c in left.most_common()
+                )
+            )
+        return cand[mine], picked, "; ".join(parts)
+
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         fl, peaks = kernel_floor(obs), obs.hw.peak_flops
         realised, mem_eff = obs.prior(PEAK_RATIO), obs.prior(MEM_EFF)
-        cand = np.flatnonzero(dag.d_live & np.isin(dag.d_klass, (Klass.GEMM, Klass.CONV)))
-        src = [self._row_source(dag.d_name[d]) for d in cand.tolist()]  # cached per name
-        mine = np.fromiter((s in self.sources for s in src), np.bool_, len(src))
-        rows = cand[mine]
+        rows, src, evidence = self.source_rows(dag)
         n = len(rows)
         if n:  # all rows at once; the same arithmetic, in the same order, as one by one
-            src_peak = np.array([peaks[s] for s in src if s is not None and s in self.sources])
+            src_peak = np.array([peaks[s] for s in src])
             work = np.maximum(0.0, dag.d_dur[rows] - fl)
             b = dag.d_bytes[rows]
             nbytes = np.where(np.isnan(b), 0.0, b) * self.bytes_factor  # unknown bytes: none
@@ -167,11 +190,10 @@ class _Precision(Lever):
             comp = np.where(traffic, work * self.bytes_factor, comp)
             dag.d_dur[rows] = fl + np.maximum(comp, mem)
             dag.d_bytes[rows] = nbytes
-        return Edit(
-            dag,
-            n,
-            f"{n} {'/'.join(self.sources).upper()} matmul/conv rows at {self.target.upper()} peak",
+        what = (
+            f"{n} {'/'.join(self.sources).upper()} matmul/conv rows at {self.target.upper()} peak"
         )
+        return Edit(dag, n, f"{what} (precision {evidence})" if evidence else what)
 
     def apply(self, state: SimState) -> SimState:
         out = []

@@ -23,6 +23,7 @@ from engine.regimes import Regime
 from engine.schedule.causes import Cause
 from engine.schedule.dag import ReplayDag
 from engine.telemetry.sample import ClockEventReason, TelemetrySample
+from engine.trace.precision import row_precisions
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind
 
@@ -214,13 +215,12 @@ class _Structural:
             agree(ch, (Regime.MEMORY, Regime.IDLE)),
             f"{len(chains)} adjacent elementwise/norm chains ({len(ch)} kernels)",
         )
-        fp32 = [
-            d
-            for d in range(len(dag.d_name))
-            if dag.d_klass[d] in (Klass.GEMM, Klass.CONV)
-            and L.FP32_GEMM.search(dag.d_name[d])
-            and "tensorop" not in dag.d_name[d].lower()
-        ]
+        # FP32 by engine.trace.precision (the recorded input type first, then the name): the
+        # rows tf32_matmul / bf16_autocast act on
+        mm = [d for d in range(len(dag.d_name)) if dag.d_klass[d] in (Klass.GEMM, Klass.CONV)]
+        codes = dag.d_dtype[mm] if dag.d_dtype is not None else np.zeros(len(mm), np.uint8)
+        prec, _ = row_precisions(codes, [dag.d_name[d] for d in mm])
+        fp32 = [d for d, p in zip(mm, prec, strict=True) if p == "fp32"]
         put(
             Cause.FP32_MATMUL,
             float(dur[fp32].sum()),
