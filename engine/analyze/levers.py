@@ -169,6 +169,11 @@ def replay_levers(
         fits = fit(lv.spec, dev)
         if fits.status != "fits":
             return _cannot(lv, o, fits.status, fits.reason)
+        lacking = lv.not_applicable(o)  # the program lacks what it tunes (the trace shows it)
+        if lacking is not None:
+            return _estimate(lv, "not_applicable", lacking[0], None).model_copy(
+                update={"rows": lacking[1]}
+            )
         if isinstance(lv, CudaGraphs):
             est = _cuda_graphs(lv, o, ob)
         elif lv.id == "batch_size":

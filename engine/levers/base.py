@@ -164,6 +164,13 @@ class Lever:
     def transform(self, obs: Observation) -> Edit:
         raise NotImplementedError
 
+    def not_applicable(self, obs: Observation) -> tuple[str, int] | None:
+        """Where the trace shows the program lacks what this lever tunes (cudnn.benchmark with
+        no cuDNN convolution, a prebuilt engine): (the reason, the rows it would otherwise act
+        on); None where the lever may apply (the default: the device check and the
+        transform decide)."""
+        return None
+
     def apply(self, state: SimState) -> SimState:
         raise NotImplementedError
 

@@ -37,6 +37,7 @@ from engine.regimes import Regime
 from engine.schedule.dag import ReplayDag
 from engine.trace.precision import Basis, row_precisions
 from engine.trace.segments import Kind, Klass
+from engine.trace.taxonomy import library
 
 if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
     from engine.workloads.sim import SimState
@@ -258,7 +259,22 @@ class ChannelsLast(Lever):
         )
 
 
+#: libraries whose convolutions cudnn.benchmark tunes: cuDNN, and MIOpen (PyTorch's ROCm build
+#: maps torch.backends.cudnn.benchmark to MIOpen's exhaustive find)
+TUNED_BY_BENCHMARK = ("cudnn", "miopen")
+#: kernels MIOpen / cuDNN dispatch to under other names (CK, Tensile GEMMs, xmma kernels with no
+#: library mark): theirs where the program is PyTorch's, whose convolutions go through them
+DISPATCHED = ("", "ck", "tensile", "cublas")
+
+
 class CudnnAutotune(Lever):
+    """cuDNN autotuning: acts only on convolutions cuDNN (or MIOpen) chose an algorithm for —
+    by the kernel's library (engine.trace.taxonomy.library), or, in a PyTorch program (ATen
+    kernels ran), on the convolution kernels cuDNN/MIOpen dispatch under other names. Not
+    applicable, with the reason, where no such convolution ran (a standalone CUTLASS or Triton
+    convolution, ATen's own depthwise kernels) or the program is a TensorRT engine (its tactics
+    were chosen when the engine was built)."""
+
     id = "cudnn_autotune"
     priors = (AUTOTUNE,)
 
@@ -268,18 +284,64 @@ class CudnnAutotune(Lever):
             return Applicability(False, "no convolutions on cuDNN's heuristic algorithm")
         return Applicability(True, f"{n} convolution launches on the heuristic algorithm")
 
+    @staticmethod
+    def _evidence(dag: ReplayDag) -> tuple[np.ndarray, np.ndarray, Counter[str], bool, bool]:
+        """(live conv kernel rows, which of them cuDNN/MIOpen tuned, their libraries, a
+        PyTorch program, a TensorRT engine)."""
+        kern = dag.d_live & (dag.d_kind == Kind.KERNEL)
+        libs = {n: library(n) for n in {dag.d_name[d] for d in np.flatnonzero(kern).tolist()}}
+        pytorch = "aten" in libs.values()
+        tensorrt = "tensorrt" in libs.values() and not pytorch
+        conv = np.flatnonzero(kern & (dag.d_klass == Klass.CONV))
+        conv_libs = [libs[dag.d_name[d]] for d in conv.tolist()]
+        tuned = np.fromiter(
+            (
+                # (a TensorRT engine's tactics carry cuDNN-like names: none is cuDNN's choice)
+                not tensorrt and (lib in TUNED_BY_BENCHMARK or (pytorch and lib in DISPATCHED))
+                for lib in conv_libs
+            ),
+            np.bool_,
+            len(conv_libs),
+        )
+        return (
+            conv,
+            tuned,
+            Counter(lib or "no library mark" for lib in conv_libs),
+            pytorch,
+            tensorrt,
+        )
+
+    def not_applicable(self, obs: Observation) -> tuple[str, int] | None:
+        conv, tuned, libs, _, tensorrt = self._evidence(obs.dag)
+        if not len(conv) or tuned.any():
+            return None
+        if tensorrt:
+            why = (
+                f"not applicable: a TensorRT engine ran the {len(conv):,} convolution kernels "
+                "(kernels TensorRT names, no PyTorch kernel): their tactics were chosen when the "
+                "engine was built, and cudnn.benchmark does not change them"
+            )
+        else:
+            kinds = ", ".join(f"{c:,} {lib}" for lib, c in libs.most_common())
+            why = (
+                f"not applicable: no cuDNN (or MIOpen) convolution ran — the {len(conv):,} "
+                f"convolution kernels are {kinds}; cudnn.benchmark tunes only the algorithm "
+                "cuDNN picks"
+            )
+        return why, len(conv)
+
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
         fl = kernel_floor(obs)
-        sel = np.flatnonzero(
-            dag.d_live & (dag.d_klass == Klass.CONV) & (dag.d_regime == Regime.COMPUTE)
-        )
+        conv, tuned, _, _, _ = self._evidence(dag)
+        sel = conv[tuned]
+        sel = sel[dag.d_regime[sel] == Regime.COMPUTE]
         speedup = obs.prior(AUTOTUNE)
         dag.d_dur[sel] = fl + (dag.d_dur[sel] - fl) / speedup
         return Edit(
             dag,
             len(sel),
-            f"{len(sel)} compute-bound conv rows at {speedup:g}x (prior; whether "
+            f"{len(sel)} compute-bound cuDNN/MIOpen conv rows at {speedup:g}x (prior; whether "
             "cudnn.benchmark is already on is not in a trace: if it is, this gain is had "
             "already)",
             prior_based=True,
