@@ -197,6 +197,20 @@ def classify(name: str, op: str | None = None) -> Klass:
     return by_name
 
 
+#: the class of the kernels of an op family the Kineto importer derives work for
+#: (engine.trace.kineto.shapes.OpWork.family)
+FAMILY_KLASS = {"matmul": Klass.GEMM, "conv": Klass.CONV, "attention": Klass.ATTENTION}
+
+
+def decide_by_op(klass: np.ndarray, op_klass: np.ndarray) -> np.ndarray:
+    """``classify``'s rule for whole columns: each row's class by name (``klass``) replaced by
+    its launching op's class (``op_klass``; 255 where the op is unknown or decides nothing)
+    where the name's class is one the op decides (manifest ``op_decides``). For an importer
+    that knows each kernel's op (e.g. the op family of ``FAMILY_KLASS``)."""
+    decides = np.isin(klass, np.array(sorted(_op_decides()), np.uint8))
+    return np.where(decides & (op_klass != 255), op_klass, klass).astype(np.uint8)
+
+
 @lru_cache(maxsize=65536)
 def library(name: str) -> str:
     """The library a kernel name comes from (manifest ``libraries``: ``cudnn``, ``miopen``,
@@ -214,9 +228,11 @@ def classify_table(names: NameTable) -> np.ndarray:
 
 
 __all__ = [
+    "FAMILY_KLASS",
     "Taxonomy",
     "classify",
     "classify_table",
+    "decide_by_op",
     "demangle_identifiers",
     "klass_of_name",
     "klass_of_op",

@@ -8,10 +8,11 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from engine.trace.segments import Klass
-from engine.trace.taxonomy import classify, klass_of_name, library
+from engine.trace.taxonomy import classify, decide_by_op, klass_of_name, klass_of_op, library
 from tests.paths import DATA
 
 NAMES = DATA / "kernel_names.tsv"
@@ -130,6 +131,19 @@ def test_the_launching_op_decides_only_math_and_unknown_names():
     assert classify("mystery_kernel", "aten::mm") == Klass.GEMM
     assert classify("mystery_kernel", "aten::add") == Klass.OTHER
     assert classify("void splitKreduce_kernel<float>(x)", "aten::mm") == Klass.REDUCTION
+
+
+def test_the_column_rule_is_the_row_rule():
+    """decide_by_op (for an importer that knows each kernel's op) gives classify's answers."""
+    rows = [r for r in ROWS if r.op != "-"]
+    by_name = np.array([klass_of_name(r.name) for r in rows], np.uint8)
+    ops = [klass_of_op(r.op) for r in rows]
+    by_op = np.array([255 if k is None else int(k) for k in ops], np.uint8)
+    want = [classify(r.name, r.op) for r in rows]
+    assert decide_by_op(by_name, by_op).tolist() == [int(k) for k in want]
+    assert decide_by_op(np.array([Klass.OTHER], np.uint8), np.array([Klass.GEMM], np.uint8)) == [
+        Klass.GEMM
+    ]
 
 
 @pytest.mark.parametrize(
