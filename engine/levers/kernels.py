@@ -194,7 +194,8 @@ class _Precision(Lever):
         what = (
             f"{n} {'/'.join(self.sources).upper()} matmul/conv rows at {self.target.upper()} peak"
         )
-        return Edit(dag, n, f"{what} (precision {evidence})" if evidence else what)
+        # the evidence after "; ": the first screen shows a basis's first clause, report.md all
+        return Edit(dag, n, f"{what}; precision {evidence}" if evidence else what)
 
     def apply(self, state: SimState) -> SimState:
         out = []
