@@ -298,7 +298,10 @@ class CudnnAutotune(Lever):
         tuned = np.fromiter(
             (
                 # (a TensorRT engine's tactics carry cuDNN-like names: none is cuDNN's choice)
-                not tensorrt and (lib in TUNED_BY_BENCHMARK or (pytorch and lib in DISPATCHED))
+                # (an unmarked conv kernel — xmma fprop/dgrad — outside a TensorRT engine is
+                # cuDNN's runtime kernels in practice: the simulated workloads' convolutions too)
+                not tensorrt
+                and (lib in TUNED_BY_BENCHMARK or lib == "" or (pytorch and lib in DISPATCHED))
                 for lib in conv_libs
             ),
             np.bool_,
