@@ -368,7 +368,8 @@ def _scope(res: AnalysisResult, step: Step) -> _Scoped:
     side = Side(
         source=an.source,
         format=an.format,
-        device=hw.name if hw.id is not None else (hw.reported_name or "unknown"),
+        # the catalogue's name, short: the analysis's own name also says what the trace wrote
+        device=_catalogue_name(hw.id) if hw.id is not None else (hw.reported_name or "unknown"),
         rank=an.rank,
         scope=scope,
         rows=int(keep.sum()),
@@ -882,3 +883,13 @@ def _notes(before: AnalysisResult, after: AnalysisResult, a: _Scoped, b: _Scoped
     if before.analysis.counting != after.analysis.counting:
         notes.append("the two traces were counted differently: see each analysis's counting")
     return notes
+
+
+def _catalogue_name(hw_id: str) -> str:
+    """The catalogue entry's name of ``hw_id`` (the id itself where the catalogue lacks it)."""
+    from engine.planner.catalogue import by_id
+
+    try:
+        return by_id(hw_id).name
+    except (KeyError, ValueError):
+        return hw_id
