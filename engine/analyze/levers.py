@@ -62,6 +62,7 @@ from engine.levers.launch import CudaGraphs, GraphCapture, capture_cuts
 from engine.levers.library import LEVERS
 from engine.levers.model import Edit, Observation, Prior
 from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, LAUNCH_OUTLIER, MIN_GRAPH_KERNELS
+from engine.manifest import load_critical_path
 from engine.planner.catalogue import GpuPeaks
 from engine.schedule.dag import (
     NOP,
@@ -623,6 +624,9 @@ def _allocator(lv: Lever, obs: Observation, trace: Trace, ob: Observed) -> Lever
             f"{window}: first allocations (or CUDA context creation) are not allocator churn",
             first,
         )
+    off = _pool_off(int(steady.sum()), _steps_in(trace, obs.dag))
+    if off:  # the pool this lever configures is not in use: that is the finding, not a tuning
+        return _estimate(lv, "not_applicable", off, first)
     # the set-up / teardown calls are relabelled OTHER, which the replay times the same way
     # (host time only), so the transform edits the steady-state calls alone
     dag = obs.dag.copy()
@@ -632,6 +636,26 @@ def _allocator(lv: Lever, obs: Observation, trace: Trace, ob: Observed) -> Lever
         f"({_ms(float(obs.dag.dur_ns[steady].sum()))}) lie in the {window}; "
     )
     return _predicted(lv, replace(obs, dag=dag), lv.transform, ob, evidence)
+
+
+def _pool_off(calls: int, steps: int) -> str | None:
+    """Why an allocator lever does not apply where the caching allocator looks off: device
+    allocation calls every step in the steady state (a pool that reuses its memory calls
+    cudaMalloc only to grow). Thresholds: manifests/critical_path.json, the same the critical
+    path's allocation opportunity names the pool off by; None where the pool looks in use."""
+    prm = load_critical_path()
+    per = calls / steps if steps else None
+    if (per is not None and per < prm.pool_off_calls_per_step) or (
+        per is None and calls < prm.pool_off_calls
+    ):
+        return None
+    rate = f"{per:,.0f} per step" if per is not None else "in the window"
+    return (
+        f"not applicable: {calls:,} device allocation calls in the steady state ({rate}) — the "
+        "caching allocator looks off or not reused (a pool that reuses its memory allocates "
+        "only to grow), and this lever configures that pool: re-enable it first (unset "
+        "PYTORCH_NO_CUDA_MEMORY_CACHING); the critical path names the allocation it costs"
+    )
 
 
 def _allocator_warmup(trace: Trace, dag: ReplayDag) -> tuple[float, float]:

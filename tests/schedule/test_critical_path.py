@@ -196,6 +196,10 @@ def test_allocation_every_step_is_named_with_the_pool_off(tmp_path):
     assert top.what == "allocation"
     assert "caching allocator is off" in top.suggestion
     assert len(cp.steps) == 3
+    # and the lever that tunes that pool proposes nothing: it is not applicable, and says why
+    es = next(e for e in res.analysis.interventions if e.lever == "expandable_segments")
+    assert es.status == "not_applicable" and es.predicted_gain is None
+    assert "caching allocator looks off" in es.basis
 
 
 def test_every_part_has_a_label_and_an_hta_category():
