@@ -342,3 +342,42 @@ class FakeCupti(types.SimpleNamespace):
                     copy_kind=1,
                 )
             )
+
+
+def rows_trace(
+    host: list[tuple],
+    dev: list[tuple],
+    names: Any = None,
+    props: dict[str, Any] | None = None,
+    source: str = "SYNTHETIC",
+) -> Any:
+    """A SYNTHETIC Trace from rows written by a test. ``host``: (api, start, end, correlation,
+    stream, event, thread); ``dev``: (start, end, stream, correlation, name, klass, kind),
+    sorted here; ``names``: the NameTable to intern into (a new one by default)."""
+    import numpy as np
+
+    from engine.trace.segments import NameTable, Segments
+    from engine.trace.trace import HostEvents, Trace
+
+    names = NameTable() if names is None else names
+    dev = sorted(dev)
+    seg = Segments.from_columns(
+        start_ns=np.array([r[0] for r in dev], np.int64),
+        end_ns=np.array([r[1] for r in dev], np.int64),
+        stream=np.array([r[2] for r in dev], np.int32),
+        correlation=np.array([r[3] for r in dev], np.int64),
+        name=np.array([names.intern(r[4]) for r in dev], np.int32),
+        klass=np.array([r[5] for r in dev], np.uint8),
+        kind=np.array([r[6] for r in dev], np.uint8),
+    )
+    col = list(zip(*host, strict=True))
+    h = HostEvents(
+        api=np.array(col[0], np.uint8),
+        api_start_ns=np.array(col[1], np.int64),
+        api_end_ns=np.array(col[2], np.int64),
+        correlation=np.array(col[3], np.int64),
+        stream=np.array(col[4], np.int32),
+        event=np.array(col[5], np.int64),
+        thread=np.array(col[6], np.int32),
+    )
+    return Trace(segments=seg, names=names, host=h, device_properties=props or {}, source=source)

@@ -18,8 +18,9 @@ from engine.analyze.levers import LeverReport, replay_levers
 from engine.analyze.peers import PeerBounds, hold
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, merge_idle_host_rows, schedule
-from engine.trace.segments import Kind, Klass, NameTable, Segments
-from engine.trace.trace import ApiKind, HostEvents, Trace
+from engine.trace.segments import Kind, Klass, NameTable
+from engine.trace.trace import ApiKind, Trace
+from tests.fakes import rows_trace
 
 US = 1_000
 HW = by_id("a100-80gb")
@@ -95,26 +96,8 @@ def _finish(rk: _Rank, k: int, corr: int, arrival: int, end: int) -> None:
 
 
 def _trace(rk: _Rank, names: NameTable) -> Trace:
-    dev = sorted(rk.dev)
-    seg = Segments.from_columns(
-        start_ns=np.array([r[0] for r in dev], np.int64),
-        end_ns=np.array([r[1] for r in dev], np.int64),
-        stream=np.array([r[2] for r in dev], np.int32),
-        correlation=np.array([r[3] for r in dev], np.int64),
-        name=np.array([names.intern(r[4]) for r in dev], np.int32),
-        klass=np.array([r[5] for r in dev], np.uint8),
-        kind=np.array([r[6] for r in dev], np.uint8),
-    )
-    col = list(zip(*rk.host, strict=True))
-    host = HostEvents(
-        api=np.array(col[0], np.uint8),
-        api_start_ns=np.array(col[1], np.int64),
-        api_end_ns=np.array(col[2], np.int64),
-        correlation=np.array(col[3], np.int64),
-        stream=np.array(col[4], np.int32),
-        event=np.array(col[5], np.int64),
-        thread=np.array(col[6], np.int32),
-    )
+    tr = rows_trace(rk.host, rk.dev, names, source="SYNTHETIC")
+    seg, host = tr.segments, tr.host
     end = max(int(seg.end_ns.max()), int(host.api_end_ns.max()))
     bounds = [*rk.steps, end]
     props = {
@@ -122,7 +105,8 @@ def _trace(rk: _Rank, names: NameTable) -> Trace:
         "devices": [{"name": "NVIDIA A100-SXM4-80GB"}],
         "profiler_steps": [list(ab) for ab in itertools.pairwise(bounds)],
     }
-    return Trace(segments=seg, names=names, host=host, device_properties=props, source="SYNTHETIC")
+    tr.device_properties = props
+    return tr
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from engine.analyze.levers import replay_levers
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, schedule
 from engine.schedule.reference import schedule_ref
-from engine.trace.segments import Kind, Klass, NameTable, Segments
-from engine.trace.trace import ApiKind, HostEvents, Trace
+from engine.trace.segments import Kind, Klass
+from engine.trace.trace import ApiKind, Trace
+from tests.fakes import rows_trace
 
 US = 1_000
 HW = by_id("a100-80gb")
@@ -23,29 +24,8 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 def _trace(host: list[tuple], dev: list[tuple]) -> Trace:
     """host: (api, start, end, correlation, stream, event, thread); dev: (start, end, stream,
     correlation, name, klass, kind)."""
-    names = NameTable()
-    dev = sorted(dev)
-    seg = Segments.from_columns(
-        start_ns=np.array([r[0] for r in dev], np.int64),
-        end_ns=np.array([r[1] for r in dev], np.int64),
-        stream=np.array([r[2] for r in dev], np.int32),
-        correlation=np.array([r[3] for r in dev], np.int64),
-        name=np.array([names.intern(r[4]) for r in dev], np.int32),
-        klass=np.array([r[5] for r in dev], np.uint8),
-        kind=np.array([r[6] for r in dev], np.uint8),
-    )
-    col = list(zip(*host, strict=True))
-    h = HostEvents(
-        api=np.array(col[0], np.uint8),
-        api_start_ns=np.array(col[1], np.int64),
-        api_end_ns=np.array(col[2], np.int64),
-        correlation=np.array(col[3], np.int64),
-        stream=np.array(col[4], np.int32),
-        event=np.array(col[5], np.int64),
-        thread=np.array(col[6], np.int32),
-    )
     props = {"format": "kineto", "devices": [{"name": "NVIDIA A100-SXM4-80GB"}]}
-    return Trace(segments=seg, names=names, host=h, device_properties=props, source="synthetic")
+    return rows_trace(host, dev, props=props, source="synthetic")
 
 
 def _launch(s: int, e: int, corr: int, thread: int = 0) -> tuple:

@@ -12,8 +12,9 @@ from engine.jit import interpreted
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import ReplayDag, Schedule, build_dag, schedule
 from engine.schedule.reference import schedule_ref
-from engine.trace.segments import Kind, Klass, NameTable, Segments
-from engine.trace.trace import ApiKind, HostEvents, Trace
+from engine.trace.segments import Kind, Klass, NameTable
+from engine.trace.trace import ApiKind, Trace
+from tests.fakes import rows_trace
 
 US = 1_000
 HW = by_id("a100-80gb")
@@ -42,26 +43,7 @@ def _trace() -> Trace:
         (ApiKind.LAUNCH, 16 * US, 19 * US, 7, -1, -1, 0),
         (ApiKind.LAUNCH, 20 * US, 23 * US, 8, -1, -1, 0),
     ]
-    seg = Segments.from_columns(
-        start_ns=np.array([r[0] for r in dev], np.int64),
-        end_ns=np.array([r[1] for r in dev], np.int64),
-        stream=np.array([r[2] for r in dev], np.int32),
-        correlation=np.array([r[3] for r in dev], np.int64),
-        name=np.array([names.intern(r[4]) for r in dev], np.int32),
-        klass=np.array([r[5] for r in dev], np.uint8),
-        kind=np.array([r[6] for r in dev], np.uint8),
-    )
-    col = list(zip(*host, strict=True))
-    h = HostEvents(
-        api=np.array(col[0], np.uint8),
-        api_start_ns=np.array(col[1], np.int64),
-        api_end_ns=np.array(col[2], np.int64),
-        correlation=np.array(col[3], np.int64),
-        stream=np.array(col[4], np.int32),
-        event=np.array(col[5], np.int64),
-        thread=np.array(col[6], np.int32),
-    )
-    return Trace(segments=seg, names=names, host=h, device_properties={}, source="SYNTHETIC")
+    return rows_trace(host, dev, names)
 
 
 def _peers(ready_us: float, transfer_us: float = 180.0, last: int = 1) -> PeerBounds:
