@@ -867,7 +867,7 @@ def _critical(
     from engine.analyze.levers import is_pytorch
 
     base = levers.base
-    cp = critical_path(dag, base)
+    cp = levers.path if levers.path is not None else critical_path(dag, base)
     busiest = 0.0
     live = np.isfinite(base.d_start)
     for st in np.unique(dag.d_stream[live]).tolist():

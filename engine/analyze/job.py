@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -74,8 +75,6 @@ def hold_to_peers(
 
 def _out_name(o: FileOutcome) -> str | None:
     """The output folder the first pass wrote this rank into (None: it wrote none)."""
-    from pathlib import Path
-
     return Path(o.outputs[0]).parent.name if o.outputs else None
 
 

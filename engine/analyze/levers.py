@@ -64,6 +64,7 @@ from engine.levers.model import Edit, Observation, Prior
 from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, LAUNCH_OUTLIER, MIN_GRAPH_KERNELS
 from engine.manifest import load_critical_path
 from engine.planner.catalogue import GpuPeaks
+from engine.schedule.critical import CriticalPath
 from engine.schedule.dag import (
     NOP,
     ReplayDag,
@@ -107,6 +108,8 @@ class LeverReport:
     #: the no-lever graph and its replay (the critical path is read off them); None: none
     dag: ReplayDag | None = None
     base: Schedule | None = None
+    #: the critical path of ``base`` (the ceilings read it; the analysis reports it)
+    path: CriticalPath | None = None
 
 
 def estimate_levers(
@@ -208,7 +211,8 @@ def replay_levers(
     else:
         with ThreadPoolExecutor(n, thread_name_prefix="gitm-levers") as pool:
             found = list(pool.map(one, LEVERS))  # library order; a lever's error is raised here
-    return LeverReport(rank_estimates([e for e in found if e is not None]), fid, used, dag, base)
+    ranked = rank_estimates([e for e in found if e is not None])
+    return LeverReport(ranked, fid, used, dag, base, ob.path)
 
 
 def _observed(plain: ReplayDag, dag: ReplayDag, base: Schedule) -> Observed:
