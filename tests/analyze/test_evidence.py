@@ -404,13 +404,33 @@ HARDWARE = {
     "mtia_inference.json.gz": None,  # ARTEMIS (MTIA): unknown, never a neighbour
     "v100_16gb_ddp_graphs_3streams.json.gz": "v100-sxm2-16gb",  # Tesla V100-SXM2-16GB
     "v100_32gb_ns_resolution.json.gz": "v100-sxm2-32gb",  # Tesla V100-SXM2-32GB
+    # TraceLens traces (tests/data/traces/README.md)
+    "b200_vllm_eager_tp8.json.gz": "b200",  # NVIDIA B200, 148 SMs, 178 GiB
+    "h100_hf_bert_small.json.gz": "h100-sxm",  # NVIDIA H100 80GB HBM3
+    "h100_hf_qwen15_05b_chat.json.gz": "h100-sxm",
+    "mi210_gpu_only.json.gz": "mi250-gcd",  # AMD Instinct MI210, rows on device 1 of 4
+    "mi300x_hf_bert_small.json.gz": "mi300x",  # AMD Instinct MI300X VF, 304 CUs, 191 GiB
+    "mi300x_hf_qwen15_05b_chat.json.gz": "mi300x",
+    "mi300x_sglang_qwen3_8b_decode.json.gz": "mi300x",  # AMD Instinct MI300X
+    "mi300x_torch_compile_triton.json.gz": "mi300x",
+}
+#: traces whose device the analysis misses today (strict: once named, take them off): their rows
+#: ran on a device id that deviceProperties does not list, the list's one entry being that GPU
+UNNAMED_TODAY = {
+    "mi300x_hf_bert_small.json.gz",
+    "mi300x_hf_qwen15_05b_chat.json.gz",
+    "mi300x_sglang_qwen3_8b_decode.json.gz",
+    "mi300x_torch_compile_triton.json.gz",
 }
 
 
 def test_every_shared_trace_names_its_hardware_and_tiers():
     for p in sorted((TRACES / "kineto").glob("*.json.gz")):
         a = analyze_trace(read_kineto(p)).analysis
-        assert a.hardware.id == HARDWARE.get(p.name, "a100-40gb"), (p, a.hardware)
+        if p.name in UNNAMED_TODAY:  # issue 47: rows on a device id the list lacks
+            assert a.hardware.id is None, (p, "now named: take it off UNNAMED_TODAY", a.hardware)
+        else:
+            assert a.hardware.id == HARDWARE.get(p.name, "a100-40gb"), (p, a.hardware)
         assert "measured" in a.pressures and "derived" in a.pressures
 
 
