@@ -67,6 +67,9 @@ def run_checks() -> list[Check]:
         )
     )
     out.append(Check("gitm-tui", True, _ver("gitm-tui") or "running from a source tree"))
+    from engine.trace.formats import doctor_line
+
+    out.append(Check("trace formats", True, doctor_line()))
     for pkg in CORE:
         v = _ver(pkg)
         out.append(

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.analyze.cpu_trace import CpuEvents, _nesting, read_cpu_events
+from engine.analyze.cpu_trace import _nesting
 from engine.optimizer.fingerprint import (
     Fingerprint,
     OperatorCalls,
     fingerprint_of_cpu,
     fingerprint_of_trace,
 )
-from engine.trace.files import head
+from engine.trace.formats import carries, format_of
+from engine.trace.kineto.cpu_events import CpuEvents, read_cpu_events
 from engine.trace.kineto.op_shapes import OpShapes, read_op_shapes
 from engine.trace.limits import ReadLimits
 from engine.trace.trace import Trace
@@ -48,7 +49,7 @@ def shapes_of(path: str | Path, limits: ReadLimits | None = None) -> OpShapes | 
     """The op shapes recorded in a Kineto JSON trace; None for a format that has none (Nsight
     Systems SQLite). TraceImportError (one line) as the readers raise it."""
     p = Path(path)
-    if head(p).startswith(b"SQLite format 3"):
+    if "shapes" not in format_of(p).carries:
         return None
     return read_op_shapes(p, limits)
 
@@ -68,7 +69,7 @@ def fingerprint_file(path: str | Path, limits: ReadLimits | None = None) -> Fing
     p = Path(path)
     trace = read_trace(p)
     props = trace.device_properties
-    if len(trace.segments) or props.get("format") != "kineto":
+    if len(trace.segments) or not carries(props.get("format"), "cpu operators"):
         return fingerprint_of_trace(trace)
     ev = read_cpu_events(p, limits)
     # every op's shapes (a CPU trace's ops are its workload; the importer kept only those whose

@@ -23,9 +23,8 @@ from engine.analyze.warm import kernels
 from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular
+from engine.trace.formats import carries, is_trace_folder, listed, suffixes
 from engine.trace.read import read_trace
-from engine.trace.rocprof.rocpd import is_rocpd
-from engine.trace.rocprof.rocprof_csv import is_rocprof_dir
 from engine.trace.trace import Trace
 
 if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
@@ -33,7 +32,8 @@ if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
     from engine.analyze.peers import PeerBounds
     from engine.analyze.ranks import RankSummary
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
+#: what a remote folder's listing takes (engine.trace.formats: every format's suffixes)
+TRACE_SUFFIXES = suffixes()
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
         except OSError as e:
             errors.append(FileOutcome(str(p), error=f"{p}: cannot read: {e.strerror or e}"))
             continue
-        if stat.S_ISDIR(mode) and is_rocprof_dir(p):  # one rocprofv3 CSV output: one trace
+        if stat.S_ISDIR(mode) and is_trace_folder(p):  # one rocprofv3 CSV output: one trace
             files.append(raw)
         elif stat.S_ISDIR(mode):
             try:
@@ -91,7 +91,7 @@ def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
                 errors.append(
                     FileOutcome(
                         str(p),
-                        error=f"{p}: no trace files (.json, .json.gz, .sqlite, rocpd .db) in "
+                        error=f"{p}: no trace files ({', '.join(TRACE_SUFFIXES)}) in "
                         "this directory",
                     )
                 )
@@ -119,20 +119,20 @@ def _once(files: list[str]) -> list[str]:
 
 
 def _is_trace_file(f: Path) -> bool:
-    """A regular file with a trace's suffix (one that cannot be stat'ed is left out), or a rocpd
-    database (rocprofv3's ``<pid>_results.db``, one per process: its ranks); another ``.db`` in
-    the folder is no trace and is not listed."""
-    rocpd = f.name.endswith(".db")
-    if not (rocpd or f.name.endswith(TRACE_SUFFIXES)):
-        return False
+    """A regular file a format lists (engine.trace.formats.listed: a trace's suffix, and for a
+    ``.db`` a rocpd database — rocprofv3's ``<pid>_results.db``, one per process: its ranks);
+    one that cannot be stat'ed is left out."""
     try:
-        return stat.S_ISREG(f.stat().st_mode) and (not rocpd or is_rocpd(f))
+        return stat.S_ISREG(f.stat().st_mode) and listed(f)
     except OSError:
         return False
 
 
 def _stem(name: str) -> str:
-    return name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
+    for s in sorted(suffixes(), key=len, reverse=True):
+        if name.endswith(s):
+            return name.removesuffix(s)
+    return name
 
 
 def output_names(files: list[str]) -> dict[str, str]:
@@ -300,7 +300,9 @@ def analyze_file(
     def seen(t: Trace) -> None:
         props = t.device_properties
         gpu_free.append(
-            props.get("format") == "kineto" and not len(t.segments) and not props.get("mtia_events")
+            carries(props.get("format"), "cpu operators")
+            and not len(t.segments)
+            and not props.get("mtia_events")
         )
         if keep and not gpu_free[-1]:
             from engine.analyze.ranks import summarize
@@ -308,7 +310,7 @@ def analyze_file(
             summaries.append(summarize(t))
 
     if not is_url(path):
-        from engine.analyze.cpu_trace import cpu_profile
+        from engine.trace.kineto.cpu_events import cpu_profile
 
         if cpu_profile(path):  # it says it is a CPU-only profile: read once, for its CPU events
             got = cpu_outcome(path, options, stage, first, out_name, device_rows_ok=False)

@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 
 
 def analyze_parser() -> Parser:
+    from engine.trace.formats import help_text
+
     p = Parser(
         prog=f"{PROG} analyze",
-        description="Decode the traces you already have (PyTorch profiler / Kineto JSON, "
-        "plain or .gz; Nsight Systems SQLite export) into regimes per stream.",
+        description=f"Decode the traces you already have ({help_text()}) into regimes per "
+        "stream.",
     )
     p.add_argument("paths", nargs="+", help="trace files or directories of rank traces")
     p.add_argument("--hardware", help="catalogue id when the trace does not say (e.g. a100-80gb)")
