@@ -43,6 +43,8 @@ class EesmModel:
     logA: np.ndarray  # (S, S)
     logpi: np.ndarray  # (S,)
     dtype_peak: np.ndarray  # (len(DTYPES),) FLOP/s per dtype code, NaN where none is listed
+    #: the device's SM/CU count and per-SM limits: what a launch's grid says (embed.starved)
+    geometry: embed.Geometry
 
     @classmethod
     def build(cls, hw: HardwareSpec | None = None, params: EesmParams | None = None) -> EesmModel:
@@ -67,6 +69,7 @@ class EesmModel:
             logA=viterbi.sticky_log_transitions(S, params.p_stay),
             logpi=np.full(S, -np.log(S)),
             dtype_peak=dtype_peaks(hw.peak_flops),
+            geometry=embed.Geometry.of(hw),
         )
 
 
@@ -226,13 +229,29 @@ def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
 
 
 def _roofline_stall(P: np.ndarray, seg: Segments, m: EesmModel, expected: np.ndarray) -> None:
-    """Stall pressure of rows without a stall counter whose FLOPs *and* bytes are known
-    (measured or derived from shapes), in place: the share of the duration that neither pipe
-    explains at the efficiency a good library reaches (``expected`` (n_classes, 2): compute and
-    memory shares of peak, manifests/planner.json) is latency / dependency stall — scaled down
-    for kernels too short to be more than launch cost (``short_kernel_ns``). Without this, such
-    rows fall back to the class prior for stall, which cannot tell a sub-wave GEMM from a full
-    one."""
+    """Pressures of rows without a stall counter whose FLOPs *and* bytes are known (measured or
+    derived from shapes), in place, from their roofline position and their launch geometry —
+    the simulator's truth rule (engine/device/kernel_model.py) read from what a trace shows.
+
+    The roofline position (FLOP/s ÷ the peak of the row's dtype against bytes/s ÷ HBM
+    bandwidth: arithmetic intensity against the ridge) says which pipe bounds the kernel.
+    ``expected`` (n_classes, 2) is the share of each peak a good library reaches
+    (manifests/planner.json).
+
+    * Where the geometry is evidence of starvation (embed.starved: a grid under half a wave, or
+      on the memory side too few bytes in flight), the share of the duration that neither pipe
+      explains at the library's rate is latency stall: the stall pressure.
+    * Elsewhere — a grid that fills the machine, or no grid recorded — that share is the bound
+      pipe running below the library's rate (a slow compute-limited kernel with a full grid is
+      COMPUTE in the truth rule): the stall pressure stays the class prior, and the bound pipe
+      (where no issue counter measured it) reads as busy at no less than the library's rate.
+
+    Both scale down for kernels too short to be more than launch cost (``short_kernel_ns``).
+    Taking every unexplained share as stall labelled the BF16 GEMMs of a Qwen trace on MI300X
+    STALL (37 % of peak, 2.8x past the ridge, the grid a full wave) where the same model's
+    GEMMs on H100 (63 %) were COMPUTE, and a 163 µs flash-attention kernel IDLE once stall
+    needed evidence; on the simulator corpus with counters removed it agreed with the counter
+    labels on 96.1 % of GPU time, this rule on 98.6 % (manifests/eesm.json)."""
     every = np.flatnonzero(
         np.isnan(seg.stall_frac) & ~np.isnan(seg.flops) & ~np.isnan(seg.dram_bytes)
     )
@@ -240,16 +259,27 @@ def _roofline_stall(P: np.ndarray, seg: Segments, m: EesmModel, expected: np.nda
     for lo in range(0, every.size, _BLOCK):  # in blocks (memory: see _at_dtype_peaks)
         rows = every[lo : lo + _BLOCK]
         k = seg.klass[rows].astype(np.intp)
-        busy = np.fmax(P[rows, 0] / expected[k, 0], P[rows, 1] / expected[k, 1])
+        c, b = P[rows, 0], P[rows, 1]
+        side = c >= b  # compute side of the ridge
+        hit = embed.starved(
+            seg.klass[rows], seg.grid[rows], seg.block[rows], seg.regs[rows], seg.smem[rows],
+            side, m.geometry,
+        )  # fmt: skip
         dur = np.maximum((seg.end_ns[rows] - seg.start_ns[rows]).astype(np.float64), 1.0)
         short = np.minimum(1.0, dur / short_ns)
-        P[rows, 2] = (1.0 - np.minimum(1.0, busy)) * short
+        free = ~hit & np.isnan(seg.issue_active[rows])
+        on = free & side
+        P[rows[on], 0] = np.fmax(c[on], expected[k[on], 0] * short[on])
+        on = free & ~side
+        P[rows[on], 1] = np.fmax(b[on], expected[k[on], 1] * short[on])
+        busy = np.fmax(c[hit] / expected[k[hit], 0], b[hit] / expected[k[hit], 1])
+        P[rows[hit], 2] = (1.0 - np.minimum(1.0, busy)) * short[hit]
 
 
 #: the columns decode_evidence reads (the others of its rows are not gathered: see ``rows``)
 DECODE_READS = (
     "start_ns", "end_ns", "stream", "klass", "flops", "dram_bytes", "issue_active",
-    "stall_frac", "occupancy", "dtype",
+    "stall_frac", "occupancy", "dtype", "grid", "block", "regs", "smem",
 )  # fmt: skip
 
 
