@@ -1,6 +1,7 @@
 """The DERIVED evidence tier of a Kineto trace: each kernel gets the work (FLOPs, bytes, arithmetic
 type) of the innermost framework op around its launch, as the op's recorded shapes give it
-(engine.trace.kineto.shapes)."""
+(engine.trace.kineto.shapes), and that op's family decides its class where the name leaves it
+open (taxonomy.decide_by_op)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from engine.trace.kineto.shapes import (
     queries_in_order,
 )
 from engine.trace.segments import DTYPE_CODE, Kind, Klass, NameTable, Provenance, Segments
+from engine.trace.taxonomy import FAMILY_KLASS, decide_by_op
 from engine.trace.trace import HostEvents
 
 
@@ -66,6 +68,10 @@ def derive_work(
     give_back()  # the sweep's sorted copies, freed
     ok = which >= 0
     kern, which = kern[ok], which[ok]
+    # the launching op decides the class of a kernel whose name says a math class or nothing
+    # (taxonomy.decide_by_op: an aten::mm's `Cijk_…` or `nvjet_…` is a GEMM, an
+    # aten::convolution's xmma kernel a CONV); its auxiliary kernels keep theirs
+    seg.klass[kern] = _class_by_op(ops["work"][which], work, seg.klass[kern], seg.name[kern], names)
     # a matmul, convolution or attention op's work is done by its math kernels; the others it
     # launches (a split-K reduction, an epilogue, a bias copy, a layout transform) do a part of
     # it the shapes do not give: they keep their class prior
@@ -114,6 +120,23 @@ _AUXILIARY = re.compile(
     r"nhwctonchw|transpose|convert",
     re.IGNORECASE,
 )
+
+
+def _class_by_op(
+    widx: np.ndarray, work: list[OpWork], klass: np.ndarray, name: np.ndarray, names: NameTable
+) -> np.ndarray:
+    """Each kernel's class with its launching op's family deciding (``FAMILY_KLASS``: matmul →
+    GEMM, conv → CONV, attention → ATTENTION) where the name's class is one the op decides
+    (manifest ``op_decides``) and the name is not an auxiliary kernel's (``_AUXILIARY``: a
+    split-K reduction, an epilogue, a layout transform keep their own class)."""
+    fam = np.fromiter((FAMILY_KLASS.get(w.family, 255) for w in work), np.uint8, len(work))
+    op_klass = fam[widx]
+    if (op_klass == 255).all():
+        return klass
+    ids, inv = np.unique(name, return_inverse=True)
+    aux = np.fromiter((bool(_AUXILIARY.search(names[int(i)])) for i in ids), bool, len(ids))
+    op_klass = np.where(aux[inv.reshape(-1)], np.uint8(255), op_klass)
+    return decide_by_op(klass, op_klass)
 
 
 def _does_the_math(
