@@ -109,10 +109,6 @@ class Refused:
 # --- the sniffs: cheap, on the first bytes only; the readers check everything else ---------
 
 
-def _json_text(p: Peek) -> bytes:
-    return p.text.lstrip(b"\xef\xbb\xbf \t\r\n")
-
-
 def _is_rocprof_csv(p: Peek) -> bool:
     if p.is_dir:
         from engine.trace.rocprof.rocprof_csv import is_rocprof_dir
@@ -136,8 +132,9 @@ def _is_sqlite(p: Peek) -> bool:
 
 
 def _is_rocprof_json(p: Peek) -> bool:
-    text = _json_text(p)
-    return text.startswith(b"{") and b'"rocprofiler-sdk-tool"' in text[:256]
+    from engine.trace.rocprof.rocprof_json import looks_like_rocprof_json
+
+    return not p.is_dir and looks_like_rocprof_json(p.text)
 
 
 def _is_json(p: Peek) -> bool:
@@ -180,6 +177,12 @@ def read_rocpd_file(path: Path, how: ReadHow) -> Trace:
     return _merged(read_rocpd(path), how)
 
 
+def read_rocprof_json_file(path: Path, how: ReadHow) -> Trace:
+    from engine.trace.rocprof.rocprof_json import read_rocprof_json
+
+    return _merged(read_rocprof_json(path), how)
+
+
 def read_rocprof_csv_file(path: Path, how: ReadHow) -> Trace:
     from engine.trace.rocprof.rocprof_csv import read_rocprof_csv
 
@@ -216,6 +219,15 @@ FORMATS: tuple[Format, ...] = (
         sniff=_is_sqlite,
         reader=read_nsys_file,
         carries=("kernels", "copies", "host calls"),
+    ),
+    Format(
+        name="rocprofv3-json",
+        title="rocprofv3 JSON output (plain or .gz)",
+        produce="rocprofv3 --kernel-trace --memory-copy-trace --output-format json -d OUT -- APP",
+        suffixes=(".json", ".json.gz"),
+        sniff=_is_rocprof_json,
+        reader=read_rocprof_json_file,
+        carries=("kernels", "copies", "host calls", "counters"),
     ),
     Format(
         name="kineto",

@@ -34,6 +34,7 @@ def _real_traces() -> list[Path]:
     files += sorted((TRACES / "kineto" / "job128_two_ranks").glob("*.json.gz"))
     files += sorted((TRACES / "nsys").glob("*.sqlite"))
     files += sorted(p for p in (TRACES / "rocprof").iterdir() if p.is_dir() and is_trace_folder(p))
+    files += sorted((TRACES / "rocprof").glob("*/*.json.gz"))
     return files
 
 
