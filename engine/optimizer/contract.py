@@ -7,7 +7,7 @@ and ``TorchLaunchOptimizer`` (an unmodified script, relaunched). The driver
 (engine/runtime/phases.py), the engine (engine/runtime/engine.py) and the report
 (engine/optimizer/report.py) reach a loop only through ``OptimizeLoop`` below: exactly the
 members they use, no more. mypy checks that every loop satisfies it (the four lines at the
-end, and ``engine.runtime.sources.make_optimizer``'s return type).
+end, and the return type of a run target's ``make_loop``, engine/runtime/targets.py).
 
 A loop's candidates are its own (a library lever with its replayed gain, a declared choice, a
 torch lever): the driver only hands what ``rank`` returned back to ``propose``, so the contract

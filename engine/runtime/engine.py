@@ -34,7 +34,7 @@ from engine.eesm.pipeline import EesmModel
 from engine.errors import write_refused
 from engine.manifest import load_hardware
 from engine.measure import finite_or_none
-from engine.runtime import sources
+from engine.runtime import sources, targets
 from engine.runtime.bus import EventBus
 from engine.runtime.config import APPROVAL_POLICIES, PHASES, RunConfig, phase_deadline
 from engine.runtime.events import (
@@ -53,6 +53,7 @@ from engine.workloads.torch_job import TorchJobError
 
 if TYPE_CHECKING:
     from engine.optimizer.contract import AnyLoop
+    from engine.runtime.context import RunTarget
 
 __all__ = ["PHASES", "Engine", "RunConfig", "phase_deadline"]
 
@@ -82,10 +83,12 @@ class Engine:
         self.config = config
         self.bus = bus or EventBus()
         self.hw = load_hardware(config.hardware)
-        target = sources.resolve(config, self.hw, job)  # what runs, on what device
+        #: what runs, on what device: one kind of run (engine/runtime/targets.py)
+        self.target: RunTarget = targets.resolve(config, self.hw, job)
+        target = self.target
         self.workload, self.cmd_workload = target.workload, target.cmd_workload
         self.torch_job, self.real_title = target.torch_job, target.title
-        self.torch_levers = sources.torch_levers(target.torch_job, torch_levers)
+        self.torch_levers = targets.torch_levers(target.torch_job, torch_levers)
         self.backend, self.device_notes = target.backend, target.device_notes
         self.device_label = target.device_label
         self.run_id = new_run_id()
@@ -287,7 +290,7 @@ class Engine:
             self.log("info", KEEP_DECIDING)
         self._sinks = sources.open_sinks(self)
         await recover_earlier_runs(self)
-        if self.workload is not None and self.backend is None:  # command / real GPU: no decoding
+        if self.target.decodes:  # a command, a real GPU: no decoding
             self.phase("warmup", "compiling numba kernels; numpy reference decoder active")
             self._warm = in_daemon_thread(warm_up_elsewhere)
         phases = OptimizePhases(self)
@@ -297,13 +300,8 @@ class Engine:
         result: dict[str, Any] = {}
         try:
             self.phase("profile", self.device_label)
-            if cfg.capture_program:
-                await sources.stream_capture(self, self.decoder)
-            elif self.backend is not None:
-                await sources.watch_device(self)
-            elif gpu is not None:
-                await sources.stream_simulated(self, gpu, self.decoder)
-            if cfg.optimize and not self._stop and self.backend is None:
+            await self.target.profile(self)  # what streams live: the target's kind says
+            if cfg.optimize and not self._stop and self.target.optimizes:
                 result, report = await phases.run()
             if self._stop:
                 status = "stopped"
@@ -337,7 +335,7 @@ class Engine:
                 self._warm.cancel()
             if phases.opt is not None:
                 status, report = phases.end_journal(status, report)
-            elif cfg.optimize and self.backend is None:  # cut short before the loop began
+            elif cfg.optimize and self.target.optimizes:  # cut short before the loop began
                 report = end_early(self, status)
             else:
                 end_watch(self, status)
@@ -375,7 +373,7 @@ class Engine:
     def compile_early(self) -> None:
         """Start compiling the live decoder's kernels now, where this run will decode (a
         simulated workload): before the dashboard's start-up, not after it."""
-        if self.workload is not None and self.backend is None:
+        if self.target.decodes:
             compile_early()
 
     def check_warm(self, decoder: LiveDecoder) -> None:

@@ -1,10 +1,11 @@
 """The optimize phases of a run — attribute, rank, apply (approvals, trials, the gate) and
-report — over one optimize loop (whichever ``sources.make_optimizer`` picks: a simulated
-workload's, a command's, a live PyTorch program's or a relaunched script's), reached only
+report — over one optimize loop (whichever the run's target makes, engine/runtime/targets.py: a
+simulated workload's, a command's, a live PyTorch program's or a relaunched script's), reached only
 through the loops' one contract (engine/optimizer/contract.py); and the journal's last word
 when the run ends or is cut short.
 
-The engine (engine/runtime/engine.py) owns the run: its clock, its stop and pause, its bus;
+The engine (engine/runtime/engine.py) owns the run: its clock, its stop and pause, its bus —
+offered here as engine.runtime.context.RunContext (this module never imports the Engine);
 ``OptimizePhases`` drives the optimizer through the phases and tells the bus what happened.
 Numeric work runs in worker threads (``asyncio.to_thread``); the event loop only moves data.
 """
@@ -20,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import write_refused
 from engine.measure import finite_or_none
-from engine.runtime import sources
 from engine.runtime.events import (
     EvidenceView,
     GateDecided,
@@ -50,7 +50,7 @@ from engine.workloads.torch_job import BudgetEnded
 if TYPE_CHECKING:
     from engine.optimizer.contract import AnyLoop, LoopMeasurement
     from engine.optimizer.loop import Intervention, LoopAnalysis
-    from engine.runtime.engine import Engine
+    from engine.runtime.context import RunContext
 
 
 def _score(iv: Intervention) -> float:
@@ -63,7 +63,7 @@ def _score(iv: Intervention) -> float:
 class OptimizePhases:
     """Profile's measurements, then attribute → rank → apply → report, for one engine run."""
 
-    def __init__(self, eng: Engine) -> None:
+    def __init__(self, eng: RunContext) -> None:
         self.eng = eng
         self.opt: AnyLoop | None = None  # set by ``run``
         self._shown_state: dict[str, str] = {}
@@ -86,7 +86,7 @@ class OptimizePhases:
         await asyncio.to_thread(importlib.import_module, "engine.optimizer.loop")
         from engine.optimizer.report import write_run
 
-        opt = sources.make_optimizer(eng)
+        opt = eng.target.make_loop(eng)
         self.opt = eng.optimizer = opt
         opt.journal.append(run_started(eng, traced=bool(opt.traced)))
         loop = asyncio.get_running_loop()
@@ -511,7 +511,7 @@ class OptimizePhases:
         return status, report
 
 
-def run_started(eng: Engine, traced: bool) -> dict[str, Any]:
+def run_started(eng: RunContext, traced: bool) -> dict[str, Any]:
     """The journal's first record: what the run is (the report's heading reads it)."""
     cfg = eng.config
     return {
@@ -529,7 +529,7 @@ def run_started(eng: Engine, traced: bool) -> dict[str, Any]:
     }
 
 
-def end_early(eng: Engine, status: str) -> str:
+def end_early(eng: RunContext, status: str) -> str:
     """A run cut short before its optimize loop began (Ctrl-C in its first seconds): still a
     journal that says how it ended and a report that says nothing was measured or applied (a
     stop must never leave an unmarked folder). Returns the report's path ('' if it could not
@@ -554,7 +554,7 @@ def end_early(eng: Engine, status: str) -> str:
         return ""
 
 
-def end_watch(eng: Engine, status: str) -> None:
+def end_watch(eng: RunContext, status: str) -> None:
     """A watch run (``--watch``, or a real device's telemetry): it measures and applies
     nothing, but its folder still gets a journal that says it started and how it ended, so the
     next start does not take it for a run that died before its first record."""
@@ -570,7 +570,7 @@ def end_watch(eng: Engine, status: str) -> None:
             eng.log("error", f"the run's journal could not be written ({e!r})")
 
 
-async def recover_earlier_runs(eng: Engine) -> None:
+async def recover_earlier_runs(eng: RunContext) -> None:
     """Put back every dead run of this run store (DESIGN §6) and say what was done."""
     from engine.optimizer.report import rewrite_recovered
 

@@ -3,8 +3,10 @@ device streamed window by window, a real GPU watched through its telemetry, a Py
 captured under CUPTI — and where telemetry goes (telemetry.jsonl, Prometheus, an S3 mirror).
 
 Each source runs until the engine stops it or its budget share ends, and reports through the
-engine's ``bus``, ``stream`` (decoded rows) and ``telemetry_out``. The optimize phases
-(engine/runtime/phases.py) measure the workload themselves; these only show it live.
+run's ``bus``, ``stream`` (decoded rows) and ``telemetry_out`` (engine.runtime.context.RunContext:
+what the Engine offers; this module never imports the Engine). Which source a run streams is its
+target's choice (engine/runtime/targets.py). The optimize phases (engine/runtime/phases.py)
+measure the workload themselves; these only show it live.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import contextlib
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.regimes import Regime
@@ -24,187 +25,14 @@ from engine.runtime.stream import NamesHolder
 if TYPE_CHECKING:
     from engine.device.simulator import SimulatedGPU
     from engine.eesm.live import LiveDecoder
-    from engine.manifest import HardwareSpec, WorkloadSpec
-    from engine.optimizer.contract import AnyLoop
-    from engine.runtime.config import RunConfig
-    from engine.runtime.engine import Engine
-
-
-@dataclass
-class Target:
-    """What a run runs and where: a built-in simulated workload, a real process (command
-    workload), or a program under CUPTI capture; a real GPU backend where one was asked for."""
-
-    workload: WorkloadSpec | None
-    cmd_workload: Any
-    torch_job: Any
-    backend: Any
-    device_notes: list[str]
-    device_label: str
-
-    @property
-    def title(self) -> str:
-        """The title of a real program this run measures ('' for a simulated workload)."""
-        if self.torch_job is not None:
-            return str(self.torch_job.name)
-        return str(self.cmd_workload.title) if self.cmd_workload is not None else ""
-
-
-def make_optimizer(eng: Engine) -> AnyLoop:
-    """The optimize loop's steps for this run's target: a live PyTorch program, an unmodified
-    script (relaunched), any command, or a simulated workload — each keeping the loops' one
-    contract (engine/optimizer/contract.py)."""
-    cfg = eng.config
-    if eng.torch_job is not None:
-        from engine.optimizer.torch_loop import TorchOptimizer
-
-        return TorchOptimizer(
-            eng.torch_job,
-            eng.run_dir,
-            repeats=cfg.repeats,
-            levers=eng.torch_levers,
-            deadline=time.monotonic() + cfg.budget_s - eng.elapsed(),
-            analyze_capture=_analyze_file,
-            fingerprint_file=_fingerprint_file,
-        )
-    if eng.cmd_workload is not None and eng.cmd_workload.kind == "torch":
-        from engine.optimizer.torch_loop import TorchLaunchOptimizer
-
-        return TorchLaunchOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
-    if eng.cmd_workload is not None:
-        from engine.optimizer.command_loop import CommandOptimizer
-
-        return CommandOptimizer(eng.cmd_workload, eng.run_dir, repeats=cfg.repeats)
-    from engine.optimizer.loop import Optimizer
-
-    return Optimizer(
-        cfg.workload, eng.run_dir, seed=cfg.seed, repeats=cfg.repeats, hardware=cfg.hardware
-    )
-
-
-def _analyze_file(path: Any) -> Any:
-    """``gitm-tui analyze`` of one trace file (a live program's captured steps), through the
-    analysis's front door (engine.analyze.api) as the command's; no first-run child: the
-    program's own run has compiled what it needs. AnalysisFailed (a RuntimeError) says why not."""
-    from engine.analyze.api import AnalyzeOptions, analyze
-
-    here = AnalyzeOptions(first_run=False, ranks=False, keep_arrays=True)
-    return analyze([str(path)], here).one()
-
-
-def _fingerprint_file(path: Any) -> Any:
-    """The workload fingerprint of a live program's capture (a trial's or its baseline's), as
-    `gitm-tui analyze` writes it (engine.analyze.fingerprints)."""
-    from engine.analyze.fingerprints import fingerprint_file
-
-    return fingerprint_file(path)
-
-
-def real_model(workload: str, device: str) -> Any:
-    """The TorchJob of a built-in workload's real model (engine/workloads/models/); a
-    CommandError (one line) when torch or the device is missing."""
-    from engine.errors import BackendUnavailable
-    from engine.workloads.command import CommandError
-
-    try:
-        import torch
-    except ImportError:  # a missing backend library: exit 4 (README, Exit codes)
-        raise BackendUnavailable(
-            "torch",
-            f"runs the real {workload} model, which needs PyTorch, not installed here",
-            "pip install 'gitm-tui[torch]'",
-        ) from None
-    if device == "cuda" and not torch.cuda.is_available():
-        raise BackendUnavailable(
-            "torch", "torch sees no CUDA device here", "use --device cpu, or a CUDA build of torch"
-        )
-    from engine.workloads.models import REAL_MODELS, job
-
-    if workload not in REAL_MODELS:
-        raise CommandError(
-            f"--device {device} runs a real model; {workload!r} has none "
-            f"(one of {', '.join(REAL_MODELS)})"
-        )
-    return job(workload, device)
-
-
-def torch_levers(job: Any, levers: tuple[Any, ...] | None) -> tuple[Any, ...]:
-    """The levers a live PyTorch program may try: ``levers``, or the library's torch levers."""
-    if job is None:
-        return ()
-    if levers is None:
-        from engine.levers.torch_levers import TORCH_LEVERS
-
-        return TORCH_LEVERS
-    return levers
-
-
-def resolve(config: RunConfig, hw: HardwareSpec, job: Any = None) -> Target:
-    """The run's target from its configuration: CommandError on a bad command workload,
-    BackendUnavailable when a requested GPU backend cannot start (one line for the user).
-    ``job``: a live PyTorch program (``engine.optimize``), measured in this process."""
-    if job is None and config.device in ("cpu", "cuda"):  # a built-in workload's real model
-        job = real_model(config.workload, config.device)
-    if job is not None:
-        from engine.workloads.torch_job import TorchJob, on_cuda
-
-        job = TorchJob.of(job)
-        where = "its CUDA device" if on_cuda(job) else "the CPU"
-        label = f"this process ({job.name}: a live PyTorch program measured on {where})"
-        return Target(None, None, job, None, [], label)
-    cmd: Any = None
-    if config.workload == "torch":
-        from engine.workloads.command import CommandError
-        from engine.workloads.torch_launch import TorchLaunchWorkload
-
-        if not config.command:
-            raise CommandError("--workload torch needs the script after '--'")
-        launched = TorchLaunchWorkload(config.command)
-        label = "this machine (an unmodified PyTorch script, relaunched per trial)"
-        return Target(None, launched, None, None, [], label)
-    if config.workload == "command":
-        from engine.workloads.command import ChoiceLever, CommandSpec, CommandWorkload
-
-        cmd = CommandWorkload(
-            CommandSpec(
-                argv=config.command,
-                metric=config.metric,
-                goal=config.goal,  # type: ignore[arg-type]
-                levers=tuple(ChoiceLever.parse(x) for x in config.levers),
-                check=config.check,
-            )
-        )
-    capturing = bool(config.capture_program)
-    workload = None
-    if not (cmd or capturing):
-        from engine.manifest import load_workload
-
-        workload = load_workload(config.workload)
-    # a real GPU (nvidia / amd, or auto when one works): telemetry is read from it
-    backend: Any = None
-    notes: list[str] = []
-    if config.device != "sim":
-        from engine.telemetry.backends import open_backend
-
-        backend, notes = open_backend(config.device)
-    label = (
-        "this machine (command workload: measured for real, no device trace)"
-        if cmd
-        else f"simulated {hw.name}"
-    )
-    if backend is not None:
-        label = backend.label
-    if capturing:
-        where = backend.label if backend is not None else "the CUDA device"
-        label = f"{where} — CUPTI capture of {' '.join(config.capture_program)}"
-    return Target(workload, cmd, None, backend, notes, label)
+    from engine.runtime.context import RunContext
 
 
 #: seconds between two heartbeat ``progress`` events when nothing else moved
 HEARTBEAT_S = 5.0
 
 
-async def tick(eng: Engine, every_s: float = HEARTBEAT_S) -> None:
+async def tick(eng: RunContext, every_s: float = HEARTBEAT_S) -> None:
     """Publish the run's progress every ``every_s`` while it runs — a heartbeat for readers
     of the JSON lines (a screen runs its own clock from ``Engine.elapsed``): the counters as
     they stand and the time spent waiting for a person."""
@@ -227,7 +55,7 @@ async def tick(eng: Engine, every_s: float = HEARTBEAT_S) -> None:
         await asyncio.sleep(every_s)
 
 
-def announce(eng: Engine) -> None:
+def announce(eng: RunContext) -> None:
     """Publish what this run is (``RunStarted``) and the device's notes."""
     cfg = eng.config
     if eng.workload is not None:
@@ -265,7 +93,7 @@ def announce(eng: Engine) -> None:
         )
 
 
-async def stream_simulated(eng: Engine, gpu: SimulatedGPU, decoder: LiveDecoder) -> None:
+async def stream_simulated(eng: RunContext, gpu: SimulatedGPU, decoder: LiveDecoder) -> None:
     """Stream live windows of the unchanged workload until the profile share is spent."""
     cfg = eng.config
     eng.stream.config = "baseline"
@@ -296,7 +124,7 @@ async def stream_simulated(eng: Engine, gpu: SimulatedGPU, decoder: LiveDecoder)
     eng.offset_ns = int(gpu.now)
 
 
-async def watch_device(eng: Engine) -> None:
+async def watch_device(eng: RunContext) -> None:
     """A real GPU: sample its telemetry until the budget or stop (kernel regimes need
     `gitm-tui capture -- …`, which records the kernels the program launches)."""
     from engine.telemetry.sampler import Sampler
@@ -325,7 +153,7 @@ async def watch_device(eng: Engine) -> None:
         backend.close()
 
 
-async def stream_capture(eng: Engine, decoder: LiveDecoder) -> None:
+async def stream_capture(eng: RunContext, decoder: LiveDecoder) -> None:
     """Run the program in a thread under CUPTI; decode its batches as they arrive."""
     from engine.trace.cupti.cupti import capture, run_python_program
 
@@ -385,7 +213,7 @@ async def stream_capture(eng: Engine, decoder: LiveDecoder) -> None:
         eng.log("info", f"program exited with status {box.get('code')}; trace in {out}")
 
 
-def open_sinks(eng: Engine) -> list[Any]:
+def open_sinks(eng: RunContext) -> list[Any]:
     """telemetry.jsonl in the run store always; Prometheus when a port was given; OTLP when an
     endpoint was."""
     from engine.telemetry.sinks import JsonlSink, PrometheusSink
@@ -412,7 +240,7 @@ def open_sinks(eng: Engine) -> list[Any]:
     return sinks
 
 
-async def mirror(eng: Engine) -> None:
+async def mirror(eng: RunContext) -> None:
     """Copy the run's folder to $GITM_S3_ROOT when it is set."""
     from engine.telemetry.sinks import mirror_run
 

@@ -1,6 +1,6 @@
 """Every optimize loop keeps the one contract the runtime and the report reach it through
 (engine/optimizer/contract.py). mypy checks the members' types; this checks that each loop,
-built as ``engine.runtime.sources.make_optimizer`` builds it, has every member at run time
+built as a run target makes it (``engine.runtime.targets``, ``make_loop``), has every member at run time
 (the attributes its ``__init__`` sets included), and that only the simulated workload's loop
 has a model to decode a device trace with."""
 
