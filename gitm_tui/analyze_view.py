@@ -49,6 +49,15 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
         f"GPU busy {_ms(a.gpu_time_ns)} ms, summed over {len(a.streams)} stream(s)  ·  "
         f"wall span {_ms(a.span_ns)} ms (first to last GPU row)\n"
     )
+    if a.hardware.device_basis:  # the device the rows ran on, where that is an inference
+        head.append(f"device inferred: {a.hardware.device_basis}\n", style="dim")
+    if len(a.devices) > 1:  # each device, its peaks and its share of the GPU time
+        for d in a.devices[:8]:
+            head.append(
+                f"  device {d.id}: {d.name} ({d.detected_from}) — {d.share_of_gpu_time:.0%} of "
+                f"GPU time, {d.host_link or 'links unknown'}\n",
+                style="dim",
+            )
     links = f"host link {a.hardware.host_link}" if a.hardware.host_link else "links unknown"
     head.append(f"{links}\n", style="dim")
     conf = (
@@ -148,6 +157,7 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
         rate = "—" if cp.achieved_Bps is None else f"{cp.achieved_Bps / 1e9:.2f} GB/s"
         frac = "" if cp.fraction_of_link is None else f" = {cp.fraction_of_link:.0%} of {cp.link}"
         what = "memsets" if cp.direction == "memset" else f"copies {cp.direction} {cp.memory}"
+        what = what if cp.device is None else f"device {cp.device} {what}"
         foot.append(f"{what}: {cp.count} in {_ms(cp.time_ns)} ms, {rate}{frac}\n")
     for m in a.communication:
         ov = m.overlapped_ns / m.time_ns if m.time_ns else 0.0

@@ -6,16 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.analyze.copies import copy_stats
+from engine.analyze.devices import TIMED, Device, DeviceUse, device_use, ran_on
 from engine.analyze.intervals import interval_union, length
 from engine.analyze.measured import measured_confusion
 from engine.analyze.model import (
     Analysis,
     CommStats,
+    CopyStats,
+    DeviceShare,
     Evidence,
     FingerprintSummary,
     Hardware,
@@ -30,7 +33,7 @@ from engine.analyze.remote import is_url
 from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.fingerprint import Fingerprint, fingerprint_of_trace
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
-from engine.planner.catalogue import GpuPeaks, Identified, by_id, describe, identify, properties_of
+from engine.planner.catalogue import GpuPeaks, by_id, describe
 from engine.planner.graph import (
     counted,
     expected_efficiency,
@@ -41,12 +44,11 @@ from engine.planner.graph import (
     trace_roofline,
 )
 from engine.regimes import Label, Regime
-from engine.text import clean
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
 from engine.trace.import_memory import gc_paused, give_back
 from engine.trace.order import stable_order
-from engine.trace.segments import DTYPES, Kind, Klass, Provenance, Segments
+from engine.trace.segments import DTYPES, Kind, Klass, NameTable, Provenance, Segments
 from engine.trace.trace import ApiKind, Trace
 
 if TYPE_CHECKING:  # (the levers are imported when they are replayed)
@@ -64,7 +66,7 @@ CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 #: no peak of it is reported as the trace's
 REFERENCE_HARDWARE = "h100-sxm"
 
-_TIMED = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)
+_TIMED = TIMED
 
 
 @dataclass
@@ -85,105 +87,11 @@ class AnalysisResult:
     path: tuple[PathIntervals, ReplayDag] | None = None
 
 
-#: rows whose devices _hardware tallies at a time: a few MB of transients per chunk, never a
-#: copy of a whole trace's columns (the analysis of a 10 M-row trace holds its peak elsewhere)
-_DEVICE_CHUNK = 1 << 20
 #: device lines shown in the notes at most (a 72-GPU host's rank trace names a few devices)
 _DEVICE_LINES = 8
 
 
-@dataclass(frozen=True)
-class _DeviceUse:
-    """The timed rows one device number ran: how many and their summed time."""
-
-    id: int
-    rows: int
-    time_ns: int
-
-
-def _device_use(seg: Segments) -> list[_DeviceUse]:
-    """Timed rows (kernels, copies, memsets, collectives) per device number, most GPU time
-    first (ties by id)."""
-    timed = np.array(_TIMED, np.uint8)
-    acc: dict[int, list[int]] = {}
-    for a in range(0, len(seg), _DEVICE_CHUNK):
-        b = min(len(seg), a + _DEVICE_CHUNK)
-        k = np.isin(seg.kind[a:b], timed)
-        if not k.any():
-            continue
-        dev = seg.device[a:b][k]
-        dur = seg.end_ns[a:b][k] - seg.start_ns[a:b][k]
-        for d in np.unique(dev).tolist():
-            m = dev == d
-            e = acc.setdefault(int(d), [0, 0])
-            e[0] += int(m.sum())
-            e[1] += int(dur[m].sum())
-    return sorted(
-        (_DeviceUse(d, r, t) for d, (r, t) in acc.items()), key=lambda u: (-u.time_ns, u.id)
-    )
-
-
-@dataclass(frozen=True)
-class _Device:
-    """One device the rows ran on, as the trace describes it and the catalogue names it."""
-
-    id: int
-    props: dict[str, Any] | None  # the trace's properties of it (None: its list lacks it)
-    found: Identified | None  # None: no properties, or two processes' different GPUs
-    label: str  # the device as the trace names it, sanitised, with what its peaks are
-    problem: str | None = None  # why it has no model, where that is not the catalogue's reason
-    shown: str = ""  # the device as the trace names it, sanitised ('' when it names none)
-
-    @property
-    def model(self) -> str:
-        """What tells two devices' models apart: the entry's id, else the reported facts."""
-        if self.found is not None and self.found.entry is not None:
-            return self.found.entry.id
-        p = self.props or {}
-        return f"?{p.get('name')!r}/{p.get('numSms')!r}/{p.get('totalGlobalMem')!r}/{self.id}"
-
-
-def _device(devices: list[dict[str, Any]], dev_id: int) -> _Device:
-    """The device rows call ``dev_id``: its properties (by id: ``properties_of``), its catalogue
-    entry or estimate, and its label."""
-    listed = properties_of(devices, dev_id)
-    if not listed:
-        ids = sorted({i for d in devices if isinstance(i := d.get("id"), int)})
-        where = f" (ids {', '.join(map(str, ids))})" if ids else ""
-        return _Device(
-            dev_id,
-            None,
-            None,
-            f"device {dev_id} (not in the trace's device list{where})",
-            f"rows ran on device {dev_id}, which the trace's device list{where} lacks",
-        )
-    props = listed[0]
-    # (repr: trace metadata may hold unhashable values where numbers belong)
-    if len({repr((p.get("name"), p.get("numSms"), p.get("totalGlobalMem"))) for p in listed}) > 1:
-        names = " / ".join(clean(str(p.get("name") or "unnamed"), 60) for p in listed)
-        return _Device(
-            dev_id,
-            props,
-            None,
-            f"device {dev_id}: {names}",
-            f"device {dev_id} is a different GPU in different processes ({names}: "
-            "TARGET_INFO_CUDA_DEVICE) and its rows do not say their process",
-        )
-    found = identify(props)
-    name = props.get("name")
-    named = clean(name.strip(), 80) if isinstance(name, str) and name.strip() else ""
-    facts = describe(props)
-    shown = named or (f"unnamed device ({facts})" if facts else "unknown")
-    if found.kind == "catalogue" and found.entry is not None:
-        label = f"{shown} · catalogue {found.entry.name}"
-    elif found.kind == "estimate":
-        label = f"{shown} · ESTIMATED peaks ({facts})"
-    else:
-        label = shown
-    return _Device(dev_id, props, found, label, shown=named)
-
-
-def _device_line(d: _Device, u: _DeviceUse, total_ns: int) -> str:
+def _device_line(d: Device, u: DeviceUse, total_ns: int) -> str:
     share = u.time_ns / total_ns if total_ns else 0.0
     return (
         f"device {d.id}: {d.label} — {u.rows:,} rows, {u.time_ns / 1e6:,.2f} ms "
@@ -208,18 +116,67 @@ _UNKNOWN_TAIL = (
 )
 
 
-def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hardware, list[str]]:
-    """Return the peaks the rows are judged by (None: unknown), how they were chosen, and notes.
+@dataclass
+class _Chosen:
+    """The peaks the rows are judged by, as ``_hardware`` chose them."""
 
-    The device is the one the rows ran on: each timed row's ``device`` read against the trace's
-    device list by id (Kineto ``deviceProperties[].id``, Nsight's CUDA device numbers, rocprof's
-    GPU agents: ``properties_of``), the device that ran most of the GPU time analysed. Its peaks
-    are its catalogue entry's, else an ESTIMATE from its own properties (labelled so on the
-    first screen, in report.md and in ``peak_source``), else unknown — every figure that needs
-    peaks then says so — unless the user names it with --hardware. Rows on devices of more than
-    one model are never judged by one device's peaks: the hardware is unknown for the roofline
-    then, and a line per device says which model ran what (``--hardware`` still applies one
-    entry to all). The name shown is the device's as the trace names it, sanitised."""
+    peaks: GpuPeaks | None  # one device's peaks for every row (None: unknown, or per device)
+    model: Hardware
+    notes: list[str]
+    devices: list[DeviceShare]
+    #: each device's own peaks where the rows ran on devices of different models (None: the
+    #: same ``peaks`` judge every row)
+    by_device: dict[int, GpuPeaks | None] | None = None
+
+    def groups(self, rows: Segments) -> list[tuple[int | None, GpuPeaks | None, np.ndarray | None]]:
+        """(device, peaks, the rows' mask) per device; one (None, peaks, None) for every row
+        when one set of peaks judges them all."""
+        if self.by_device is None:
+            return [(None, self.peaks, None)]
+        return [
+            (d, self.by_device.get(d), rows.device == d) for d in np.unique(rows.device).tolist()
+        ]
+
+
+def _share(d: Device, u: DeviceUse, total: int, flag: GpuPeaks | None = None) -> DeviceShare:
+    found = d.found
+    peaks = flag or d.peaks
+    host, peer = _links(peaks) if peaks is not None else (None, None)
+    if flag is not None:
+        how = "flag"
+    elif found is not None and found.kind in ("catalogue", "estimate"):
+        how = "trace" if found.kind == "catalogue" else "estimate"
+    else:
+        how = "none"
+    why = d.problem or (found.why if found is not None and found.entry is None else None)
+    return DeviceShare(
+        id=d.id,
+        name=d.label,
+        hardware_id=peaks.id if peaks is not None else None,
+        detected_from=how,
+        peak_source=peaks.source if peaks is not None else None,
+        host_link=host,
+        peer_link=peer,
+        basis=d.inferred or why,
+        rows=u.rows,
+        gpu_time_ns=u.time_ns,
+        share_of_gpu_time=u.time_ns / total if total else 0.0,
+    )
+
+
+def _hardware(trace: Trace, hardware: str | None) -> _Chosen:
+    """Return the peaks the rows are judged by, how they were chosen, and notes.
+
+    The devices are those the rows ran on: each timed row's ``device`` read against the trace's
+    device list (engine.analyze.devices: by id where the numbering is the list's, else the sole
+    model the list holds, said as an inference). Each device's peaks are its catalogue entry's,
+    else an ESTIMATE from its own properties (labelled so on the first screen, in report.md and
+    in ``peak_source``), else unknown — every figure that needs peaks then says so — unless the
+    user names them with --hardware (one entry for every row). Rows on devices of one model are
+    judged by its peaks; rows on devices of several models each by their own device's
+    (``by_device``: the roofline, copy links and the kernel-time invariant per device), and a
+    line per device says which model ran what share of the GPU time. The name shown is the
+    device's as the trace names it, sanitised."""
     devices = [d for d in trace.device_properties.get("devices") or [] if isinstance(d, dict)]
     first = str(devices[0].get("name")) if devices and devices[0].get("name") else None
     notes: list[str] = []
@@ -227,27 +184,22 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
         from engine.trace.kineto.kineto import mtia_device
 
         name, note = mtia_device(trace, hardware)
-        return (
-            None,
-            Hardware(id=None, name=name, detected_from="trace", reported_name=first),
-            [note],
-        )
-    use = _device_use(trace.segments)
+        hw = Hardware(id=None, name=name, detected_from="trace", reported_name=first)
+        return _Chosen(None, hw, [note], [])
+    ran_use = ran_on(trace)
+    use = [u for _, u in ran_use]
+    ran = [d for d, _ in ran_use]
     if not devices:  # nothing to read the rows' devices against
-        ran = []
+        use = device_use(trace.segments)
         if len(use) > 1:
             notes.append(
                 f"rows ran on {len(use)} devices (ids {', '.join(str(u.id) for u in use)}) and "
                 "the trace describes none of them"
             )
-    elif use:
-        ran = [_device(devices, u.id) for u in use]
-    else:  # no timed row (a CUPTI-profiler trace of ranges only): the first listed device
-        ids = [i for d in devices[:1] if isinstance(i := d.get("id"), int)]
-        ran = [_device(devices, ids[0] if ids else 0)] if devices else []
     main = ran[0] if ran else None
     name0 = main.props.get("name") if main and main.props else None
     reported = str(name0) if name0 else None
+    basis = main.inferred if main is not None else None
     models = {d.model for d in ran}
     total = sum(u.time_ns for u in use)
     if len(ran) > 1:
@@ -264,41 +216,46 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
                 f"--hardware {hardware}: every row is judged by {found.name}'s peaks, whichever "
                 "device ran it"
             )
-        return (
-            found,
-            Hardware(
-                id=found.id,
-                name=found.name,
-                detected_from="flag",
-                reported_name=reported,
-                peak_source=found.source,
-                host_link=host,
-                peer_link=peer,
-            ),
-            notes,
+        hw = Hardware(
+            id=found.id,
+            name=found.name,
+            detected_from="flag",
+            reported_name=reported,
+            peak_source=found.source,
+            host_link=host,
+            peer_link=peer,
+            device_basis=basis,
         )
+        shares = [_share(d, u, total, found) for d, u in ran_use]
+        return _Chosen(found, hw, notes, shares)
+    shares = [_share(d, u, total) for d, u in ran_use]
     if len(models) > 1:
         assert main is not None
         others = ", ".join(d.label for d in ran[1:3]) + (", …" if len(ran) > 3 else "")
         tie = len(use) > 1 and use[0].time_ns == use[1].time_ns
         most = "first of equal GPU time" if tie else "most GPU time"
+        unknown = [d for d in ran if d.peaks is None]
         notes.append(
-            f"hardware unknown for the roofline: the rows ran on {len(models)} GPU models and no "
-            "one device's peaks may judge another's rows, so roofline fractions, copy link rates "
-            "and FLOP-based pressures are not computed (regimes rest on kernel-name priors); the "
-            f"device analysed ({most}) is device {main.id} ({main.label}); pass "
-            "--hardware ID to judge every row by one catalogue entry"
+            f"the rows ran on {len(models)} GPU models: each device's rows are judged by its "
+            "own peaks — roofline fractions, copy link rates and the kernel-time invariant per "
+            "device, no device's peaks judging another's rows"
+            + (
+                f" ({', '.join(f'device {d.id}' for d in unknown[:4])}: peaks unknown, not judged)"
+                if unknown
+                else ""
+            )
+            + "; the lever replay models one device: it runs on the reference device's rates "
+            "and the levers that depend on the device are not judged; pass --hardware ID to "
+            "judge every row by one catalogue entry"
         )
-        return (
-            None,
-            Hardware(
-                id=None,
-                name=f"{len(models)} models: {main.label} ({most}), {others}",
-                detected_from="trace",
-                reported_name=reported,
-            ),
-            notes,
+        hw = Hardware(
+            id=None,
+            name=f"{len(models)} models: {main.label} ({most}), {others}",
+            detected_from="trace",
+            reported_name=reported,
+            device_basis=basis,
         )
+        return _Chosen(None, hw, notes, shares, {d.id: d.peaks for d in ran})
     found_id = main.found if main is not None else None
     if main is None or found_id is None or found_id.entry is None:
         if main is None:
@@ -310,11 +267,10 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
             why = found_id.why
         notes.append(f"hardware unknown: {why}; {_UNKNOWN_TAIL}")
         shown = main.label if main is not None and main.props else "unknown"
-        return (
-            None,
-            Hardware(id=None, name=shown, detected_from="none", reported_name=reported),
-            notes,
+        hw = Hardware(
+            id=None, name=shown, detected_from="none", reported_name=reported, device_basis=basis
         )
+        return _Chosen(None, hw, notes, shares)
     entry = found_id.entry
     host, peer = _links(entry)
     if found_id.kind == "estimate":
@@ -335,19 +291,17 @@ def _hardware(trace: Trace, hardware: str | None) -> tuple[GpuPeaks | None, Hard
             f"device {main.id}: {said}; its properties ({describe(main.props or {})}) are the "
             f"catalogue's {entry.name} and no other entry's"
         )
-    return (
-        entry,
-        Hardware(
-            id=entry.id,
-            name=main.label,
-            detected_from="estimate" if found_id.kind == "estimate" else "trace",
-            reported_name=reported,
-            peak_source=entry.source,
-            host_link=host,
-            peer_link=peer,
-        ),
-        notes,
+    hw = Hardware(
+        id=entry.id,
+        name=main.label,
+        detected_from="estimate" if found_id.kind == "estimate" else "trace",
+        reported_name=reported,
+        peak_source=entry.source,
+        host_link=host,
+        peer_link=peer,
+        device_basis=basis,
     )
+    return _Chosen(entry, hw, notes, shares)
 
 
 #: rows of the kernel table between two hand-backs of the heap's free pages: each name's
@@ -396,12 +350,20 @@ def _launch_times(rows: Segments, trace: Trace) -> tuple[np.ndarray, np.ndarray]
     return start, dur
 
 
-def _roofline(rows: Segments, hw: GpuPeaks | None) -> tuple[np.ndarray, np.ndarray]:
-    """(ideal, expected) ns per row by the planner's rule (``trace_roofline``); all NaN when
-    the hardware is unknown."""
-    if hw is None:
-        return np.full(len(rows), np.nan), np.full(len(rows), np.nan)
-    return trace_roofline(rows, hw)
+def _roofline(rows: Segments, ch: _Chosen) -> tuple[np.ndarray, np.ndarray]:
+    """(ideal, expected) ns per row by the planner's rule (``trace_roofline``), each device's
+    rows against its own peaks; NaN where the hardware is unknown."""
+    groups = ch.groups(rows)
+    if len(groups) == 1 and groups[0][2] is None:
+        hw = groups[0][1]
+        if hw is None:
+            return np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+        return trace_roofline(rows, hw)
+    ideal, expected = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    for _, hw, m in groups:
+        if hw is not None and m is not None:
+            ideal[m], expected[m] = trace_roofline(rows.take(m), hw)
+    return ideal, expected
 
 
 def _invariants(
@@ -409,20 +371,33 @@ def _invariants(
     names: list[str],
     ideal: np.ndarray,
     expected: np.ndarray,
-    hw: GpuPeaks | None,
+    ch: _Chosen,
 ) -> list[InvariantResult]:
     """The optimize loop's three invariants on an imported trace: kernel time by the same rule
     (engine/optimizer/monitor.py ``kernel_time``); byte traffic and concurrency need a plan the
-    trace does not carry, and say so. The violations cite ``rows``' indices and start times."""
+    trace does not carry, and say so. The violations cite ``rows``' indices and start times.
+    Each device's kernels are judged against its own peaks, sharing the device only with its
+    own rows."""
     checkable = np.isfinite(expected) & (rows.end_ns > rows.start_ns)  # (no duration column)
     pri = planner_priors()
     tol, unc = float(pri["tolerance"]), float(pri["derived_uncertainty"])
     shared: np.ndarray | None = None
     resolution = 1
-    if checkable.any() and hw is not None:
-        shared = shared_fraction(rows)
+    judged = [(d, hw, m) for d, hw, m in ch.groups(rows) if hw is not None]
+    if checkable.any() and judged:
         resolution = time_resolution_ns(rows)
-        floor = kernel_floor(rows, hw, ideal, shared)
+        floors = []
+        if len(judged) == 1 and judged[0][2] is None:
+            shared = shared_fraction(rows)
+            floors.append(kernel_floor(rows, judged[0][1], ideal, shared).basis)
+        else:
+            shared = np.zeros(len(rows))
+            for d, hw, m in judged:
+                assert m is not None and hw is not None  # (several devices: a mask each)
+                sub = rows.take(m)
+                shared[m] = part = shared_fraction(sub)
+                floors.append(f"device {d}: {kernel_floor(sub, hw, ideal[m], part).basis}")
+        floor_basis = "; ".join(floors)
         basis = (
             "a kernel violates when the time it had the device to itself (its duration less "
             "the time other device rows ran beside it"
@@ -434,11 +409,16 @@ def _invariants(
             + f") exceeds {tol:g}× its expected time — {tol * unc:g}× where its FLOPs and bytes "
             f"are derived from shapes, not counted (manifests/planner.json) — or when counted "
             "work ran in under 0.9× its ideal time at peak. Expected: a kernel's fixed cost "
-            f"({floor.basis}) + max(FLOPs / peak, bytes / HBM bandwidth) at the efficiency a "
+            f"({floor_basis}) + max(FLOPs / peak, bytes / HBM bandwidth) at the efficiency a "
             "good library reaches for its class, the FLOP peak scaled to the SMs its grid can "
             "occupy"
+            + (
+                "; each device's kernels against its own device's peaks"
+                if ch.by_device is not None
+                else ""
+            )
         )
-    elif hw is None:
+    elif not judged:
         basis = "the hardware is unknown (no peaks to bound against)"
     else:
         basis = (
@@ -493,9 +473,10 @@ def _without_hardware_evidence(rows: Segments) -> Segments:
     return Segments(**cols)
 
 
-def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.ndarray, Decoded]:
+def _label(rows: Segments, ch: _Chosen, model: EesmModel) -> tuple[np.ndarray, Decoded]:
     """Return every timed row's evidence tier and its decode: labels are Label values,
-    confidence NaN where nothing was decoded.
+    confidence NaN where nothing was decoded. ``model``: the decoder's model on ``ch.peaks``;
+    rows on devices of different models are decoded per device, each on its own device's.
 
     Only compute kernels are decoded into regimes: copies are COPY, collectives COMM, and a
     kernel of unknown class with nothing measured UNKNOWN (its place in the stream's chain is
@@ -503,25 +484,45 @@ def _label(rows: Segments, hw: GpuPeaks | None, model: EesmModel) -> tuple[np.nd
     n = len(rows)
     what = row_labels(rows.kind, rows.klass, np.zeros(n, np.uint8))
     kern = (rows.kind == Kind.KERNEL) & (what != Label.COMM)
-    src = rows if hw is not None else _without_hardware_evidence(rows)
-    tier = tiers(src)
-    # (the mask, not its index: the decode drops the index it makes once it has gathered the
-    # rows — one held here through the call was 8 bytes a row under the decode's peak)
-    sub = decode_evidence(src, tier[kern], model, expected_efficiency(), rows=kern)
-
-    def widen(fill: float, dtype: type, part: np.ndarray | float) -> np.ndarray:
-        out: np.ndarray = np.full(n, fill, dtype)
-        out[kern] = part
-        return out
-
+    groups = ch.groups(rows)
+    if len(groups) == 1:
+        hw = groups[0][1]
+        src = rows if hw is not None else _without_hardware_evidence(rows)
+        tier = tiers(src)
+        parts = [(kern, src, model)]
+    else:
+        known = tiers(rows)
+        bare = _without_hardware_evidence(rows)
+        unjudged = np.array([d for d, hw, _ in groups if hw is None and d is not None], np.int64)
+        tier = np.where(np.isin(rows.device, unjudged), tiers(bare), known)
+        ref = by_id(REFERENCE_HARDWARE)
+        parts = [
+            (kern & m, rows if hw is not None else bare, EesmModel.build(hw or ref))  # type: ignore[arg-type]
+            for _, hw, m in groups
+            if m is not None
+        ]
     labels = what
-    labels[kern] = np.where(tier[kern] == Tier.NONE, Label.UNKNOWN, sub.labels)
+    kappa = np.full(n, np.nan, np.float32)
+    degenerate = np.zeros(n, np.bool_)
+    estimated = np.zeros(n, np.uint8)
+    confidence = np.full(n, np.nan, np.float32)
+    for sel, src, m in parts:
+        if not sel.any():
+            continue
+        # (the mask, not its index: the decode drops the index it makes once it has gathered
+        # the rows — one held here through the call was 8 bytes a row under the decode's peak)
+        sub = decode_evidence(src, tier[sel], m, expected_efficiency(), rows=sel)
+        labels[sel] = np.where(tier[sel] == Tier.NONE, Label.UNKNOWN, sub.labels)
+        kappa[sel] = sub.kappa
+        degenerate[sel] = sub.degenerate
+        estimated[sel] = sub.estimated
+        confidence[sel] = np.nan if sub.confidence is None else sub.confidence
     full = Decoded(
         labels=labels,
-        kappa=widen(np.nan, np.float32, sub.kappa),
-        degenerate=widen(False, np.bool_, sub.degenerate),
-        estimated=widen(0, np.uint8, sub.estimated),
-        confidence=widen(np.nan, np.float32, np.nan if sub.confidence is None else sub.confidence),
+        kappa=kappa,
+        degenerate=degenerate,
+        estimated=estimated,
+        confidence=confidence,
     )
     return tier, full
 
@@ -626,9 +627,10 @@ def _analyze(
                 "reads CUDA and ROCm device activity",
             )
         raise TraceImportError(trace.source, "no GPU activity in this trace (a CPU-only profile?)")
-    hw, hw_model, notes = _hardware(trace, hardware)
+    chosen = _hardware(trace, hardware)
+    hw, hw_model, notes = chosen.peaks, chosen.model, chosen.notes
     model = EesmModel.build(hw or by_id(REFERENCE_HARDWARE))  # type: ignore[arg-type]
-    tier, dec = _label(rows, hw, model)
+    tier, dec = _label(rows, chosen, model)
     give_back(len(rows))  # after each stage, its freed pages (see give_back)
     labels = dec.labels
     conf = dec.confidence if dec.confidence is not None else np.full(len(rows), np.nan)
@@ -709,7 +711,7 @@ def _analyze(
     del launch_start  # 8 bytes a row, read: not held through the rest
 
     give_back(len(rows))
-    ideal, expected = _roofline(rows, hw)
+    ideal, expected = _roofline(rows, chosen)
     ideal[~decoded] = np.nan  # copies: their link, not HBM
     expected[~decoded] = np.nan
     bounds = ideal
@@ -764,7 +766,7 @@ def _analyze(
     table.sort(key=lambda r: r.total_ns, reverse=True)
     give_back(len(rows))
     # the bounds' last reader: 16 bytes a row not held through the stages after it
-    verdicts = _invariants(rows, names.names(), ideal, expected, hw)
+    verdicts = _invariants(rows, names.names(), ideal, expected, chosen)
     del ideal, expected, bounds
     give_back(len(rows))
 
@@ -790,7 +792,7 @@ def _analyze(
             "counters, and the labels will rest on evidence"
         )
 
-    copies = copy_stats(rows, names, hw)
+    copies = _copies(rows, names, chosen)
     communication = _communication(rows, labels, gpu_time)
     give_back(len(rows))
     mtia = props.get("platform") == "mtia"  # levers are CUDA/ROCm changes: none applies
@@ -802,6 +804,7 @@ def _analyze(
         format=str(props.get("format", "")),
         rank=props.get("rank"),
         hardware=hw_model,
+        devices=chosen.devices,
         segments=len(rows),
         kernels=n_kern,
         gpu_time_ns=gpu_time,
@@ -831,6 +834,18 @@ def _analyze(
         analysis=analysis, rows=rows, decoded=dec, trace=trace, verdicts=verdicts,
         fingerprint=fingerprint, path=path,
     )  # fmt: skip
+
+
+def _copies(rows: Segments, names: NameTable, ch: _Chosen) -> list[CopyStats]:
+    """Copies by direction against their link: each device's against its own where the rows ran
+    on devices of different models (each group then names its device)."""
+    if ch.by_device is None:
+        return copy_stats(rows, names, ch.peaks)
+    out = []
+    for d, hw, m in ch.groups(rows):
+        if m is not None:
+            out += [c.model_copy(update={"device": d}) for c in copy_stats(rows.take(m), names, hw)]
+    return out
 
 
 def _critical(

@@ -222,6 +222,14 @@ def report_markdown(a: Analysis) -> str:
         f"time over {_ms(a.span_ns)} ms",
         f"* hardware links: host {a.hardware.host_link or 'unknown'}; peer "
         f"{a.hardware.peer_link or ('none assumed' if a.hardware.id else 'unknown')}",
+        *([f"* device inferred: {a.hardware.device_basis}"] if a.hardware.device_basis else []),
+        *(
+            f"* device {d.id}: {d.name} ({d.detected_from}) — {d.rows:,} rows, "
+            f"{_ms(d.gpu_time_ns)} ms ({d.share_of_gpu_time:.0%} of GPU time); host link "
+            f"{d.host_link or 'unknown'}; peer {d.peer_link or 'unknown'}"
+            + (f"; {d.basis}" if d.basis else "")
+            for d in (a.devices if len(a.devices) > 1 else [])
+        ),
         f"* evidence behind the labels: {a.pressures}"
         + (
             ""
@@ -265,7 +273,8 @@ def report_markdown(a: Analysis) -> str:
             rate = "—" if c.achieved_Bps is None else f"{c.achieved_Bps / 1e9:.2f}"
             frac = "—" if c.fraction_of_link is None else f"{c.fraction_of_link:.0%}"
             lines.append(
-                f"| {md_text(c.direction)} | {md_text(c.memory) or '—'} | {c.count} | "
+                f"| {'' if c.device is None else f'device {c.device}: '}{md_text(c.direction)} | "
+                f"{md_text(c.memory) or '—'} | {c.count} | "
                 f"{c.bytes / 1e6:,.1f} | {_ms(c.time_ns)} | {rate} | {md_text(c.link or 'unknown')} | "
                 f"{frac} | {md_text(c.note)} |"
             )

@@ -17,7 +17,10 @@ from engine.optimizer.monitor import InvariantResult, Violation
 #: each lever's ceiling from the observed trace, and levers the hardware cannot do
 #: (status ``not_applicable``)
 #: 4: the critical path of the no-lever replay (``critical_path``)
-SCHEMA_VERSION = 4
+#: 5: the devices the rows ran on, each judged by its own peaks (``devices``), how the rows'
+#: device was matched to the trace's device list (``hardware.device_basis``), and the device
+#: of each copy group (``copies[].device``)
+SCHEMA_VERSION = 5
 
 
 class _M(BaseModel):
@@ -44,6 +47,32 @@ class Hardware(_M):
         default=None, description="the PCIe link host copies cross, with its per-direction rate"
     )
     peer_link: str | None = Field(default=None, description="GPU-to-GPU link, None if none assumed")
+    device_basis: str | None = Field(
+        default=None,
+        description="how the rows' device number was matched to the trace's device list where "
+        "that is an inference (roctracer's HSA agent numbers, an id the list lacks); None: by id",
+    )
+
+
+class DeviceShare(_M):
+    """One device the rows ran on: its peaks judge its own rows (roofline, copy links, the
+    kernel-time invariant), never another device's."""
+
+    id: int = Field(description="the device number its rows carry")
+    name: str = Field(description="as the trace names it (sanitised), with its peaks' source")
+    hardware_id: str | None = Field(description="catalogue or estimate id; None: peaks unknown")
+    detected_from: str = Field(description="'trace', 'estimate', 'flag' (--hardware) or 'none'")
+    peak_source: str | None = None
+    host_link: str | None = None
+    peer_link: str | None = None
+    basis: str | None = Field(
+        default=None,
+        description="how its number was matched to the device list where that is an inference, "
+        "or why it has no peaks; None: by id",
+    )
+    rows: int = Field(description="its timed rows: kernels, copies, memsets, collectives")
+    gpu_time_ns: int
+    share_of_gpu_time: float
 
 
 class Idle(_M):
@@ -112,6 +141,11 @@ class Evidence(_M):
 class CopyStats(_M):
     """Copies of one direction, against the link they cross."""
 
+    device: int | None = Field(
+        default=None,
+        description="the device they ran on, where devices of different models are each "
+        "judged by their own links; None: every device's copies together",
+    )
     direction: str = Field(description="HtoD, DtoH, DtoD, PtoP, HtoH, memset, …")
     memory: str = Field(description="source -> destination memory kinds (Pageable, Pinned, Device)")
     count: int
@@ -366,6 +400,10 @@ class Analysis(_M):
     format: str
     rank: int | None
     hardware: Hardware
+    devices: list[DeviceShare] = Field(
+        default_factory=list,
+        description="the devices the rows ran on, most GPU time first, each with its own peaks",
+    )
     segments: int
     kernels: int
     gpu_time_ns: int = Field(description="sum of kernel + copy + memset durations")

@@ -43,13 +43,13 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.analyze.devices import main_device
 from engine.analyze.intervals import intersection as _intersection
 from engine.analyze.intervals import interval_union
 from engine.analyze.intervals import length as _length
 from engine.analyze.peers import PeerBounds
 from engine.manifest import Link
 from engine.optimizer.fingerprint import Fingerprint, distance, fingerprint_of_trace, load_params
-from engine.planner.catalogue import detect
 from engine.text import clean
 from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind, Klass
@@ -198,11 +198,15 @@ def rank_fingerprint(trace: Trace) -> Fingerprint:
     return replace(fp, shapes=(), shapes_recorded=False, notes=())
 
 
-def _peer_link(devices: list[dict[str, object]]) -> Link | None:
-    """The GPU-to-GPU link of the trace's device where the hardware catalogue knows the device
-    (never a guess: an unknown device has no link), for the collectives' bus bandwidth."""
-    found = detect([d for d in devices if isinstance(d, dict)])
-    return found.peer_link if found is not None else None
+def _peer_link(trace: Trace) -> Link | None:
+    """The GPU-to-GPU link of the device the rank's rows ran on (most GPU time: the choice the
+    analysis makes, engine.analyze.devices) where the hardware catalogue knows the device (never
+    a guess: an estimated or unknown device has no link), for the collectives' bus bandwidth."""
+    dev = main_device(trace)
+    found = dev.found if dev is not None else None
+    if found is None or found.kind != "catalogue" or found.entry is None:
+        return None
+    return found.entry.peer_link
 
 
 def summarize(trace: Trace) -> RankSummary:
@@ -272,7 +276,7 @@ def summarize(trace: Trace) -> RankSummary:
     ids = [int(x) for x in props.get("profiler_step_ids", []) or []]
     span = int(seg.end_ns.max() - seg.start_ns.min()) if len(seg) else 0
     ws = props.get("world_size")
-    link = _peer_link(props.get("devices") or [])
+    link = _peer_link(trace)
     # the workload's fingerprint: the compute kernels that took the most time, hashed
     kernels: list[str] = []
     kidx = np.flatnonzero(kern)

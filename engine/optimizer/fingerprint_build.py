@@ -169,16 +169,19 @@ def _mix(
     return rows, max(0, len(order) - limit)
 
 
-def _device(props: Mapping[str, Any]) -> str:
-    devices = props.get("devices") or []
-    dev = devices[0] if devices and isinstance(devices[0], dict) else {}
-    reported = str(dev.get("name") or "")
+def _device(trace: Trace) -> str:
+    """The device the rows ran on (most GPU time: the analysis's choice, engine.analyze.devices)
+    by its catalogue name, else as the trace reports it; '' unknown."""
+    from engine.analyze.devices import main_device
+
+    dev = main_device(trace)
+    if dev is None or dev.props is None:
+        return ""
+    reported = str(dev.props.get("name") or "")
     if not reported:
         return ""
-    from engine.planner.catalogue import detect
-
-    found = detect([dev])
-    return found.name if found is not None else reported
+    found = dev.found
+    return found.entry.name if found and found.kind == "catalogue" and found.entry else reported
 
 
 def _process(props: Mapping[str, Any]) -> ProcessGroups:
@@ -369,7 +372,7 @@ def fingerprint_of_trace(trace: Trace, shapes: OpShapes | None = None) -> Finger
     return Fingerprint(
         kind="gpu",
         source=trace.source,
-        device=_device(props),
+        device=_device(trace),
         steps=steps.structure,
         kernels=kernels,
         classes=classes,

@@ -14,13 +14,6 @@ from gitm_tui.cli import main
 from tests.paths import ROOT, TRACES
 
 ALL = sorted((TRACES / "kineto").glob("*.json.gz")) + sorted((TRACES / "nsys").glob("*.sqlite"))
-#: MI300X traces whose rows ran on a device id their deviceProperties does not list (issue 47)
-UNNAMED_TODAY = {
-    "mi300x_hf_bert_small.json.gz",
-    "mi300x_hf_qwen15_05b_chat.json.gz",
-    "mi300x_sglang_qwen3_8b_decode.json.gz",
-    "mi300x_torch_compile_triton.json.gz",
-}
 
 
 def test_committed_schema_is_current():
@@ -38,10 +31,9 @@ def test_analyze_every_shared_trace(tmp_path, capsys):
         stem = path.name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
         d = tmp_path / stem
         a = Analysis.model_validate_json((d / "analysis.json").read_text())
-        # every shipped trace names a catalogued device but the MTIA one (in no catalogue) and,
-        # today, the MI300X ones whose rows ran on a device id deviceProperties lacks (issue 47;
-        # strict: once named, take them off UNNAMED_TODAY)
-        unnamed = (a.format == "kineto" and "MTIA" in a.hardware.name) or path.name in UNNAMED_TODAY
+        # every shipped trace names a catalogued device but the MTIA one (in no catalogue): the
+        # MI300X ones too, whose rows carry roctracer's HSA agent number (engine.analyze.devices)
+        unnamed = a.format == "kineto" and "MTIA" in a.hardware.name
         assert (a.hardware.id is None) == unnamed, (path.name, a.hardware)
         assert a.counting and a.evidence is not None
         assert sum(a.time_by_regime_ns.values()) == a.gpu_time_ns

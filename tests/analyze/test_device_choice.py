@@ -11,6 +11,7 @@ name (SM counts, memory sizes and compute capabilities as CUDA reports them)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import json
@@ -18,15 +19,18 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from rich.console import Console
 
 from engine.analyze.compute import analyze_trace
 from engine.analyze.export import analysis_json, report_markdown
 from engine.planner.catalogue import by_id, detect, identify
+from engine.planner.graph import trace_roofline
 from engine.trace.kineto.kineto import read_kineto
 from engine.trace.nsys.nsys import read_nsys
 from engine.trace.read import read_trace
+from engine.trace.segments import DTYPES, Provenance, Segments
 from gitm_tui.analyze_view import summary
 from tests.paths import TRACES
 
@@ -171,10 +175,30 @@ def test_nsight_device_ids_are_cuda_numbers_not_the_gpu_tables(tmp_path):
     assert analyze_trace(tr2).analysis.hardware.id == "a100-pcie-40gb"
 
 
-def test_rows_on_two_models_name_each_device_and_judge_none_by_the_others_peaks(tmp_path):
+def _with_gemm_work(tr: Any) -> Any:
+    """The export's trace with each GEMM's work as if derived from its op's shapes (a
+    [4096,4096]x[4096,4096] FP32 matmul: 2·4096³ FLOPs, three 64 MiB matrices): what a Kineto
+    trace's recorded shapes give, which a SYNTHETIC export cannot carry."""
+    seg = tr.segments
+    cols = seg.columns()
+    gemm = np.array([tr.names[int(n)].startswith("ampere_sgemm") for n in seg.name])
+    cols["flops"] = np.where(gemm, 2.0 * 4096**3, seg.flops)
+    cols["dram_bytes"] = np.where(gemm, 3.0 * 4096 * 4096 * 4, seg.dram_bytes)
+    cols["provenance"] = np.where(gemm, seg.provenance | np.uint8(Provenance.DERIVED),
+                                  seg.provenance).astype(np.uint8)  # fmt: skip
+    cols["dtype"] = np.where(gemm, np.uint8(DTYPES.index("fp32")), seg.dtype).astype(np.uint8)
+    return dataclasses.replace(tr, segments=Segments(**cols))
+
+
+def test_a_mixed_host_is_judged_per_device_each_by_its_own_peaks(tmp_path):
+    """Rows on an A40 (device 0) and an A100 PCIe 40GB (device 1): each device's GEMMs are
+    bounded by its own peaks, its copies read against its own link, its kernels checked by the
+    kernel-time invariant against its own device; the summary names each device with its share
+    of the GPU time. Nothing is judged by the other device's peaks."""
     p = _nsys(tmp_path / "both.sqlite", [(0, A40, 0), (1, A100_PCIE, 1)], rows_on=[0, 1])
-    tr = read_nsys(p)
-    a = analyze_trace(tr).analysis
+    tr = _with_gemm_work(read_nsys(p))
+    res = analyze_trace(tr)
+    a = res.analysis
     assert a.hardware.id is None  # no one device's peaks judge the other's rows
     assert a.hardware.name.startswith("2 models: ")
     lines = [n for n in a.notes if n.startswith("device ")]
@@ -182,13 +206,64 @@ def test_rows_on_two_models_name_each_device_and_judge_none_by_the_others_peaks(
     assert any("NVIDIA A40 · catalogue A40 48GB — 60 rows" in n for n in lines), lines
     assert any("NVIDIA A100-PCIE-40GB · catalogue A100 PCIe 40GB — 60 rows" in n for n in lines)
     assert any("rows ran on 2 devices (2 GPU models)" in n for n in a.notes)
-    assert any("hardware unknown for the roofline" in n for n in a.notes)
-    assert all(k.achieved_fraction is None for k in a.top_kernels)
-    assert all(c.link_Bps is None for c in a.copies)  # no one device's link either
+    assert any("each device's rows are judged by its own peaks" in n for n in a.notes), a.notes
+    # the per-device list: each device, its own catalogue entry, its share of the GPU time
+    assert [(d.id, d.hardware_id, d.rows) for d in a.devices] == [
+        (0, "a40", 60), (1, "a100-pcie-40gb", 60)]  # fmt: skip
+    assert sum(d.share_of_gpu_time for d in a.devices) == pytest.approx(1.0)
+    assert a.devices[0].gpu_time_ns == a.devices[1].gpu_time_ns == a.gpu_time_ns // 2
+    # the roofline: every GEMM against its own device's peaks — the bound of the kernel (both
+    # devices' GEMMs share a name) is the A40's bound of device 0's rows plus the A100's of
+    # device 1's, neither device's peaks for both
+    rows = res.rows
+    gemm = np.array([tr.names[int(n)].startswith("ampere_sgemm") for n in rows.name])
+    want = 0.0
+    for dev, hw in ((0, "a40"), (1, "a100-pcie-40gb")):
+        m = rows.device == dev
+        ideal, _ = trace_roofline(rows.take(m), by_id(hw))
+        want += float(np.nansum(ideal[gemm[m]]))
+    (k,) = [k for k in a.top_kernels if k.name.startswith("ampere_sgemm")]
+    assert k.roofline_bound_ns == pytest.approx(want)
+    for one in ("a40", "a100-pcie-40gb"):  # neither device's peaks judge both
+        f = analyze_trace(tr, hardware=one).analysis
+        (fk,) = [x for x in f.top_kernels if x.name.startswith("ampere_sgemm")]
+        assert fk.roofline_bound_ns != pytest.approx(want), one
+    # the copies: each device's against its own link, named by device
+    assert sorted((c.device, c.link, c.count) for c in a.copies) == [
+        (0, "PCIe 4.0 x16", 20), (1, "PCIe 4.0 x16", 20)]  # fmt: skip
+    assert all(c.fraction_of_link is not None for c in a.copies)
+    # the kernel-time invariant: checked, each device's kernels against its own device
+    kt = next(v for v in res.verdicts if v.invariant == "kernel_time")
+    assert "hardware is unknown" not in kt.reason, kt.reason
+    assert "device 0: " in kt.reason and "device 1: " in kt.reason, kt.reason
+    assert "each device's kernels against its own device's peaks" in kt.reason
+    # the first screen and report.md name each device and its share
+    screen = _first_screen(a)
+    assert "device 0: NVIDIA A40 · catalogue A40 48GB (trace) — 50% of GPU time" in screen
+    assert "device 1: NVIDIA A100-PCIE-40GB · catalogue A100 PCIe 40GB (trace) — 50%" in screen
+    md = report_markdown(a)
+    assert "* device 0: NVIDIA A40 · catalogue A40 48GB (trace) — 60 rows" in md
+    assert "| device 1: HtoD |" in md
     # --hardware still applies one entry to every row, and says so
     f = analyze_trace(read_nsys(p), hardware="a100-pcie-40gb").analysis
     assert f.hardware.id == "a100-pcie-40gb" and f.hardware.detected_from == "flag"
     assert any("every row is judged by A100 PCIe 40GB's peaks" in n for n in f.notes)
+    assert {d.hardware_id for d in f.devices} == {"a100-pcie-40gb"}
+    assert all(c.device is None for c in f.copies)
+
+
+def test_a_mixed_host_with_an_unknown_device_judges_only_the_known_one(tmp_path):
+    """An A100 PCIe 40GB beside a device too sparse to estimate: the A100's rows get its
+    roofline and link, the other's are not judged, and the note says which."""
+    odd = {"name": "Mystery 9000", "numSms": 7, "totalGlobalMem": 2 * GIB, "cc": (0, 0)}
+    p = _nsys(tmp_path / "odd.sqlite", [(0, odd, 0), (1, A100_PCIE, 1)], rows_on=[0, 1])
+    a = analyze_trace(_with_gemm_work(read_nsys(p))).analysis
+    by = {d.id: d for d in a.devices}
+    assert by[1].hardware_id == "a100-pcie-40gb" and by[0].hardware_id is None
+    assert by[0].detected_from == "none" and by[0].basis
+    assert any("device 0: peaks unknown, not judged" in n for n in a.notes), a.notes
+    links = {c.device: c.link for c in a.copies}
+    assert links == {0: None, 1: "PCIe 4.0 x16"}
 
 
 # --------------------------------------------------------------------------- Kineto
@@ -365,3 +440,103 @@ def test_rocprof_agents_are_numbered_as_their_rows(tmp_path):
     assert a.hardware.detected_from == "estimate" and a.hardware.id == "estimate-gfx942-304"
     assert a.hardware.name == "gfx942 · ESTIMATED peaks (gfx942, 304 CUs)"
     assert "catalogue 'mi300x'" in (a.hardware.peak_source or "")
+
+
+# --------------------------------------------------------------------------- device numbering
+MI300X = {"name": "AMD Instinct MI300X", "numSms": 304, "totalGlobalMem": 206_141_652_992,
+          "computeMajor": 9, "computeMinor": 4, "warpSize": 64}  # fmt: skip
+MI210 = {"name": "AMD Instinct MI210", "numSms": 104, "totalGlobalMem": 68_702_699_520,
+         "computeMajor": 9, "computeMinor": 0, "warpSize": 64}  # fmt: skip
+H100 = {"name": "NVIDIA H100 80GB HBM3", "numSms": 132, "totalGlobalMem": 85_018_279_936,
+        "computeMajor": 9, "computeMinor": 0, "warpSize": 32}  # fmt: skip
+
+
+def _numbered(tmp_path: Path, devices: list[dict[str, Any]], on: int, meta: dict[str, Any]) -> Path:
+    """A SYNTHETIC Kineto trace: ``devices`` as its deviceProperties (ids 0..N-1, as Kineto
+    writes them), six kernels whose ``device`` arg is ``on``, and top-level ``meta`` (the
+    tracer's version key, as Kineto writes it: roctracer_version, rocprofiler-sdk_version,
+    cupti_version)."""
+    p = _tiny(tmp_path, devices[0], "Cijk_Alik_Bljk_BBS_BH_MT128x256x32")
+    doc = json.loads(p.read_text())
+    doc["deviceProperties"] = [{"id": i, **d} for i, d in enumerate(devices)]
+    for ev in doc["traceEvents"]:
+        if ev.get("cat") == "kernel":
+            ev["args"]["device"] = ev["pid"] = on
+    doc.update(meta)
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_roctracer_rows_numbered_by_hsa_agent_take_the_one_listed_device(tmp_path):
+    """The real MI300X traces' shape: roctracer numbers the GPU by its HSA agent node (CPU
+    agents first: GPU 0 of a two-socket host is 2), the list holds the one device the process
+    saw (id 0): that device, said as an inference on the first screen and in report.md."""
+    p = _numbered(tmp_path, [MI300X], 2, {"roctracer_version": 4, "hip_runtime_version": 60})
+    tr = read_kineto(p)
+    assert tr.device_properties["gpu_tracer"] == "roctracer"
+    a = analyze_trace(tr).analysis
+    assert a.hardware.id == "mi300x" and a.hardware.detected_from == "trace", a.hardware
+    basis = a.hardware.device_basis or ""
+    assert basis.startswith("rows on device 2 (roctracer's number: the GPU's HSA agent node")
+    assert basis.endswith("the trace lists 1 device (id 0): taken as that one"), basis
+    assert not any("hardware unknown" in n for n in a.notes), a.notes
+    assert "device inferred: rows on device 2" in _first_screen(a)
+    assert "* device inferred: rows on device 2" in report_markdown(a)
+    assert a.devices[0].basis == basis and a.devices[0].hardware_id == "mi300x"
+
+
+def test_roctracer_rows_on_a_host_of_two_models_are_unknown_even_on_a_listed_id(tmp_path):
+    """Two listed models: roctracer's number does not say which ran the rows — not even when
+    it is a listed id (device 1 is the HSA agent after one CPU node, GPU 0, not list entry 1)."""
+    for on in (1, 3):
+        p = _numbered(tmp_path, [MI300X, MI210], on, {"roctracer_version": 4})
+        a = analyze_trace(read_kineto(p)).analysis
+        assert a.hardware.id is None and a.hardware.detected_from == "none", a.hardware
+        (note,) = [n for n in a.notes if n.startswith("hardware unknown")]
+        assert f"rows ran on device {on} (roctracer's number" in note, note
+        assert (
+            "the trace lists 2 devices (ids 0, 1) of 2 models: which of them ran the rows is "
+            "unknown" in note
+        ), note
+    # the same list and rows under rocprofiler-sdk, which numbers GPUs as the list does: by id
+    p = _numbered(tmp_path, [MI300X, MI210], 1, {"rocprofiler-sdk_version": "1.0"})
+    tr = read_kineto(p)
+    assert tr.device_properties["gpu_tracer"] == "rocprofiler-sdk"
+    a = analyze_trace(tr).analysis
+    assert a.hardware.id == "mi250-gcd" and a.hardware.device_basis is None, a.hardware
+
+
+def test_a_cuda_row_on_an_id_the_list_lacks(tmp_path):
+    """CUPTI numbers devices as the list does; a row on an id the list lacks is read against
+    the list's sole model where it has one (the process ran only on devices it lists), and is
+    unknown, said why, where the list holds two models."""
+    a = analyze_trace(read_kineto(_numbered(tmp_path, [H100], 1, {"cupti_version": 24}))).analysis
+    assert a.hardware.id == "h100-sxm"
+    assert a.hardware.device_basis == "rows on device 1; the trace lists 1 device (id 0): taken " \
+        "as that one"  # fmt: skip
+    p = _numbered(tmp_path, [H100, {**TODAY["a40"]}], 5, {"cupti_version": 24})
+    a = analyze_trace(read_kineto(p)).analysis
+    assert a.hardware.id is None
+    assert any("rows ran on device 5, and the trace lists 2 devices (ids 0, 1) of 2 models: "
+               "which of them ran the rows is unknown" in n for n in a.notes), a.notes  # fmt: skip
+    # a listed id, by id: no inference said
+    a = analyze_trace(read_kineto(_numbered(tmp_path, [TODAY["a40"], H100], 1, {}))).analysis
+    assert a.hardware.id == "h100-sxm" and a.hardware.device_basis is None
+
+
+def test_ranks_and_the_fingerprint_read_the_device_the_rows_ran_on(tmp_path):
+    """A rank on cuda:3 of a list whose first three devices are A40s and the fourth an H100
+    SXM: its summary's peer link is the H100's NVLink and its fingerprint names the H100 — the
+    analysis's choice, not the first listed device."""
+    from engine.analyze.ranks import summarize
+    from engine.optimizer.fingerprint import fingerprint_of_trace
+
+    devs = [_props(i, A40) for i in range(3)] + [{"id": 3, **H100}]
+    tr = read_kineto(_kineto_with(tmp_path, devs))
+    h100 = by_id("h100-sxm")
+    assert h100.peer_link is not None and by_id("a40").peer_link is None
+    s = summarize(tr)
+    assert s.peer_link == h100.peer_link.label
+    assert s.peer_link_Bps == h100.peer_link.Bps_per_direction
+    assert fingerprint_of_trace(tr).device == h100.name
+    assert analyze_trace(tr).analysis.fingerprint.device == h100.name

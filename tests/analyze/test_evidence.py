@@ -414,23 +414,12 @@ HARDWARE = {
     "mi300x_sglang_qwen3_8b_decode.json.gz": "mi300x",  # AMD Instinct MI300X
     "mi300x_torch_compile_triton.json.gz": "mi300x",
 }
-#: traces whose device the analysis misses today (strict: once named, take them off): their rows
-#: ran on a device id that deviceProperties does not list, the list's one entry being that GPU
-UNNAMED_TODAY = {
-    "mi300x_hf_bert_small.json.gz",
-    "mi300x_hf_qwen15_05b_chat.json.gz",
-    "mi300x_sglang_qwen3_8b_decode.json.gz",
-    "mi300x_torch_compile_triton.json.gz",
-}
 
 
 def test_every_shared_trace_names_its_hardware_and_tiers():
     for p in sorted((TRACES / "kineto").glob("*.json.gz")):
         a = analyze_trace(read_kineto(p)).analysis
-        if p.name in UNNAMED_TODAY:  # issue 47: rows on a device id the list lacks
-            assert a.hardware.id is None, (p, "now named: take it off UNNAMED_TODAY", a.hardware)
-        else:
-            assert a.hardware.id == HARDWARE.get(p.name, "a100-40gb"), (p, a.hardware)
+        assert a.hardware.id == HARDWARE.get(p.name, "a100-40gb"), (p, a.hardware)
         assert "measured" in a.pressures and "derived" in a.pressures
 
 

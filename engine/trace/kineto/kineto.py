@@ -872,6 +872,9 @@ def _build(
         "out_of_range_times": cols.out_of_range,
         "profiler_ranges": cols.ranges,
         "schema_version": schema if isinstance(schema, (int, str)) else None,
+        # who numbered the GPU rows' devices (engine.analyze.devices): roctracer numbers them
+        # by HSA agent node, not by the deviceProperties ids the others share
+        "gpu_tracer": next((t for t in _TRACERS if f"{t}_version" in meta), None),
         "profiler_steps": [(a, b) for a, b, _ in sorted(cols.steps)],
         # each step's N (ProfilerStep#N: the iteration it profiled), -1 where the name has none
         "profiler_step_ids": [n for _, _, n in sorted(cols.steps)],
@@ -887,6 +890,10 @@ def _build(
         segments=seg, names=cols.names, host=host, device_properties=props, source=str(path),
         top_ops=top_ops,
     )  # fmt: skip
+
+
+#: the GPU tracers whose version Kineto writes in the trace's metadata (``<name>_version``)
+_TRACERS = ("cupti", "roctracer", "rocprofiler-sdk")
 
 
 def mtia_device(trace: Trace, hardware: str | None = None) -> tuple[str, str]:
