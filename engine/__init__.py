@@ -84,13 +84,8 @@ def optimize(
     import threading
 
     from engine.runtime import Engine, RunConfig, parse_budget
-    from engine.runtime.events import (
-        InterventionUpdate,
-        LogEvent,
-        PhaseChanged,
-        ReportWritten,
-        RunFinished,
-    )
+    from engine.runtime.events import InterventionUpdate, RunFinished, RunStarted
+    from engine.runtime.narrate import event_lines
 
     if approve not in ("auto", "none", "all"):
         raise ValueError(
@@ -99,23 +94,21 @@ def optimize(
         )
     log = logging.getLogger("engine")
 
+    levels = {"warning": logging.WARNING, "error": logging.ERROR}
+
     def _progress_line(ev: Any, ivs: dict[str, dict[str, Any]]) -> tuple[int, str] | None:
-        """What a person following the run reads of ``ev`` (None: nothing worth a line)."""
-        if isinstance(ev, LogEvent):
-            lvl = {"warning": logging.WARNING, "error": logging.ERROR}.get(ev.level, logging.INFO)
-            return lvl, ev.message
-        if isinstance(ev, PhaseChanged):
-            return logging.INFO, f"phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else "")
-        if isinstance(ev, InterventionUpdate):
-            if ivs.get(ev.id, {}).get("state") == ev.state:
-                return None  # the same state again (a new prediction): no new line
-            note = f" — {ev.note}" if ev.note else ""
-            return logging.INFO, f"{ev.id} {ev.lever} [{ev.safety}] {ev.state}{note}"
-        if isinstance(ev, ReportWritten):
-            return logging.WARNING if not ev.target_met else logging.INFO, (
-                f"{ev.summary}; report {ev.path}"
-            )
-        return None
+        """What a person following the run reads of ``ev`` (engine.runtime.narrate, the one
+        wording of events as text); None: nothing worth a line — a proposal's update that
+        leaves its state as it was (a new prediction), the run's own start and end (the result
+        says them)."""
+        if isinstance(ev, (RunStarted, RunFinished)):
+            return None
+        if isinstance(ev, InterventionUpdate) and ivs.get(ev.id, {}).get("state") == ev.state:
+            return None
+        lines = event_lines(ev)
+        if not lines:
+            return None
+        return levels.get(lines[0].level, logging.INFO), "; ".join(x.text for x in lines)
 
     job = None if isinstance(engine, str) else engine
     cfg = RunConfig(

@@ -13,19 +13,10 @@ from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from engine.runtime import Engine, RunConfig
-from engine.runtime.budget import format_seconds
-from engine.runtime.events import (
-    Event,
-    InterventionUpdate,
-    LogEvent,
-    PhaseChanged,
-    ReportWritten,
-    RunFinished,
-    RunStarted,
-)
+from engine.runtime.events import Event, InterventionUpdate, RunFinished
+from engine.runtime.narrate import event_lines, prediction
 from engine.text import clean
 from gitm_tui.exit_codes import ExitCode, write_refused
-from gitm_tui.render import prediction
 
 
 class Writes(Protocol):
@@ -47,43 +38,10 @@ def _say(text: str, err: Writes) -> None:
 
 
 def _narrate(ev: Event, err: Writes) -> None:
-    """Write the human line for an event (only the ones a person wants to read)."""
-    if isinstance(ev, RunStarted):
-        where = f"{ev.device.upper()} (no GPU used)" if ev.simulated else ev.device
-        _say(
-            f"gitm-tui: run {ev.run_id}: {ev.workload} on {where}, "
-            f"budget {format_seconds(ev.budget_s)}, seed {ev.seed}, target {ev.target:.0%}, "
-            f"approvals {ev.approve}; run store {ev.run_dir}",
-            err,
-        )
-    elif isinstance(ev, InterventionUpdate):
-        meas = f", measured {ev.measured_gain:+.1%}" if ev.measured_gain is not None else ""
-        note = f" — {ev.note}" if ev.note else ""
-        pred = prediction(ev.predicted_gain, ev.confidence)
-        _say(f"gitm-tui: {ev.id} {ev.lever} [{ev.safety}] {ev.state}: {pred}{meas}{note}", err)
-    elif isinstance(ev, ReportWritten):
-        _say(f"gitm-tui: {ev.summary}; report {ev.path}", err)
-    elif isinstance(ev, PhaseChanged) and ev.phase != "done":
-        _say(f"gitm-tui: phase {ev.phase}" + (f" — {ev.detail}" if ev.detail else ""), err)
-    elif isinstance(ev, LogEvent):
-        _say(f"gitm-tui: {ev.level}: {ev.message}", err)
-    elif isinstance(ev, RunFinished) and not ev.segments:
-        _say(f"gitm-tui: {ev.status} in {format_seconds(ev.wall_s)}", err)
-    elif isinstance(ev, RunFinished):
-        shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
-        _say(
-            f"gitm-tui: {ev.status}: {ev.segments} segments decoded in "
-            f"{format_seconds(ev.wall_s)} ({ev.iterations} iterations, "
-            f"{ev.sim_time_ns / 1e9:.2f}s device time): {shares}",
-            err,
-        )
-        v = ev.validation
-        if v:
-            _say(
-                f"gitm-tui: vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, "
-                f"accuracy {v['accuracy']:.3f}",
-                err,
-            )
+    """Write the human lines for an event (engine.runtime.narrate: the one wording of events
+    as text, which the dashboard's log and engine.optimize share)."""
+    for line in event_lines(ev):
+        _say(f"gitm-tui: {line.full}", err)
 
 
 #: seconds the end of a run waits for stdout's and stderr's readers to take the last lines

@@ -21,20 +21,6 @@ CELL_CONFIDENT = "█"
 CELL_DEGENERATE = "▒"
 
 
-#: what a lever with no prediction says instead of a number (never "nan")
-MEASURED_ONLY = "measured only (no trace to predict from)"
-
-
-def prediction(gain: float | None, confidence: float | None, what: str = "") -> str:
-    """A proposal's prediction as a person reads it: the replayed gain (``what`` after it,
-    e.g. " less time per sample") and its confidence — or, for a lever measured only (a
-    program with no device trace), ``MEASURED_ONLY``: no "nan", no "confidence 0.00"."""
-    if gain is None or not math.isfinite(gain):
-        return MEASURED_ONLY
-    conf = "" if confidence is None or not math.isfinite(confidence) else f"{confidence:.2f}"
-    return f"predicted {gain:+.1%}{what}" + (f" (confidence {conf})" if conf else "")
-
-
 def outside_text(text: str, style: str = "", limit: int = SHOWN_CHARS) -> Text:
     """Return a string from outside (a trace, a device, a program's output) as a Text:
     through engine.text.clean (no escape sequence, one line, at most ``limit`` characters) and

@@ -22,7 +22,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
 
 from engine.runtime import EventBus, RunConfig
-from engine.runtime.budget import format_seconds
 from engine.runtime.config import PHASES, phase_deadline
 from engine.runtime.events import (
     DecodedBatch,
@@ -42,10 +41,11 @@ from engine.runtime.events import (
     RunStarted,
     TelemetryEvent,
 )
+from engine.runtime.narrate import MEASURED_ONLY, event_lines, prediction
 from engine.store.journal import decision_refused
 from engine.text import clean
 from gitm_tui.exit_codes import ExitCode, write_refused
-from gitm_tui.render import MEASURED_ONLY, SHOWN_CHARS, legend, outside_text, prediction
+from gitm_tui.render import SHOWN_CHARS, legend, outside_text
 from gitm_tui.screens import ConfirmScreen, HelpScreen, InterventionScreen
 from gitm_tui.theme import tone
 from gitm_tui.widgets.causes import CauseTable
@@ -419,7 +419,8 @@ class DashboardScreen(Screen[None]):
         bar.gain_low = ev.gain_low if ev.gain_low is not None else ev.gain
         bar.gain_high = ev.gain_high if ev.gain_high is not None else ev.gain
         bar.verdict = ev.verdict
-        self._log_line(f"{ev.summary}; report {ev.path}", "bold")
+        for line in event_lines(ev):
+            self._log_line(line.full, "bold")
 
     @_show.register
     def _(self, ev: GateDecided) -> None:
@@ -439,7 +440,8 @@ class DashboardScreen(Screen[None]):
     @_show.register
     def _(self, ev: LogEvent) -> None:
         style = {"error": "bold red", "warning": "yellow"}.get(ev.level, "")
-        self._log_line(f"{ev.level}: {ev.message}", style)
+        for line in event_lines(ev):
+            self._log_line(line.full, style)
         if ev.level == "error":  # said again on the end line of a run that failed
             self._last_error = ev.message
 
@@ -470,16 +472,8 @@ class DashboardScreen(Screen[None]):
     def _(self, ev: RunFinished) -> None:
         self.finished = ev
         self._show_end(ev)
-        shares = ", ".join(f"{k} {v:.0%}" for k, v in ev.regime_shares.items())
-        if ev.segments:
-            self._log_line(f"{ev.status}: {ev.segments:,} segments decoded ({shares})", "bold")
-        else:  # a run with no kernel trace: no "0 segments decoded (COMPUTE 0% …)"
-            self._log_line(f"{ev.status} in {format_seconds(ev.wall_s)} (no kernel trace)", "bold")
-        v = ev.validation
-        if v:
-            self._log_line(
-                f"vs {v['against']}: macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f}"
-            )
+        for line in event_lines(ev):
+            self._log_line(line.full, "bold" if line.emphasis else "")
         if ev.status == "failed":  # say it where it cannot be missed, and keep the log in view
             self.notify(
                 "the run failed: the Log tab says why "

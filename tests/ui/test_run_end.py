@@ -10,8 +10,8 @@ import math
 from textual.widgets import Static
 
 from engine.runtime.events import OptimizeStatus, RunFinished
+from engine.runtime.narrate import MEASURED_ONLY, prediction
 from gitm_tui.app import Settings, make_app
-from gitm_tui.render import MEASURED_ONLY, prediction
 from gitm_tui.screens import ConfirmScreen, InterventionScreen
 from gitm_tui.widgets.interventions import InterventionTable
 from gitm_tui.widgets.run_header import RunHeader
