@@ -149,10 +149,7 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
         else:
             foot.append(f"{rule.invariant}: not checkable — {rule.reason}\n")
     la = a.launch
-    foot.append(
-        f"launches: {la.shorter_than_launch} of {la.kernels_linked} kernels ran shorter "
-        "than their launch call\n"
-    )
+    foot.append(f"launches: {la.line()}\n")
     for cp in sorted(a.copies, key=lambda c: c.direction == "memset"):  # memsets apart
         rate = "—" if cp.achieved_Bps is None else f"{cp.achieved_Bps / 1e9:.2f} GB/s"
         frac = "" if cp.fraction_of_link is None else f" = {cp.fraction_of_link:.0%} of {cp.link}"

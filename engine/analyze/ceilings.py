@@ -6,8 +6,12 @@ promise. What it counts (every time as observed in the replayed window):
 
 * **host time** a lever takes out of calls — launch calls it drops or captures (a call counts
   up to ``LAUNCH_OUTLIER`` × the median launch: beyond that the thread was waiting, not
-  launching), blocking syncs it removes (their whole observed time) — can shorten the span by no
-  more than the busiest stream's idle time (the span cannot fall below what that stream ran);
+  launching), blocking syncs it removes (their whole observed time: the wait is what removing
+  a sync removes), blocking copies it makes asynchronous (only their own transfer — their
+  device rows' time — never the call's wait for the stream's earlier work to drain: a 768-byte
+  ``hipMemcpyWithStream`` that blocked 463 ms behind a queue of kernels waits for them pinned
+  or not, the host reads what they wrote) — can shorten the span by no more than the busiest
+  stream's idle time (the span cannot fall below what that stream ran);
 * **device time** a lever takes out of rows — at the most favourable end of its priors' stated
   ranges (precision at the peak ratio, fusion keeping only what the chain must still move, a
   copy's time on the stream it leaves) — shortens the span by at most that.
@@ -27,7 +31,8 @@ The ceiling is their sum, as a share of the span the prediction is a share of (t
 one; the no-lever replay is within 3 % of the observed span where it is faithful). ``cuda_graphs`` counts only the
 launches not already in graphs (graph launches are not captured again), ``sync_removal`` the
 syncs it drops, ``copy_overlap`` the time the copies it moves took on their compute streams
-(what the stream is freed of).
+(what the stream is freed of; memsets are device work and never move), ``pinned_memory`` the
+blocking copies' own transfers.
 """
 
 from __future__ import annotations
@@ -135,7 +140,13 @@ def ceiling(
     parts = []
     if host + between > 0:
         what = "syncs removed (their observed time, waits included)"
-        if lever != "sync_removal":
+        if _unblocks_copies(base, edits):
+            what = (
+                "host time blocking copies held the host for their own transfer (their device "
+                "rows' time; the calls' waits for earlier device work are not counted: making "
+                "a copy asynchronous cannot remove them)"
+            )
+        elif lever != "sync_removal":
             what = f"launch/host calls removed (each up to {ob.clip_ns / 1e3:.1f} µs)"
         if on_path:
             what += " on the critical path"
@@ -190,15 +201,42 @@ def _host_removed(
     removed = (edit.api == NOP) & (base.api != NOP)
     took = np.where(removed, _clipped(base, ob), np.maximum(0.0, base.dur_ns - edit.dur_ns))
     took = np.where((edit.api != NOP) & (base.api == ApiKind.SYNC), 0.0, took)
-    # a blocking call made non-blocking (a pageable copy made async): its observed time, waits
-    # included
+    # a blocking call made non-blocking: a sync, its observed time (waits included: the host
+    # no longer waits); a copy (a pageable copy made async), its own transfer only, at most
+    # its observed time — not its wait for the stream's earlier work (module docstring)
     blocking = (ApiKind.SYNC, ApiKind.MEMCPY_SYNC)
     unblocked = np.isin(base.api, blocking) & ~np.isin(edit.api, blocking) & ~removed
     if unblocked.any() and base.h_dur_obs is not None:
-        took[unblocked] = np.maximum(took[unblocked], base.h_dur_obs[unblocked])
+        own = np.where(
+            base.api == ApiKind.MEMCPY_SYNC,
+            np.minimum(base.h_dur_obs, _own_transfer(base, edit)),
+            base.h_dur_obs,
+        )
+        took[unblocked] = np.maximum(took[unblocked], own[unblocked])
     if on_path and ob.host_on_path is not None:
         took = np.minimum(took, ob.host_on_path)
     return float(took.sum())
+
+
+def _own_transfer(base: ReplayDag, edit: ReplayDag) -> np.ndarray:
+    """Per host row, the time of the device rows it launched as the edit leaves them (a copy
+    made async at pinned bandwidth: its shorter transfer — the device part of the saving is
+    counted with the rows, so the two add up to the copy's observed transfer); a call with no
+    device row: its own duration (the part after its waits)."""
+    d_dur = edit.d_dur if len(edit.d_dur) == len(base.d_dur) else base.d_dur
+    off, flat = base.launch_lists()
+    cum = np.concatenate([[0.0], np.cumsum(d_dur[flat])])
+    own = cum[off[1:]] - cum[off[:-1]]
+    return np.where(off[1:] > off[:-1], own, base.dur_ns)
+
+
+def _unblocks_copies(base: ReplayDag, edits: list[Edit]) -> bool:
+    """Whether an edit made a blocking copy call asynchronous (``pinned_memory``)."""
+    sync_copy = base.api == ApiKind.MEMCPY_SYNC
+    return any(
+        len(e.dag.api) == len(base.api) and bool((sync_copy & (e.dag.api != base.api)).any())
+        for e in edits
+    )
 
 
 def _clipped(dag: ReplayDag, ob: Observed) -> np.ndarray:

@@ -12,7 +12,9 @@ import numpy as np
 
 from engine.analyze.copies import copy_stats
 from engine.analyze.devices import TIMED, Device, DeviceUse, device_use, ran_on
+from engine.analyze.idle import overlap_note, stream_idle
 from engine.analyze.intervals import interval_union, length
+from engine.analyze.launches import launch_stats, launch_times
 from engine.analyze.measured import measured_confusion
 from engine.analyze.model import (
     Analysis,
@@ -22,10 +24,8 @@ from engine.analyze.model import (
     Evidence,
     FingerprintSummary,
     Hardware,
-    Idle,
     Invariant,
     KernelRow,
-    LaunchStats,
     ProfilerRanges,
     StreamStats,
 )
@@ -58,9 +58,6 @@ if TYPE_CHECKING:  # (the levers are imported when they are replayed)
     from engine.schedule.critical import CriticalPath as PathIntervals
     from engine.schedule.dag import ReplayDag
 
-#: HTA's default ``consecutive_kernel_delay`` (30 µs): shorter gaps between back-to-back GPU
-#: events on a stream count as launch overhead ("kernel wait"), as in HTA's idle breakdown.
-CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 #: the device whose launch costs the lever replay and the decoder's model are built on when the
 #: hardware is unknown: only hardware-independent evidence is used then (priors, host times);
 #: no peak of it is reported as the trace's
@@ -316,38 +313,6 @@ def _where(mask: np.ndarray) -> np.ndarray:
     8 bytes a row in int64."""
     idx = np.flatnonzero(mask)
     return idx.astype(np.int32) if len(mask) < 2**31 else idx
-
-
-def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray) -> Idle:
-    """HTA's idle split for one stream's GPU events (sorted by start)."""
-    if len(start) < 2:
-        return Idle(total_ns=0, host_wait_ns=0, kernel_wait_ns=0, other_ns=0)
-    prev_end = end[:-1]
-    gap = start[1:] - prev_end
-    lt = launch[1:]
-    host = (lt != np.iinfo(np.int64).min) & (lt > prev_end)
-    kern = ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
-    other = ~host & ~kern
-    return Idle(  # (integer sums over masks: no selected copies)
-        total_ns=int(gap.sum()),
-        host_wait_ns=int(gap.sum(where=host)),
-        kernel_wait_ns=int(gap.sum(where=kern)),
-        other_ns=int(gap.sum(where=other)),
-    )
-
-
-def _launch_times(rows: Segments, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Return each row's launch-call start and duration (int64 min / -1 where not linked)."""
-    missing = np.iinfo(np.int64).min
-    start = np.full(len(rows), missing, np.int64)
-    dur = np.full(len(rows), -1, np.int64)
-    h = trace.host
-    row = h.rows_of(rows.correlation)
-    hit = row >= 0
-    idx = row[hit]
-    start[hit] = h.api_start_ns[idx]
-    dur[hit] = h.api_end_ns[idx] - h.api_start_ns[idx]
-    return start, dur
 
 
 def _roofline(rows: Segments, ch: _Chosen) -> tuple[np.ndarray, np.ndarray]:
@@ -669,20 +634,9 @@ def _analyze(
     }
     time_by_regime = {r.name: int(dur[labels == r].sum()) for r in Label}
 
-    launch_start, launch_dur = _launch_times(rows, trace)
-    linked = kern_mask & (launch_dur >= 0)
-    launch = LaunchStats(
-        kernels_linked=int(linked.sum()),
-        shorter_than_launch=int((linked & (dur < launch_dur)).sum()),
-        # (each median's input is a fresh selection: partitioned in place, not copied again)
-        median_launch_ns=float(np.median(launch_dur[linked], overwrite_input=True))
-        if linked.any()
-        else None,
-        median_kernel_ns=float(np.median(dur[kern_mask], overwrite_input=True))
-        if kern_mask.any()
-        else None,
-    )
-    del launch_dur, linked  # (the streams below read only the launches' starts)
+    launch_start, launch_dur, by_graph = launch_times(rows, trace)
+    launch = launch_stats(rows, trace, launch_dur, by_graph)  # (graph launches apart)
+    del launch_dur, by_graph  # (the streams below read only the launches' starts)
     streams: list[StreamStats] = []
     for dev, st in _device_streams(rows):
         sel = _where((rows.device == dev) & (rows.stream == st))
@@ -701,7 +655,7 @@ def _analyze(
                 kernels=int(k_mask.sum()),
                 kernel_time_ns=int(s_dur.sum(where=k_mask)),  # (sums: no selected copies)
                 span_ns=int(s_end.max() - s_start.min()),
-                idle=_idle(s_start, s_end, launch_start[sel]),
+                idle=stream_idle(s_start, s_end, launch_start[sel], hta=counting == "hta"),
                 regime_time_ns={r.name: int(s_dur.sum(where=s_labels == r)) for r in Label},
                 kappa_partition=dec.kappa_partition(sel[decoded[sel]]),
             )
@@ -780,6 +734,9 @@ def _analyze(
     if len(ranges):
         prof = _profiler_ranges(ranges, trace)
         notes.append(prof.note)
+    overlap = overlap_note(((st.device, st.stream, st.idle) for st in streams), counting == "hta")
+    if overlap is not None:  # (rows of one stream that overlap: idle over their union)
+        notes.append(overlap)
     if len(rows) and not rows.grid.any():
         notes.append("no launch geometry in this trace (grid/block): occupancy-based estimates off")
     malformed = props.get("malformed_events") or 0

@@ -45,6 +45,7 @@ from engine.analyze.diff_model import (
     Status,
     TraceDiff,
 )
+from engine.analyze.idle import CONSECUTIVE_KERNEL_DELAY_NS, grouped_running_end
 from engine.analyze.intervals import intersection, interval_union, length
 from engine.regimes import N_LABELS, N_REGIMES, Label
 from engine.trace.evidence import Tier, tiers
@@ -73,10 +74,6 @@ __all__ = [
 #: a step chosen by its N (ProfilerStep#N) or "first" (each trace's first, HTA's default)
 Step = int | str | None
 
-#: HTA's ``consecutive_kernel_delay`` (30 µs), as the analysis's idle split uses it
-#: (engine.analyze.compute.CONSECUTIVE_KERNEL_DELAY_NS: not imported, so a diff of analyses in
-#: hand does not load the analysis's kernels)
-CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 _NO_LAUNCH = np.iinfo(np.int64).min
 #: the trace files a run folder may hold, in the order looked for: `gitm-tui capture`'s CUPTI
 #: trace (engine.runtime.sources) and the torch loop's torch.profiler window
@@ -558,17 +555,19 @@ def _changes(
 # ------------------------------------------------------------------ totals
 def _idle(s: _Scoped) -> tuple[int, int, int, int]:
     """Idle time between consecutive rows of each stream, split as HTA splits it and as the
-    analysis's streams do (engine.analyze.compute ``_idle``): total, waiting for the host (the
-    next row's launch call began after the previous row ended), kernel wait (a shorter gap than
-    CONSECUTIVE_KERNEL_DELAY_NS), other."""
+    analysis's streams do (engine.analyze.idle ``stream_idle``: over each stream's busy union):
+    total, waiting for the host (the next row's launch call began after the previous rows
+    ended), kernel wait (a shorter gap than CONSECUTIVE_KERNEL_DELAY_NS), other."""
     if len(s.start) < 2:
         return 0, 0, 0, 0
     key = (s.device.astype(np.int64) << 32) | (s.stream.astype(np.int64) + (1 << 31))
     o = np.lexsort((s.start, key))  # by stream, then start (stable: equal starts as read)
     k, st, en, la = key[o], s.start[o], s.end[o], s.launch[o]
     same = k[1:] == k[:-1]
-    prev_end = en[:-1]
-    gap = st[1:] - prev_end
+    # from the latest end of the stream's earlier rows: overlapping rows (a copy engine's
+    # beside a kernel) leave no negative gap (engine.analyze.idle)
+    prev_end = grouped_running_end(k, en)[:-1]
+    gap = np.maximum(st[1:] - prev_end, 0)
     host = same & (la[1:] != _NO_LAUNCH) & (la[1:] > prev_end)
     kern = same & ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
     other = same & ~host & ~kern

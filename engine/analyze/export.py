@@ -404,6 +404,13 @@ def report_markdown(a: Analysis) -> str:
             f"{la.median_kernel_ns / 1e3:.1f} µs)."
             if la.median_launch_ns and la.median_kernel_ns
             else "."
+        )
+        + (
+            f" {la.graph_kernels} kernels from {la.graph_launches} graph launch"
+            f"{'' if la.graph_launches == 1 else 'es'} are not counted: one graph launch "
+            "launches every kernel of its graph, so its duration is no kernel's launch cost."
+            if la.graph_kernels
+            else ""
         ),
         "",
     ]

@@ -197,6 +197,11 @@ def replay_levers(
                     f"per step; " + est.basis
                 }
             )
+        if est is not None and lv.spec.changes and est.status in ("predicted", "ceiling"):
+            # what the gain would cost besides time: the reason for its safety class
+            est = est.model_copy(
+                update={"basis": f"{est.basis}; {lv.spec.safety.value}: {lv.spec.changes}"}
+            )
         if est is not None and bound is not None and est.status in ("predicted", "ceiling"):
             est = est.model_copy(update={"peers": bound})
         if est is not None and room is not None and lv.id != "batch_size":

@@ -86,6 +86,15 @@ class Idle(_M):
         description="short gaps (≤ consecutive_kernel_delay) between back-to-back kernels"
     )
     other_ns: int
+    overlapping_rows: int = Field(
+        default=0,
+        description="rows that began before an earlier row of the stream had ended (a copy "
+        "engine's DMA rows beside kernels, say): the stream's busy time is the union of its "
+        "rows, so idle counts only the gaps no row covers and is never negative",
+    )
+    overlapped_ns: int = Field(
+        default=0, description="their time covered by an earlier row of the stream"
+    )
 
 
 class StreamStats(_M):
@@ -235,13 +244,36 @@ class Invariant(_M):
 
 class LaunchStats(_M):
     kernels_linked: int = Field(
-        description="kernels matched to their launch call by correlation id"
+        description="kernels matched by correlation id to a launch call of their own (graph "
+        "launches apart: graph_kernels)"
     )
     shorter_than_launch: int = Field(
-        description="kernels that ran for less time than their launch call took"
+        description="of kernels_linked, those that ran for less time than their launch call took"
     )
-    median_launch_ns: float | None
+    graph_kernels: int = Field(
+        default=0,
+        description="kernels whose launch call is a graph launch (cudaGraphLaunch / "
+        "hipGraphLaunch, by correlation): one call launches many, so they are not compared "
+        "with it",
+    )
+    graph_launches: int = Field(default=0, description="the graph launches they came from")
+    median_launch_ns: float | None = Field(description="median of kernels_linked's launch calls")
     median_kernel_ns: float | None
+
+    def line(self) -> str:
+        """'424 of 425 kernels ran shorter than their launch call; 544 kernels from 1 graph
+        launch, not counted (one call launches a whole graph)'."""
+        out = (
+            f"{self.shorter_than_launch} of {self.kernels_linked} kernels ran shorter than their "
+            "launch call"
+        )
+        if self.graph_kernels:
+            s = "" if self.graph_launches == 1 else "es"
+            out += (
+                f"; {self.graph_kernels} kernels from {self.graph_launches} graph launch{s}, "
+                "not counted (one call launches a whole graph)"
+            )
+        return out
 
 
 class ReplayFidelity(_M):

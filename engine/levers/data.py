@@ -3,6 +3,7 @@ segments, loader prefetch."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -12,11 +13,28 @@ from engine.levers.model import Applicability, Edit, Observation
 from engine.levers.priors import ALLOC
 from engine.manifest import CopyOp, HostOp, KernelOp, RecordOp, SyncOp, WaitOp
 from engine.regimes import Regime
+from engine.schedule.dag import ReplayDag
 from engine.trace.segments import Kind
 from engine.trace.trace import ApiKind
 
 if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze a trace)
     from engine.workloads.sim import SimState
+
+
+#: copy names whose both ends are device memory (Kineto / Nsight: "Memcpy DtoD (Device ->
+#: Device)", "Memcpy PtoP …"): no host buffer, so pinning has nothing to pin
+_DEVICE_TO_DEVICE = re.compile(r"\b(DtoD|PtoP)\b|Device -> Device", re.IGNORECASE)
+
+
+def transfers(dag: ReplayDag, rows: np.ndarray) -> np.ndarray:
+    """Which host rows of ``rows`` launch a transfer over a link: a copy row first (a memset,
+    which ``api_kind_from_name`` files with the copies, is device work on its own stream — a
+    fill of device memory, moving nothing over a link — and stays where it is)."""
+    off, flat = dag.launch_lists()
+    has = off[1:][rows] > off[:-1][rows]
+    out = np.zeros(len(rows), np.bool_)
+    out[has] = dag.d_kind[flat[off[rows[has]]]] == Kind.MEMCPY
+    return out
 
 
 class CopyOverlap(Lever):
@@ -42,9 +60,11 @@ class CopyOverlap(Lever):
         # the first SYNC row at or after each row (n: none)
         syncs = np.append(np.flatnonzero(dag.api == ApiKind.SYNC), n)
         next_sync = syncs[np.searchsorted(syncs, np.arange(n + 1))]
-        # async copies whose first device row runs on a stream that runs kernels
+        # async copies (not memsets: ``transfers``) whose first device row runs on a stream
+        # that runs kernels
         off, flat = dag.launch_lists()
         cand = np.flatnonzero((dag.api == ApiKind.MEMCPY_ASYNC) & (off[1:] > off[:-1]))
+        cand = cand[transfers(dag, cand)]
         cand = cand[np.isin(dag.d_stream[flat[off[cand]]], list(kstreams))]
         at: list[int] = []
         api: list[int] = []
@@ -104,7 +124,15 @@ class PinnedMemory(Lever):
 
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
-        rows = np.flatnonzero(dag.api == ApiKind.MEMCPY_SYNC).tolist()
+        # blocking copies to or from host memory: not memsets (``transfers``), not copies
+        # between device buffers (nothing of the host's to pin)
+        sync = np.flatnonzero(dag.api == ApiKind.MEMCPY_SYNC)
+        sync = sync[transfers(dag, sync)]
+        rows = [
+            r
+            for r in sync.tolist()
+            if not all(_DEVICE_TO_DEVICE.search(dag.d_name[d]) for d in dag.h_dev[r])
+        ]
         ratio = obs.hw.h2d_pageable_Bps / obs.hw.h2d_pinned_Bps
         fl = kernel_floor(obs)
         for r in rows:

@@ -49,6 +49,10 @@ class LeverSpec(BaseModel):
     what: str
     effect: str
     requires: Requires | None = None
+    #: what applying it can change besides time — the reason for its safety class, in words
+    #: ("results can change: host code that reads device data after a removed sync …"); every
+    #: lever that is not SAFE says it (``lever_specs`` refuses one that does not)
+    changes: str = ""
 
     def cause_set(self) -> tuple[Cause, ...]:
         """Return the causes as enum members."""
@@ -62,6 +66,8 @@ def lever_specs() -> dict[str, LeverSpec]:
     specs = {d["id"]: LeverSpec.model_validate(d) for d in data["levers"]}
     for s in specs.values():
         s.cause_set()  # KeyError on a cause that does not exist
+        if s.safety != Safety.SAFE and not s.changes:
+            raise ValueError(f"lever {s.id} is {s.safety.value}: its 'changes' must say why")
     return specs
 
 
