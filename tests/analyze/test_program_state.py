@@ -160,7 +160,7 @@ def test_pinned_memory_ceiling_counts_the_copy_not_its_wait(tmp_path):
 def test_copy_overlap_moves_copies_never_memsets(tmp_path):
     h = _Host()
     at = 20.0
-    for i in range(6):
+    for _ in range(6):
         h.launch(5.0, "ampere_sgemm_128x64_nn", 200.0, at=at)
         at += 200.0
         c = _runtime(h, "cudaMemsetAsync", h.t + 2.0, 3.0)
