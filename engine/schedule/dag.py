@@ -23,7 +23,8 @@ work, in host order) and its device rows (kernels, copies). Edges:
   transfer time. A graph built from one rank's trace has none: it holds no row.
 
 Device rows no host row launched are enqueued in their observed place among the host rows
-(by observed start) and may not start before their observed start.
+(by observed start), never after a row their stream ran after them, and may not start before
+their observed start.
 
 :func:`schedule` replays the graph with each node's (possibly edited) duration and returns
 the makespan; :class:`ReplayDag` is what a lever's transform edits. Nothing here reads the
@@ -596,6 +597,15 @@ def schedule(dag: ReplayDag) -> Schedule:
             first_wait = np.full(n_d, n_h, np.int64)
             np.minimum.at(first_wait, dag.h_wait, waiter)
             np.minimum(anchor_at, first_wait[anchored], out=anchor_at)
+        # and no later than any row its stream ran after it that no call launched either (a
+        # wait above pulls a row forward, and the rows its stream ran before it with it: a
+        # stream runs its rows in order, so a row queued after a later one would start after
+        # it — a device sync waiting out work queued before the trace began ran that work in
+        # observed order, not its last row first)
+        in_stream = np.lexsort((dag.d_start_obs[anchored], dag.d_stream[anchored]))
+        anchor_at[in_stream] = _min_from_here(
+            dag.d_stream[anchored][in_stream], anchor_at[in_stream]
+        )
         by = np.argsort(anchor_at, kind="stable")  # (observed order kept at one place)
         anchored, anchor_at = anchored[by], anchor_at[by]
     else:
@@ -644,6 +654,23 @@ def schedule(dag: ReplayDag) -> Schedule:
         h_start=h_start,
         h_end=h_end,
     )
+
+
+def _min_from_here(group: np.ndarray, val: np.ndarray) -> np.ndarray:
+    """Per row of ``val`` (rows sorted by ``group``, each group's in order): the minimum of
+    ``val`` over that row and the rows after it in its group."""
+    n = len(val)
+    if n < 2:
+        return val.copy()
+    first = np.ones(n, bool)
+    first[1:] = group[1:] != group[:-1]
+    g = np.cumsum(first) - 1
+    # a running minimum over the reversed rows, each group's values shifted below every group
+    # visited before it (so no minimum crosses a group)
+    lo, big = int(val.min()), int(val.max()) - int(val.min()) + 1
+    rev_g = (g[-1] - g)[::-1]
+    run = np.minimum.accumulate((val[::-1] - lo) - rev_g * big) + rev_g * big + lo
+    return run[::-1].astype(val.dtype)
 
 
 def _next_launch(dag: ReplayDag, host_of: np.ndarray) -> np.ndarray:

@@ -90,6 +90,16 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
                     if d in rows:
                         at[i] = min(at[i], r)
                         break
+        # and no later than any row its stream ran after it that no call launched either
+        at = [
+            min(
+                at[j]
+                for j, x in enumerate(anchored)
+                if dag.d_stream[x] == dag.d_stream[d]
+                and (int(dag.d_start_obs[x]), x) >= (int(dag.d_start_obs[d]), d)
+            )
+            for d in anchored
+        ]
         pairs = sorted(zip(at, range(len(anchored)), anchored, strict=True))
         at = [a for a, _, _ in pairs]
         anchored = [d for _, _, d in pairs]

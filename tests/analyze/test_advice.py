@@ -24,13 +24,15 @@ from engine.trace.read import read_trace
 from engine.trace.trace import ApiKind
 from tests.paths import TRACES
 
-REAL = sorted((TRACES / "kineto").glob("*.json.gz")) + sorted((TRACES / "nsys").glob("*.sqlite"))
-#: real traces whose no-lever replay is not faithful today (strict: a fix makes them fail here
-#: until they are taken off): the HF Qwen1.5-0.5B-Chat pair, +25.9 % / +25.6 % span
-UNFAITHFUL_TODAY = {
-    "h100_hf_qwen15_05b_chat.json.gz": "issue 47: replayed span +25.9 % (62.5 ms vs 49.7 ms)",
-    "mi300x_hf_qwen15_05b_chat.json.gz": "issue 47: replayed span +25.6 % (59.2 ms vs 47.1 ms)",
-}
+REAL = (
+    sorted((TRACES / "kineto").glob("*.json.gz"))
+    + sorted((TRACES / "kineto" / "job128_two_ranks").glob("*.json.gz"))
+    + sorted((TRACES / "nsys").glob("*.sqlite"))
+)
+#: how close the no-lever replay comes to every shipped real trace: far inside the 3 % a replay
+#: must meet to be called faithful (issue 47: at most 0.23 % of the span, on the Nsight
+#: CloverLeaf export; the rest within 0.01 %)
+REAL_TOLERANCE = 0.005
 V100 = TRACES / "kineto" / "v100_16gb_ddp_graphs_3streams.json.gz"
 GRAPHS = TRACES / "kineto" / "a100_80gb_5streams_graphs.json.gz"
 
@@ -83,28 +85,22 @@ def test_an_a100_can_do_bf16():
 
 
 # ------------------------------------------------------------------ 2. replay fidelity
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(reason=UNFAITHFUL_TODAY[p.name], strict=True))
-        if p.name in UNFAITHFUL_TODAY
-        else p
-        for p in REAL
-    ],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_no_lever_replay_reproduces_every_real_trace(path):
     """Span, every stream's last end, and device idle, replayed with no lever, against the
-    observed window: within 3 % on every shipped real trace that has host rows to replay."""
+    observed window: within ``REAL_TOLERANCE`` (0.5 %) on every shipped real trace that has
+    host rows to replay — the HF Qwen pair included, whose first 14.5 ms are rows queued before
+    the profiler started (tests/schedule/test_queued_rows.py)."""
     a = _analysis(path)
     if not _replayed(path):
         pytest.skip("nothing replayed: no host runtime rows or no timed device rows")
     r = a.replay
     assert r is not None
-    assert abs(r.span_error) <= TOLERANCE, r.line()
-    assert all(abs(v) <= TOLERANCE for v in r.stream_end_error.values()), r.stream_end_error
+    assert REAL_TOLERANCE < TOLERANCE
+    assert abs(r.span_error) <= REAL_TOLERANCE, r.line()
+    assert all(abs(v) <= REAL_TOLERANCE for v in r.stream_end_error.values()), r.stream_end_error
     assert r.faithful
-    assert abs(r.device_idle_replayed_ns - r.device_idle_observed_ns) <= TOLERANCE * max(
+    assert abs(r.device_idle_replayed_ns - r.device_idle_observed_ns) <= REAL_TOLERANCE * max(
         1, r.observed_span_ns
     )
     assert "replayed" in r.line() and "faithful" in r.line()
