@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.analyze.copies import copy_stats
-from engine.analyze.devices import TIMED, Device, DeviceUse, device_use, ran_on
+from engine.planner.devices import TIMED, Device, DeviceUse, device_use, ran_on
 from engine.analyze.idle import overlap_note, stream_idle
 from engine.analyze.intervals import interval_union, length
 from engine.analyze.launches import launch_stats, launch_times
@@ -165,7 +165,7 @@ def _hardware(trace: Trace, hardware: str | None) -> _Chosen:
     """Return the peaks the rows are judged by, how they were chosen, and notes.
 
     The devices are those the rows ran on: each timed row's ``device`` read against the trace's
-    device list (engine.analyze.devices: by id where the numbering is the list's, else the sole
+    device list (engine.planner.devices: by id where the numbering is the list's, else the sole
     model the list holds, said as an inference). Each device's peaks are its catalogue entry's,
     else an ESTIMATE from its own properties (labelled so on the first screen, in report.md and
     in ``peak_source``), else unknown — every figure that needs peaks then says so — unless the

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.analyze.devices import main_device
+from engine.planner.devices import main_device
 from engine.analyze.intervals import intersection as _intersection
 from engine.analyze.intervals import interval_union
 from engine.analyze.intervals import length as _length
@@ -200,7 +200,7 @@ def rank_fingerprint(trace: Trace) -> Fingerprint:
 
 def _peer_link(trace: Trace) -> Link | None:
     """The GPU-to-GPU link of the device the rank's rows ran on (most GPU time: the choice the
-    analysis makes, engine.analyze.devices) where the hardware catalogue knows the device (never
+    analysis makes, engine.planner.devices) where the hardware catalogue knows the device (never
     a guess: an estimated or unknown device has no link), for the collectives' bus bandwidth."""
     dev = main_device(trace)
     found = dev.found if dev is not None else None

@@ -170,9 +170,9 @@ def _mix(
 
 
 def _device(trace: Trace) -> str:
-    """The device the rows ran on (most GPU time: the analysis's choice, engine.analyze.devices)
+    """The device the rows ran on (most GPU time: the analysis's choice, engine.planner.devices)
     by its catalogue name, else as the trace reports it; '' unknown."""
-    from engine.analyze.devices import main_device
+    from engine.planner.devices import main_device
 
     dev = main_device(trace)
     if dev is None or dev.props is None:

@@ -32,7 +32,7 @@ def test_analyze_every_shared_trace(tmp_path, capsys):
         d = tmp_path / stem
         a = Analysis.model_validate_json((d / "analysis.json").read_text())
         # every shipped trace names a catalogued device but the MTIA one (in no catalogue): the
-        # MI300X ones too, whose rows carry roctracer's HSA agent number (engine.analyze.devices)
+        # MI300X ones too, whose rows carry roctracer's HSA agent number (engine.planner.devices)
         unnamed = a.format == "kineto" and "MTIA" in a.hardware.name
         assert (a.hardware.id is None) == unnamed, (path.name, a.hardware)
         assert a.counting and a.evidence is not None
