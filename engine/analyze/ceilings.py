@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.analyze.fidelity import busy_ns
+from engine.levers.library import by_id
 from engine.levers.model import Edit
 from engine.levers.priors import LAUNCH_OUTLIER
 from engine.schedule.critical import GAP, CriticalPath, critical_path
@@ -102,11 +103,8 @@ def observe(dag: ReplayDag, base: Schedule | None = None) -> Observed:
 
 #: the critical path's parts during which the device runs nothing the path waits for
 OFF_DEVICE = ("host", "launch_api", "launch_delay", "sync", "allocation", "data_loading", "idle")
-#: levers whose ceiling is held to the critical path: those that only shorten host calls in
-#: place (whole-step capture). A lever that removes a row also removes the waits on it (a
-#: sync that waited for a fused-away kernel no longer waits for the chain before it), which can
-#: take more than the row's own time off the path: those keep the counts of the observed trace
-_PATH_LEVERS = frozenset({"cuda_graphs"})
+# (which levers' ceilings are held to the critical path, and how each lever's time is counted,
+# the levers declare: engine.levers.base.Lever's capabilities)
 
 
 @dataclass(frozen=True)
@@ -130,10 +128,13 @@ def ceiling(
     per = per_ns if per_ns > 0 else ob.span_ns
     if ob.span_ns <= 0 or not edits:
         return None
-    on_path = ob.path is not None and lever in _PATH_LEVERS
+    lv = by_id(lever)
+    on_path = ob.path is not None and lv.ceiling_on_path
     host = max(_host_removed(lever, base, e.dag, ob, on_path) for e in edits)
     dev = max(_device_removed(lever, base, e.dag, ob, on_path) for e in edits)
-    between = max(_between(base, e.dag, ob) for e in edits) if lever == "cuda_graphs" else 0.0
+    between = (
+        max(_between(base, e.dag, ob) for e in edits) if lv.skips_host_between_launches else 0.0
+    )
     room = min(ob.host_room_ns, ob.path_idle_ns) if on_path else ob.host_room_ns
     host_part = min(host + between, room)
     ns = host_part + dev
@@ -146,7 +147,7 @@ def ceiling(
                 "rows' time; the calls' waits for earlier device work are not counted: making "
                 "a copy asynchronous cannot remove them)"
             )
-        elif lever != "sync_removal":
+        elif not lv.removes_syncs:
             what = f"launch/host calls removed (each up to {ob.clip_ns / 1e3:.1f} µs)"
         if on_path:
             what += " on the critical path"
@@ -165,9 +166,11 @@ def ceiling(
             "off the span"
         )
     if dev > 0:
-        what = {
-            "copy_overlap": "copy time on the streams the copies leave",
-        }.get(lever, "device time taken out of rows at the favourable end of the priors")
+        what = (
+            "copy time on the streams the copies leave"
+            if lv.moves_copies
+            else "device time taken out of rows at the favourable end of the priors"
+        )
         if on_path:
             what += ", counted only where those rows lie on the critical path"
         parts.append(f"{_ms(dev)} of {what}")
@@ -257,7 +260,7 @@ def _device_removed(
     rows that absorbed them (a fused kernel) gained; for a moved copy, its exposed time. With
     ``on_path``: only the time of rows on the critical path (a fused kernel's own time stays
     on it, so the net saving is each path row's loss less what the rows that grew gained)."""
-    if lever == "copy_overlap":  # a copy moved off a stream frees that stream of its time
+    if by_id(lever).moves_copies:  # a copy moved off a stream frees that stream of its time
         moved = edit.d_stream != base.d_stream
         return float((ob.end[moved] - ob.start[moved]).sum())
     before = np.where(base.d_live, base.d_dur, 0.0)

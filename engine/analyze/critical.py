@@ -21,6 +21,7 @@ from engine.analyze.critical_model import (
     PathRow,
 )
 from engine.analyze.critical_ops import OUTSIDE, host_by_operator, outside_while
+from engine.levers.library import answering
 from engine.manifest import load_critical_path
 from engine.schedule.critical import GROUPS as GROUPS  # (re-exported: the headline's groups)
 from engine.schedule.critical import HTA_BOUND_BY, PARTS, headline, kernel_breakdown
@@ -277,7 +278,7 @@ def opportunities(
                 f"hipFree) in the window{rate}, {_ms(by['allocation'])} of them on the critical "
                 f"path{alloc_cap}",
                 suggestion=_allocation_advice(pool_off, pytorch),
-                levers=["expandable_segments"] if pytorch and not pool_off else [],
+                levers=answering("allocation") if pytorch and not pool_off else [],
             )
         )
     load, load_cap = host_side(by["data_loading"])
@@ -292,7 +293,7 @@ def opportunities(
                 f"step waits for its loader{load_cap}",
                 suggestion="more DataLoader workers, pin_memory=True, a larger prefetch_factor, "
                 "or decode off the training process",
-                levers=["prefetch_depth"] if pytorch else [],
+                levers=answering("data_loading") if pytorch else [],
             )
         )
     host, host_cap = host_side(by["host"] + by["launch_api"])
@@ -309,7 +310,7 @@ def opportunities(
                 suggestion="capture the step in a CUDA graph (whole-step capture removes the "
                 "host time between launches), torch.compile(mode='reduce-overhead'), larger "
                 "batches per launch",
-                levers=["cuda_graphs"],
+                levers=answering("host"),
             )
         )
     if by["kernel_gap"] / total >= prm.device_gap_share:

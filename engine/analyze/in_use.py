@@ -19,8 +19,9 @@ from collections import Counter
 import numpy as np
 
 from engine.analyze.model import InUse
+from engine.levers.library import LEVERS
 from engine.schedule.dag import ReplayDag
-from engine.trace.precision import REDUCED, Basis, row_precisions
+from engine.trace.precision import REDUCED, Basis, at_or_below, row_precisions
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind, Trace
 
@@ -80,7 +81,7 @@ def in_use(trace: Trace) -> list[InUse]:
                 evidence=f"{int(in_graph.sum()):,} of {int(kern.sum()):,} kernels "
                 f"({t / total:.0%} of kernel time) were launched from {launches:,} "
                 "cudaGraphLaunch calls",
-                levers=["cuda_graphs"],
+                levers=[lv.id for lv in LEVERS if "cuda_graphs" in lv.in_use_as],
             )
         )
     # by name, once per distinct name
@@ -101,7 +102,7 @@ def in_use(trace: Trace) -> list[InUse]:
                 evidence=f"{int(fused.sum()):,} kernels ({t / total:.0%} of kernel time) are "
                 f"already fused ({triton:,} of them Triton/Inductor kernels, the rest named "
                 "'fused')",
-                levers=["elementwise_fusion", "fused_optimizer"],
+                levers=[lv.id for lv in LEVERS if "fused_kernels" in lv.in_use_as],
             )
         )
     # matmuls already in a reduced-precision type (engine.trace.precision)
@@ -136,17 +137,25 @@ def _reduced_precision(trace: Trace, kern: np.ndarray, dur: np.ndarray) -> list[
         else ""
     )
     out: list[InUse] = []
+    named: set[str] = set()
     for what, kinds in (("reduced_precision", REDUCED), ("half_precision", HALF_OR_BELOW)):
         pick = [i for i, p in enumerate(prec) if p in kinds]
         if not pick:
             continue
-        has_tf32 = any(prec[i] == "tf32" for i in pick)
-        if what == "reduced_precision":
-            levers = ["tf32_matmul"] if has_tf32 else ["tf32_matmul", "bf16_autocast"]
-        elif len(pick) == sum(1 for p in prec if p in REDUCED):
+        held = {prec[i] for i in pick}
+        if what != "reduced_precision" and len(pick) == sum(1 for p in prec if p in REDUCED):
             continue  # (no TF32 row: reduced_precision says it all)
-        else:
-            levers = ["bf16_autocast"]
+        # the precision levers that leave every one of these rows alone: those whose target
+        # they are at or below (once each: the half-precision line names only what the
+        # reduced-precision line did not)
+        levers = [
+            lv.id
+            for lv in LEVERS
+            if lv.precision_target
+            and held <= at_or_below(lv.precision_target)
+            and lv.id not in named
+        ]
+        named.update(levers)
         t = float(dur[mm[pick]].sum())
         out.append(
             InUse(

@@ -169,7 +169,7 @@ def replay_levers(
     rows = len(dag.api) + len(dag.d_stream)
 
     def one(lv: Lever) -> LeverEstimate | None:
-        o = fusion_obs if lv.id in ("elementwise_fusion", "fused_optimizer") else obs
+        o = fusion_obs if lv.fuses else obs
         fits = fit(lv.spec, dev)
         if fits.status != "fits":
             return _cannot(lv, o, fits.status, fits.reason)
@@ -178,18 +178,18 @@ def replay_levers(
             return _estimate(lv, "not_applicable", lacking[0], None).model_copy(
                 update={"rows": lacking[1]}
             )
-        if isinstance(lv, CudaGraphs):
+        if lv.estimate == "graphs" and isinstance(lv, CudaGraphs):
             est = _cuda_graphs(lv, o, ob)
-        elif lv.id == "batch_size":
+        elif lv.estimate == "ceiling":
             est = _ceiling(lv, o, trace)
-        elif "ALLOCATOR_CHURN" in lv.spec.causes:
+        elif lv.estimate == "allocator":
             est = _allocator(lv, o, trace, ob)
         else:
             est = _predicted(lv, o, lv.transform, ob)
         give_back(rows)  # each lever's replays free their graphs: the pages back (give_back)
         if est is not None and est.status == "predicted" and not fid.faithful:
             est = est.model_copy(update={"unfaithful_replay": True})
-        if est is not None and lv.id == "sync_removal" and steps:
+        if est is not None and lv.removes_syncs and steps:
             syncs = int((dag.api == ApiKind.SYNC).sum())
             est = est.model_copy(
                 update={
@@ -204,7 +204,7 @@ def replay_levers(
             )
         if est is not None and bound is not None and est.status in ("predicted", "ceiling"):
             est = est.model_copy(update={"peers": bound})
-        if est is not None and room is not None and lv.id != "batch_size":
+        if est is not None and room is not None and not lv.per_sample:
             # (batch size is per sample on every rank: more work per collective, not this
             # rank's span)
             est = _within_room(est, room / base.makespan_ns if base.makespan_ns else 0.0)

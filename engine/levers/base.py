@@ -154,6 +154,37 @@ class Lever:
     #: it contains a slowdown, engine/analyze/levers.py)
     can_slow: ClassVar[str] = ""
 
+    # What the analysis, the ceilings and the loops need to know of a lever, declared here so
+    # that no code outside engine/levers compares lever ids (a test greps for it):
+    #: how `analyze` estimates its gain: "replay" (its transform replayed on the trace),
+    #: "graphs" (whole-step capture, engine.levers.launch.GraphCapture), "ceiling" (more work
+    #: per step: a ceiling only) or "allocator" (the allocator calls it takes off)
+    estimate: ClassVar[str] = "replay"
+    #: it fuses kernels: kernels already fused are not fused again (it sees them as OTHER)
+    fuses: ClassVar[bool] = False
+    #: it only shortens host calls in place: its ceiling is held to the critical path (a lever
+    #: that removes rows also removes the waits on them, and keeps the observed counts)
+    ceiling_on_path: ClassVar[bool] = False
+    #: whole-step capture: also takes off the host time between captured launches on the path
+    skips_host_between_launches: ClassVar[bool] = False
+    #: it removes syncs: the host time it takes off is the syncs' whole observed time, and its
+    #: basis counts them per ProfilerStep
+    removes_syncs: ClassVar[bool] = False
+    #: it moves copies off their streams: the device time it frees is the moved copies' own
+    moves_copies: ClassVar[bool] = False
+    #: its gain is per sample on every rank (more work per collective), not this rank's span:
+    #: not held to the room this rank has before its peers arrive
+    per_sample: ClassVar[bool] = False
+    #: the critical-path opportunities it answers (engine.analyze.critical: "allocation",
+    #: "data_loading", "host"), where the program is one it can act on
+    answers: ClassVar[tuple[str, ...]] = ()
+    #: what already in use (engine.analyze.in_use) leaves it nothing to do: "cuda_graphs",
+    #: "fused_kernels"; precision levers say it by ``precision_target``
+    in_use_as: ClassVar[tuple[str, ...]] = ()
+    #: the arithmetic it moves matmuls to ("tf32", "bf16"): rows already there or below are
+    #: left alone (engine.trace.precision)
+    precision_target: ClassVar[str] = ""
+
     @property
     def spec(self) -> LeverSpec:
         return lever_specs()[self.id]

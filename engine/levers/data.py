@@ -39,6 +39,7 @@ def transfers(dag: ReplayDag, rows: np.ndarray) -> np.ndarray:
 
 class CopyOverlap(Lever):
     id = "copy_overlap"
+    moves_copies = True
 
     def sites(self, state: SimState) -> Applicability:
         ops = state.program()
@@ -156,6 +157,8 @@ class PinnedMemory(Lever):
 
 class BatchSize(Lever):
     id = "batch_size"
+    estimate = "ceiling"
+    per_sample = True
 
     def sites(self, state: SimState) -> Applicability:
         hw = state_hw(state)
@@ -195,6 +198,8 @@ class BatchSize(Lever):
 
 class ExpandableSegments(Lever):
     id = "expandable_segments"
+    estimate = "allocator"
+    answers = ("allocation",)
     priors = (ALLOC,)
 
     def sites(self, state: SimState) -> Applicability:
@@ -222,6 +227,7 @@ class ExpandableSegments(Lever):
 
 class PrefetchDepth(Lever):
     id = "prefetch_depth"
+    answers = ("data_loading",)
 
     def sites(self, state: SimState) -> Applicability:
         if state.config.prefetch_depth > 0:

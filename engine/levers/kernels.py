@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze
 
 class ElementwiseFusion(Lever):
     id = "elementwise_fusion"
+    fuses = True
+    in_use_as = ("fused_kernels",)
     priors = (SIDE_INPUT,)
 
     @staticmethod
@@ -219,6 +221,7 @@ class _Precision(Lever):
 
 class Tf32Matmul(_Precision):
     id = "tf32_matmul"
+    precision_target = "tf32"
     target = "tf32"
     sources = ("fp32",)
     bytes_factor = 1.0
@@ -227,6 +230,7 @@ class Tf32Matmul(_Precision):
 
 class Bf16Autocast(_Precision):
     id = "bf16_autocast"
+    precision_target = "bf16"
     target = "bf16"
     sources = ("fp32", "tf32")
     bytes_factor = 0.5

@@ -43,6 +43,11 @@ if TYPE_CHECKING:  # (annotations only: the simulator is not imported to analyze
 # ------------------------------------------------------------------ the levers
 class CudaGraphs(Lever):
     id = "cuda_graphs"
+    estimate = "graphs"
+    ceiling_on_path = True
+    skips_host_between_launches = True
+    answers = ("host",)
+    in_use_as = ("cuda_graphs",)
 
     def sites(self, state: SimState) -> Applicability:
         if state.config.cuda_graphs:
@@ -243,6 +248,7 @@ class LaunchConfig(Lever):
 
 class SyncRemoval(Lever):
     id = "sync_removal"
+    removes_syncs = True
 
     def sites(self, state: SimState) -> Applicability:
         n = sum(isinstance(o, SyncOp) for o in state.program())
@@ -274,6 +280,8 @@ class SyncRemoval(Lever):
 
 class FusedOptimizer(Lever):
     id = "fused_optimizer"
+    fuses = True
+    in_use_as = ("fused_kernels",)
     priors = (MEM_EFF,)
 
     def sites(self, state: SimState) -> Applicability:

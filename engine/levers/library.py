@@ -52,6 +52,17 @@ LEVERS: tuple[Lever, ...] = (
 )
 
 
+def having(**capabilities: object) -> tuple[Lever, ...]:
+    """The levers whose declared capabilities (engine.levers.base.Lever's attributes) have
+    these values, in library order: ``having(moves_copies=True)``."""
+    return tuple(lv for lv in LEVERS if all(getattr(lv, k) == v for k, v in capabilities.items()))
+
+
+def answering(what: str) -> list[str]:
+    """The ids of the levers that answer a critical-path opportunity (``Lever.answers``)."""
+    return [lv.id for lv in LEVERS if what in lv.answers]
+
+
 def by_id(lever_id: str) -> Lever:
     """Return the lever ``lever_id``; KeyError names the known ones."""
     for lv in LEVERS:

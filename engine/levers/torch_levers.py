@@ -39,6 +39,9 @@ class TorchLever:
     #: "job.run_step" (a step wrapper) or "job.batches" (a new loader) — the user's own loop
     #: gets it only through that
     via: str = ""
+    #: the library levers (engine/levers/library.py) whose replay on a captured trace predicts
+    #: its gain (none: measured only)
+    replayed_as: tuple[str, ...] = ()
 
     def applicable(self, job: TorchJob) -> tuple[bool, str]:
         raise NotImplementedError
@@ -436,12 +439,14 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "num_workers, prefetch_factor=2, persistent workers (pin_memory on a GPU)",
         checkable=False,
         via="job.batches",
+        replayed_as=("prefetch_depth",),
     ),
     ForeachOptimizer(
         "fused_optimizer",
         "Multi-tensor (foreach) or fused optimizer step",
         "SAFE",
         "param_groups[...]['foreach'|'fused'] = True",
+        replayed_as=("fused_optimizer",),
     ),
     CudnnBenchmark(
         "cudnn_benchmark",
@@ -449,6 +454,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "SAFE",
         "torch.backends.cudnn.benchmark = True (autotuning runs in untimed steps first)",
         settle_steps=2,
+        replayed_as=("cudnn_autotune",),
     ),
     ChannelsLast(
         "channels_last",
@@ -456,18 +462,21 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "SAFE",
         "model.to(memory_format=torch.channels_last) and 4-D inputs converted",
         via="job.run_step",
+        replayed_as=("channels_last",),
     ),
     SdpaFlash(
         "sdpa_flash",
         "Flash-attention SDPA backend",
         "SAFE",
         "torch.backends.cuda.enable_flash_sdp(True), mem-efficient off, math as fallback",
+        replayed_as=("sdpa_flash",),
     ),
     Tf32(
         "tf32",
         "TF32 tensor cores for FP32 matmuls and convolutions",
         "NUMERICS",
         "allow_tf32 for matmul and cuDNN; float32_matmul_precision('high')",
+        replayed_as=("tf32_matmul",),
     ),
     Bf16Autocast(
         "bf16_autocast",
@@ -475,6 +484,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "NUMERICS",
         "torch.autocast(device, dtype=torch.bfloat16) around the step",
         via="job.run_step",
+        replayed_as=("bf16_autocast",),
     ),
     BatchSize(
         "batch_size",
@@ -490,6 +500,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "SAFE",
         "model.compile() (compilation runs in untimed steps first)",
         settle_steps=3,
+        replayed_as=("cuda_graphs", "elementwise_fusion"),
     ),
     LauncherOnly(
         "expandable_segments",

@@ -48,6 +48,7 @@ from typing import Any, Literal
 import numpy as np
 
 from engine.levers.base import Lever
+from engine.levers.library import LEVERS
 from engine.levers.model import Observation
 from engine.levers.priors import LAUNCH_OUTLIER
 from engine.measure import NoisePlan, params
@@ -66,6 +67,11 @@ __all__ = [
 ]
 
 Decision = Literal["commit", "diagnose"]
+
+
+def _per_sample(lever_id: str) -> bool:
+    """Whether a ceiling's lever works per sample (a larger batch), by what it declares."""
+    return any(lv.per_sample for lv in LEVERS if lv.id == lever_id)
 
 
 @dataclass(frozen=True)
@@ -349,7 +355,7 @@ def _helps(
             out.append(f"first, what bounds the step: {r.bound}")
         if combined is not None and combined > 0:
             out.append(f"a target at or below {combined:.1%} (the levers' combined ceiling)")
-        if not any(c.lever == "batch_size" for c in r.ceilings):
+        if not any(_per_sample(c.lever) for c in r.ceilings):
             out.append(
                 "a larger batch per step where the program allows it (per-step overhead "
                 "amortised over more samples)"

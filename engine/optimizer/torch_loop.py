@@ -68,19 +68,11 @@ RESTORED = (
     "and hyper-parameters, schedulers given, torch/Python/NumPy RNGs, torch flags"
 )
 
-#: which replayed library lever (engine/levers/library.py) predicts each torch lever's gain on a
-#: captured trace; torch.compile both fuses elementwise chains and (reduce-overhead) replays
-#: CUDA graphs: its estimate combines the two as independent savings, 1 - (1 - a)(1 - b)
-REPLAYED_AS: dict[str, tuple[str, ...]] = {
-    "tf32": ("tf32_matmul",),
-    "bf16_autocast": ("bf16_autocast",),
-    "channels_last": ("channels_last",),
-    "cudnn_benchmark": ("cudnn_autotune",),
-    "fused_optimizer": ("fused_optimizer",),
-    "sdpa_flash": ("sdpa_flash",),
-    "loader_workers": ("prefetch_depth",),
-    "torch_compile": ("cuda_graphs", "elementwise_fusion"),
-}
+#: which replayed library levers (engine/levers/library.py) predict each torch lever's gain on
+#: a captured trace: each torch lever declares it (``TorchLever.replayed_as``); torch.compile
+#: both fuses elementwise chains and (reduce-overhead) replays CUDA graphs: its estimate
+#: combines the two as independent savings, 1 - (1 - a)(1 - b)
+REPLAYED_AS: dict[str, tuple[str, ...]] = {lv.id: lv.replayed_as for lv in TORCH_LEVERS}
 
 
 class TorchState(BaseModel):

@@ -41,6 +41,12 @@ _RANK["fp64"] = 5
 _WEIGHT_ONLY = ("fp4", "int4")
 
 
+def at_or_below(target: str) -> frozenset[str]:
+    """The precisions as narrow as ``target`` or narrower ("tf32": every REDUCED one; "bf16":
+    those of 16 bits or fewer): what a lever moving matmuls to ``target`` leaves alone."""
+    return frozenset(p for p, r in _RANK.items() if r <= _RANK[target])
+
+
 class Basis(str, Enum):
     """Which evidence a precision came from."""
 
