@@ -5,8 +5,9 @@ end, each set by one binding constraint: a host call starts when the call before
 thread ended plus the host time between them; a device row starts at the latest of its launch
 (the call's start + launch latency), the end of the row before it on its stream, a recorded
 event wait or an inferred wait on another stream (plus the unexplained delay the trace showed),
-its observed start (a row no call launched), and — where the peers are known — the arrival of
-its collective's last peer. A blocking call ends when the device row it waited for ends.
+its observed start (a row no call launched, unless it was queued behind the row before it on
+its stream), and — where the peers are known — the arrival of its collective's last peer. A
+blocking call ends when the device row it waited for ends.
 
 The critical path is found by walking back from whatever ended last, at each row following the
 constraint that set its start, and every nanosecond between the window's start and its end is

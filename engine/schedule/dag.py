@@ -24,7 +24,9 @@ work, in host order) and its device rows (kernels, copies). Edges:
 
 Device rows no host row launched are enqueued in their observed place among the host rows
 (by observed start), never after a row their stream ran after them, and may not start before
-their observed start.
+their observed start — except one that started right after the row before it on its stream
+(``ReplayDag.d_queued``: work queued before the trace's host record began, a graph's kernels
+whose launch is not linked), which follows that row after its observed gap.
 
 :func:`schedule` replays the graph with each node's (possibly edited) duration and returns
 the makespan; :class:`ReplayDag` is what a lever's transform edits. Nothing here reads the
@@ -101,6 +103,10 @@ class ReplayDag:
     #: (ns); None: none
     d_after: np.ndarray | None = None
     d_delay: np.ndarray | None = None
+    #: bool per device row no host row launched: queued behind the row before it on its
+    #: stream (``_inferred_waits``) — it follows that row after its observed gap (``d_delay``)
+    #: instead of waiting for its observed start; None: every such row at its observed start
+    d_queued: np.ndarray | None = None
     #: uint8 arithmetic type per device row (engine.trace.segments.DTYPES; 0 unknown); None:
     #: not known
     d_dtype: np.ndarray | None = None
@@ -272,7 +278,7 @@ def build_dag(
     waits = np.diff(wait_off) > 0
     dur[waits] = after[waits]  # the call's time after the last row it waited for
     names_s = [names[int(n)] for n in seg.name]
-    d_after, d_delay = _inferred_waits(seg, h, h_dev, lat, float(hw.graph_node_ns))
+    d_after, d_delay, d_queued = _inferred_waits(seg, h, h_dev, lat, float(hw.graph_node_ns))
     return ReplayDag(
         api=api,
         gap_ns=gap,
@@ -308,6 +314,7 @@ def build_dag(
         d_after=d_after,
         d_delay=d_delay,
         d_dtype=seg.dtype.copy(),
+        d_queued=d_queued,
     )
 
 
@@ -326,8 +333,9 @@ EDGE_SLACK_NS = 10_000
 
 def _inferred_waits(
     seg: Segments, h: HostEvents, h_dev: list[list[int]], lat: float, node_ns: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(after, delay) per device row: the waits a trace shows but does not record. Each row
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(after, delay, queued) per device row: the waits a trace shows but does not record,
+    and which rows no call launched were queued behind their stream's previous row. Each row
     keeps the delay it had after both its launch (+ the launch latency) and the end of the row
     before it on its stream (``delay``: the device's gap between dependent kernels, launch
     jitter). One delayed more than ``UNEXPLAINED_NS`` waited for something else: where a row of
@@ -335,14 +343,21 @@ def _inferred_waits(
     record or wait the trace does not name — older Kineto traces name neither), it waits for
     that row instead (``after``); otherwise (another rank, the host) it keeps its delay. A row a
     lever removes takes its delay with it. The unedited replay then starts every row when it
-    started."""
+    started.
+
+    A row no call launched (``queued``, ``ReplayDag.d_queued``) that started within
+    ``UNEXPLAINED_NS`` of the end of the row before it on its stream was queued by then (work
+    queued before the trace's host record began, a graph's kernels whose launch the trace does
+    not link): it follows that row after its observed gap, as a launched row does; any other
+    (its stream's first, or one that started later) is held to its observed start."""
     n = len(seg)
     after = np.full(n, -1, np.int64)
     delay = np.zeros(n)
+    queued = np.zeros(n, bool)
     if not n:
-        return after, delay
+        return after, delay, queued
     start, end = seg.start_ns.astype(np.float64), seg.end_ns.astype(np.float64)
-    ready = start.copy()  # rows no host row launched: at their observed start
+    ready = start.copy()  # rows no host row launched: at their observed start (below: queued)
     lens = np.fromiter(map(len, h_dev), np.int64, len(h_dev))
     off = np.zeros(len(lens) + 1, np.int64)
     np.cumsum(lens, out=off[1:])
@@ -356,6 +371,10 @@ def _inferred_waits(
     prev_end = np.full(n, -np.inf)
     same = seg.stream[order][1:] == seg.stream[order][:-1]
     prev_end[order[1:][same]] = end[order[:-1][same]]
+    launched = np.zeros(n, bool)
+    launched[flat] = True
+    queued = ~launched & (start - prev_end <= UNEXPLAINED_NS)  # (-inf: its stream's first)
+    ready[queued] = -np.inf
     explained = np.maximum(ready, prev_end)
     # every row keeps the gap it had after its launch and its stream allowed (the device's
     # own gap between dependent kernels, a few µs each: over thousands of kernels, percent of
@@ -368,7 +387,7 @@ def _inferred_waits(
     when = np.searchsorted(h.api_start_ns, seg.start_ns, "left").astype(np.float64) - 0.5
     when[flat] = host
     if not len(late):
-        return after, delay
+        return after, delay, queued
     by_end = np.argsort(end, kind="stable")
     ends = end[by_end]
     for d in late.tolist():
@@ -385,7 +404,7 @@ def _inferred_waits(
         if found >= 0:
             after[d] = found
             delay[d] = 0.0
-    return after, delay
+    return after, delay, queued
 
 
 def _prev_end_per_thread(ends: np.ndarray, thread: np.ndarray, t0: float) -> np.ndarray:
@@ -610,6 +629,11 @@ def schedule(dag: ReplayDag) -> Schedule:
         anchored, anchor_at = anchored[by], anchor_at[by]
     else:
         anchor_at = np.full(len(anchored), n_h, np.int64)  # after every host row
+    # each at its observed start, or where its stream lets it (queued behind the row before it
+    # there: ready at the window's start, its observed gap after that row in d_delay)
+    anchor_ready = dag.d_start_obs[anchored].astype(np.float64) - dag.t0_ns
+    if dag.d_queued is not None:
+        anchor_ready[dag.d_queued[anchored]] = 0.0
     thread = np.zeros(n_h, np.int64) if dag.h_thread is None else np.asarray(dag.h_thread, np.int64)
     n_threads = int(thread.max()) + 1 if n_h else 1
     observed = dag.h_wait_off is not None and dag.h_wait is not None
@@ -632,7 +656,7 @@ def schedule(dag: ReplayDag) -> Schedule:
         np.zeros(n_d) if dag.d_delay is None else np.asarray(dag.d_delay, f64),
         np.full(n_d, np.nan) if dag.d_not_before is None else np.asarray(dag.d_not_before, f64),
         anchored,
-        dag.d_start_obs[anchored].astype(f64) - dag.t0_ns,
+        anchor_ready,
         anchor_at,
         float(dag.launch_latency_ns),
         float(dag.graph_node_ns),

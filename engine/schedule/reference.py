@@ -61,9 +61,17 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
         stream_last[s] = d
         return end
 
+    def anchor_ready(d: int) -> float:
+        """A row no call launched: ready at its observed start, or at the window's start where
+        it was queued behind the row before it on its stream (``d_queued``: then its observed
+        gap after that row, ``d_delay``, places it)."""
+        if dag.d_queued is not None and dag.d_queued[d]:
+            return 0.0
+        return float(dag.d_start_obs[d]) - dag.t0_ns
+
     # device rows no host row launched: enqueued in their observed place among the host rows
     # (by observed start; an inserted host row has the time of the row before it), at their
-    # observed start
+    # observed start (or, queued, behind the row before them on their stream)
     anchored = [d for d in range(n_d) if host_of[d] < 0 and dag.d_live[d]]
     if dag.h_start_obs is not None:
         anchored.sort(key=lambda d: int(dag.d_start_obs[d]))
@@ -110,7 +118,7 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
         while anchored and at[0] <= r:
             d = anchored.pop(0)
             at.pop(0)
-            enqueue(d, float(dag.d_start_obs[d]) - dag.t0_ns, False)
+            enqueue(d, anchor_ready(d), False)
         kind = int(dag.api[r])
         th = 0 if dag.h_thread is None else int(dag.h_thread[r])
         host_t = clock.get(th, 0.0) + dag.gap_ns[r]
@@ -165,7 +173,7 @@ def schedule_ref(dag: ReplayDag) -> Schedule:
         clock[th] = end
         t_last = max(t_last, end)
     for d in anchored:
-        enqueue(d, float(dag.d_start_obs[d]) - dag.t0_ns, False)
+        enqueue(d, anchor_ready(d), False)
     dev_end = float(np.nanmax(d_end)) if n_d else 0.0
     return Schedule(
         makespan_ns=max(t_last, dev_end, dag.min_makespan_ns),

@@ -1,4 +1,5 @@
-"""Device rows no recorded call launched (issue 47): the replay runs them in their stream's order.
+"""Device rows no recorded call launched (issue 47): the replay runs them in their stream's order,
+and one that started right after the row before it on its stream follows that row.
 
 A profiler that starts while the GPU still runs work queued before it records those rows and
 not their launches: the HF Qwen1.5-0.5B-Chat traces begin with 509 (H100) and 463 (MI300X) such
@@ -59,6 +60,11 @@ def _all_agree(dag: ReplayDag) -> Schedule:
     return s
 
 
+def _rows(dag: ReplayDag) -> dict[int, int]:
+    """Observed start (µs) -> device row."""
+    return {int(v) // US: i for i, v in enumerate(dag.d_start_obs.tolist())}
+
+
 def test_rows_queued_before_the_trace_replay_in_their_stream_order():
     """Unedited, every row starts when it started: the sync's wait pulls the fifth queued row
     before it, and the four its stream ran before it with it, in their order."""
@@ -69,13 +75,56 @@ def test_rows_queued_before_the_trace_replay_in_their_stream_order():
     assert s.h_end[0] == pytest.approx(55 * US, abs=1.0)  # the sync returns when it did
 
 
+def test_a_queued_row_follows_its_stream_and_an_unexplained_one_keeps_its_start():
+    """Which rows with no launch are queued behind the row before them on their stream: the
+    four that started 1 µs after it; not a stream's first row (0 µs, 80 µs) nor the row that
+    started 30 µs after its stream's previous row ended (100 µs)."""
+    dag = build_dag(_trace(), HW, 1)
+    at = _rows(dag)
+    assert dag.d_queued is not None
+    assert sorted(int(dag.d_start_obs[i]) // US for i in np.flatnonzero(dag.d_queued)) == [
+        11,
+        22,
+        33,
+        44,
+    ]
+    assert dag.d_delay[at[22]] == pytest.approx(1 * US)  # its observed gap after the row before
+    # the queued kernels twice as fast: they run back to back from 0 µs, the sync returns when
+    # the last ends, and the launch after it comes earlier by as much
+    fast = dag.copy()
+    queued = [at[t] for t in (0, 11, 22, 33, 44)]
+    fast.d_dur[queued] /= 2
+    s = _all_agree(fast)
+    ends = [5, 11, 17, 23, 29]  # 5 µs each, 1 µs apart
+    np.testing.assert_allclose(s.d_end[queued], np.array(ends) * US, atol=1.0)
+    assert s.h_end[0] == pytest.approx(ends[-1] * US + 1 * US, abs=1.0)  # the sync's 1 µs tail
+    assert s.d_start[at[62]] < 62 * US - 20 * US
+    # what no recorded call explains keeps its observed start: nothing moves it earlier
+    assert s.d_start[at[100]] == pytest.approx(100 * US, abs=1.0)
+    assert s.d_start[at[80]] == pytest.approx(80 * US, abs=1.0)
+
+
+def test_without_queued_rows_every_row_waits_for_its_observed_start():
+    """A graph with no ``d_queued`` (not built from a trace, or built before it): each row no
+    call launched at its observed start, never earlier, whatever runs before it."""
+    dag = build_dag(_trace(), HW, 1)
+    at = _rows(dag)
+    dag.d_queued = None
+    dag.d_delay[:] = 0.0
+    fast = dag.copy()
+    fast.d_dur[[at[t] for t in (0, 11, 22, 33, 44)]] /= 2
+    s = _all_agree(fast)
+    for t in (11, 22, 33, 44, 80, 100):
+        assert s.d_start[at[t]] == pytest.approx(t * US, abs=1.0)
+
+
 @pytest.mark.parametrize(
     ("name", "queued"),
     [("h100_hf_qwen15_05b_chat.json.gz", 509), ("mi300x_hf_qwen15_05b_chat.json.gz", 463)],
 )
 def test_the_qwen_traces_work_queued_before_the_profiler_replays_as_observed(name, queued):
-    """The real traces: the rows with no launch are the first ``queued`` of their stream, a
-    device sync waited for one of the last
+    """The real traces: the rows with no launch are the first ``queued`` of their stream (all
+    but the first queued behind the row before them), a device sync waited for one of the last
     of them (on MI300X the last ended just after it returned), and the replay starts each within 2 µs of its observed start — the compiled replay
     equal to ``schedule_ref`` bit for bit."""
     tr = read_trace(TRACES / "kineto" / name)
@@ -88,6 +137,7 @@ def test_the_qwen_traces_work_queued_before_the_profiler_replays_as_observed(nam
     on = np.flatnonzero(dag.d_stream == st)
     first = on[np.argsort(dag.d_start_obs[on], kind="stable")][:queued]
     assert sorted(first.tolist()) == sorted(none.tolist())
+    assert dag.d_queued is not None and int(dag.d_queued.sum()) == queued - 1
     assert dag.h_wait is not None and set(first[-2:].tolist()) & set(dag.h_wait.tolist())
     s = schedule(dag)
     ref = schedule_ref(dag)
