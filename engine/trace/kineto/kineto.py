@@ -38,6 +38,7 @@ What becomes what:
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -82,6 +83,10 @@ class _Columns:
         self.names = NameTable()
         self.name_of_hash: dict[int, int] = {}
         self.api_of_name: dict[int, int] = {}
+        # launch calls whose ``grid`` Kineto writes in work-items, not workgroups (_WORKITEM_LAUNCH):
+        # name id → whether it is one, and the correlation ids of such calls, block by block
+        self.workitem_of_name: dict[int, bool] = {}
+        self.workitem_corr: list[np.ndarray] = []
         self.malformed = 0  # events without a usable time, skipped
         self.malformed_gpu = 0  # of them, GPU activity (kernels, copies, memsets, ranges)
         self.out_of_range = 0  # of them, with a ts or dur beyond ±MAX_TIME_NS
@@ -172,6 +177,45 @@ def _mtia_kind(cols: _Columns, name_ids: np.ndarray) -> np.ndarray:
                 else Kind.KERNEL
             )
     return np.array([cols.mtia_kind_of_name[n] for n in name_ids.tolist()], np.uint8)
+
+
+#: launch calls that take the grid as a global work size (work-items per dimension, HIP's
+#: ``hipExtModuleLaunchKernel(f, globalWorkSizeX, …, localWorkSizeX, …)`` and the older
+#: ``hipHccModuleLaunchKernel``), which Kineto (roctracer) writes as the kernel's ``grid``: a
+#: Tensile GEMM launched by one reads grid 71680 with block 256 for 280 workgroups.
+#: hipLaunchKernel / hipModuleLaunchKernel take the grid in workgroups, as CUDA does.
+_WORKITEM_LAUNCH = re.compile(r"^hip(Ext|Hcc)ModuleLaunchKernel(_spt)?$")
+
+
+def _workitem_of(cols: _Columns, name_ids: np.ndarray) -> np.ndarray:
+    """Per host row, whether its call gives the grid in work-items (classified once per name)."""
+    out = np.zeros(len(name_ids), bool)
+    for nid in np.unique(name_ids).tolist():
+        if nid not in cols.workitem_of_name:
+            cols.workitem_of_name[nid] = nid >= 0 and bool(_WORKITEM_LAUNCH.match(cols.names[nid]))
+        if cols.workitem_of_name[nid]:
+            out |= name_ids == nid
+    return out
+
+
+def _workgroups(
+    grid: np.ndarray, block: np.ndarray, corr: np.ndarray, workitem_corr: list[np.ndarray]
+) -> np.ndarray:
+    """The grid in workgroups: the rows launched by a work-item launch call (their correlation
+    is one of ``workitem_corr``) get ceil(grid / block); every other row keeps its grid. The
+    reader keeps each launch's grid and block as the product of their dimensions, so the
+    division is of the products: exact where each dimension's work-items are a multiple of its
+    workgroup size (every such launch in the repository's ROCm traces), else the count less at
+    most one partial workgroup per dimension."""
+    if not workitem_corr or not len(grid):
+        return grid
+    ids = np.unique(np.concatenate(workitem_corr))
+    hit = np.isin(corr, ids[ids >= 0]) & (grid > 0) & (block > 0)
+    if not hit.any():
+        return grid
+    out = grid.copy()
+    out[hit] = -(-grid[hit] // block[hit])
+    return out
 
 
 def _api_of(cols: _Columns, name_ids: np.ndarray) -> np.ndarray:
@@ -268,6 +312,9 @@ def _add(
     if host.any():
         st = ints[host, js.F_STREAM]
         api_names = name_id[host]
+        wi = _workitem_of(cols, api_names)
+        if wi.any():
+            cols.workitem_corr.append(corr[host][wi])
         cols.host.append(
             {
                 "tid": _narrow(ints[host, js.F_TID]),
@@ -774,6 +821,9 @@ def _build(
         name = _cat(d, "name", np.int32)
         klass_of_name = classify_table(cols.names)
         start_ns = _cat(d, "start_ns", np.int64)
+        correlation = _cat(d, "correlation", np.int64)
+        block = _cat(d, "block", np.int32)
+        grid = _workgroups(_cat(d, "grid", np.int32), block, correlation, cols.workitem_corr)
         seg = Segments.from_columns(  # the blocks hold the columns' types, clipped (_add)
             start_ns=start_ns,
             end_ns=_ends(start_ns, _cat(d, "dur_ns", np.int64)),
@@ -782,9 +832,9 @@ def _build(
             kind=_cat(d, "kind", np.uint8),
             name=name,
             klass=klass_of_name[name],
-            correlation=_cat(d, "correlation", np.int64),
-            grid=_cat(d, "grid", np.int32),
-            block=_cat(d, "block", np.int32),
+            correlation=correlation,
+            grid=grid,
+            block=block,
             regs=_cat(d, "regs", np.int32),
             smem=_cat(d, "smem", np.int32),
             occupancy=_cat(d, "occupancy", np.float32),
@@ -872,7 +922,7 @@ def _build(
         "out_of_range_times": cols.out_of_range,
         "profiler_ranges": cols.ranges,
         "schema_version": schema if isinstance(schema, (int, str)) else None,
-        # who numbered the GPU rows' devices (engine.analyze.devices): roctracer numbers them
+        # who numbered the GPU rows' devices (engine.planner.devices): roctracer numbers them
         # by HSA agent node, not by the deviceProperties ids the others share
         "gpu_tracer": next((t for t in _TRACERS if f"{t}_version" in meta), None),
         "profiler_steps": [(a, b) for a, b, _ in sorted(cols.steps)],
