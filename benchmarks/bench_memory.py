@@ -42,7 +42,7 @@ from bench_import import traces  # noqa: E402  (each input checked against its p
 STAGES = (
     ("engine.trace.kineto.kineto", "_build", "join the columns, derive kernels' work from shapes"),
     ("engine.analyze.compute", "_label", "decode regimes (embedding, Viterbi, κ)"),
-    ("engine.analyze.compute", "_launch_times", "each row's launch call"),
+    ("engine.analyze.compute", "launch_times", "each row's launch call"),
     ("engine.analyze.compute", "_roofline", "roofline bounds"),
     ("engine.analyze.compute", "copy_stats", "copies"),
     ("engine.analyze.compute", "_communication", "collectives' overlap"),
@@ -87,7 +87,8 @@ stages = json.loads(sys.argv[2])
 reset()
 from gitm_tui.commands.common import loading_modules
 with loading_modules():  # what `gitm-tui analyze` imports before it reads (commands/analyze.py)
-    from engine.analyze import levers, steady  # noqa: F401
+    from engine.analyze.advice import levers  # noqa: F401
+    from engine.analyze.breakdown import steady  # noqa: F401
     from engine.analyze.api import analyze  # noqa: F401
     from engine.analyze.run import analyze_files  # noqa: F401
     from engine.planner.catalogue import catalogue  # noqa: F401

@@ -92,7 +92,7 @@ def specs() -> list[Spec]:
             ("bench_ranks",),
             "files",
             path=f"benchmarks/.cache/ranks-{RANKS}x{RANK_EVENTS}",
-            generator="engine.analyze.synth_ranks:write_ranks",
+            generator="engine.analyze.ranks.synth_ranks:write_ranks",
             params=rank_params(RANKS, RANK_EVENTS),
             seed=rank_params(RANKS, RANK_EVENTS)["seed"],
             source="SYNTHETIC rank traces: the simulator's hft-lob kernels, NCCL all-reduces, a "
@@ -169,8 +169,8 @@ def _make(spec: Spec, scratch: Path) -> dict[str, Any]:
         generate(int(p["n_events"]), dest)
         sha, size = ds._gunzip_digest(dest)
         return {"sha256": sha, "size": size}
-    if spec.generator == "engine.analyze.synth_ranks:write_ranks":
-        from engine.analyze.synth_ranks import write_ranks
+    if spec.generator == "engine.analyze.ranks.synth_ranks:write_ranks":
+        from engine.analyze.ranks.synth_ranks import write_ranks
 
         kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in p.items()}
         write_ranks(scratch / "ranks", **kw)

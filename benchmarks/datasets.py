@@ -82,7 +82,7 @@ def tiled_name(n_events: int) -> str:
 
 
 def ranks_name(ranks: int, events: int) -> str:
-    """The SYNTHETIC rank traces bench_ranks writes (engine.analyze.synth_ranks)."""
+    """The SYNTHETIC rank traces bench_ranks writes (engine.analyze.ranks.synth_ranks)."""
     return f"ranks-{ranks}x{events}"
 
 

@@ -122,3 +122,27 @@ def md_escape(text: str) -> str:
     """Outside text (already :func:`clean`-ed) as Markdown prose or a table cell: every markup
     character backslash-escaped (a ``<script>`` stays text, ``![x](url)`` is no image)."""
     return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+#: the most characters of one outside string in report.md (a kernel name in a table is cut
+#: shorter, see md_code): about one screen of text; an 8 MB name is not a report
+REPORT_CHARS = 2000
+
+
+def md_code(name: str, width: int = 80) -> str:
+    """A name for a Markdown code span in a table: cleaned (``clean``), at most ``width``
+    characters, no pipe or backtick."""
+    return clean(name, width).replace("|", "\\|").replace("`", "'")
+
+
+def md_text(text: str) -> str:
+    """Outside text as prose on one Markdown line or in a table cell: cleaned, its markup
+    characters escaped (``md_escape``)."""
+    return md_escape(clean(text, REPORT_CHARS))
+
+
+def us_text(ns: int) -> str:
+    """Exact decimal microseconds for Chrome-trace JSON 'ts'/'dur' fields (no float rounding)."""
+    sign = "-" if ns < 0 else ""
+    ns = abs(int(ns))
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"

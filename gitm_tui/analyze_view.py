@@ -6,11 +6,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine.analyze.cpu_trace import CpuSummary, Share
-from engine.analyze.export import clean_analysis
-from engine.analyze.measured import Confusion
-from engine.analyze.model import Analysis
-from engine.analyze.ranks import STRAGGLER_SHARE, CrossRank
+from engine.analyze.breakdown.cpu_trace import CpuSummary, Share
+from engine.analyze.breakdown.measured import Confusion
+from engine.analyze.breakdown.model import Analysis
+from engine.analyze.output.export import clean_analysis
+from engine.analyze.ranks.ranks import STRAGGLER_SHARE, CrossRank
 from engine.regimes import Label
 from engine.text import clean
 from gitm_tui.critical_view import critical_block
@@ -232,7 +232,7 @@ def _share_line(label: str, s: Share, window: str) -> Text:
 
 
 def cpu_summary(c: CpuSummary, top: int = 10) -> RenderableType:
-    """Return the first screen of a CPU-only trace (engine.analyze.cpu_trace): steps, where
+    """Return the first screen of a CPU-only trace (engine.analyze.breakdown.cpu_trace): steps, where
     the step time went (data loading, optimizer, host gaps), the top operators by self time,
     and what a GPU trace would add. Every name from the trace is cleaned (engine.text.clean)
     and put in a Text, never read as markup."""
@@ -308,7 +308,7 @@ def rank_table(
     analyses: list[Analysis], straggler: int | None = None, judged: bool = False
 ) -> RenderableType | None:
     """Return a per-rank comparison when several ranks were analysed. ``straggler``: the rank
-    the others waited for most at their collectives (engine.analyze.ranks); ``judged``: the
+    the others waited for most at their collectives (engine.analyze.ranks.ranks); ``judged``: the
     collectives were compared and no rank held the others up (nothing is marked). Otherwise the
     rank with the longest span is marked, and the column says which rule it is."""
     ranked = [a for a in analyses if a.rank is not None]

@@ -7,7 +7,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine.analyze.critical_model import CriticalPath
+from engine.analyze.breakdown.critical_model import CriticalPath
 
 #: parts shown on the first screen (the rest: report.md, --json)
 PARTS_SHOWN = 6

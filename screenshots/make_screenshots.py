@@ -122,7 +122,7 @@ async def shoot_ranks() -> None:
     from textual.widgets import DataTable
 
     from engine.analyze.api import Analyzed, AnalyzeOptions, Hooks, analyze
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.ranks.synth_ranks import write_ranks
     from gitm_tui.app import make_ranks_app
 
     with tempfile.TemporaryDirectory() as d:

@@ -16,7 +16,7 @@ from tests.paths import ROOT
 #: name "expandable_segments"; "already in use" names the feature CUDA graphs (analysis.json's
 #: ``already_in_use[].what``) by the word the cuda_graphs lever declares in ``in_use_as``
 _NOT_A_LEVER_ID = {
-    ("engine/analyze/in_use.py", "cuda_graphs"),
+    ("engine/analyze/breakdown/in_use.py", "cuda_graphs"),
     ("engine/manifest.py", "expandable_segments"),
     ("engine/device/simulator.py", "expandable_segments"),
     ("engine/workloads/torch_launch.py", "expandable_segments"),
@@ -25,7 +25,8 @@ _NOT_A_LEVER_ID = {
 
 def test_no_lever_id_is_spelt_outside_engine_levers() -> None:
     ids = sorted(lv.id for lv in LEVERS)
-    quoted = re.compile(r"""["'](%s)["']""" % "|".join(map(re.escape, ids)))
+    alternatives = "|".join(map(re.escape, ids))
+    quoted = re.compile(rf"""["']({alternatives})["']""")
     found = []
     for pkg in ("engine", "gitm_tui"):
         for f in sorted((ROOT / pkg).rglob("*.py")):

@@ -7,7 +7,7 @@ Every analysis goes through ``analyze``: `gitm-tui analyze` (text, ``--json``, `
 analysis screen's loader and the ranks screen's), and a live program's captured steps
 (engine.runtime.sources). The callers only render what it returns. Underneath:
 engine.analyze.run (files here, the first run), engine.analyze.cluster (files on Dask),
-engine.analyze.ranks (crossing the ranks), engine.analyze.rank_export (the cross-rank outputs).
+engine.analyze.ranks.ranks (crossing the ranks), engine.analyze.output.rank_export (the cross-rank outputs).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from engine.analyze.options import AnalyzeOptions, Hooks
 
 if TYPE_CHECKING:
+    from engine.analyze.breakdown.cpu_trace import CpuSummary
+    from engine.analyze.breakdown.model import Analysis
     from engine.analyze.compute import AnalysisResult
-    from engine.analyze.cpu_trace import CpuSummary
-    from engine.analyze.model import Analysis
-    from engine.analyze.ranks import CrossRank, RankSummary
+    from engine.analyze.ranks.ranks import CrossRank, RankSummary
     from engine.analyze.run import FileOutcome
 
 __all__ = [
@@ -45,7 +45,7 @@ class AnalysisFailed(RuntimeError):
 
 class CpuOnlyTrace(AnalysisFailed):
     """The one file asked for holds no GPU row, only CPU events: ``cpu`` is what they say
-    (engine.analyze.cpu_trace); there is no GPU analysis, nor arrays, to show."""
+    (engine.analyze.breakdown.cpu_trace); there is no GPU analysis, nor arrays, to show."""
 
     def __init__(self, path: str, cpu: CpuSummary) -> None:
         super().__init__(
@@ -75,7 +75,7 @@ class Analyzed:
     #: the paths named, as given
     paths: tuple[str, ...] = field(default=())
     #: files of several jobs (``not_one_job``): each job's ranks crossed on their own
-    #: (engine.analyze.ranks.job_groups), largest first — never merged into one
+    #: (engine.analyze.ranks.ranks.job_groups), largest first — never merged into one
     jobs: tuple[CrossRank, ...] = ()
 
     @property
@@ -105,7 +105,7 @@ class Analyzed:
         sums = self.summaries
         if len(sums) < 2:
             return None
-        from engine.analyze.ranks import not_one_job
+        from engine.analyze.ranks.ranks import not_one_job
 
         return not_one_job(sums)
 
@@ -119,7 +119,7 @@ class Analyzed:
         """The rank named straggler in most steps (None: none named)."""
         if self.crossed is None:
             return None
-        from engine.analyze.ranks import most_waited_for
+        from engine.analyze.ranks.ranks import most_waited_for
 
         return most_waited_for(self.crossed)
 
@@ -172,12 +172,12 @@ def analyze(
     scheduler cannot be reached; a bug met in the only file raises (the command's crash
     report), one met in a file of several is that file's line.
 
-    A Kineto trace with no GPU row is read for its CPU events instead (engine.analyze.cpu_trace):
+    A Kineto trace with no GPU row is read for its CPU events instead (engine.analyze.breakdown.cpu_trace):
     its outcome carries that summary (``FileOutcome.cpu``), is no error, and is never crossed.
 
-    Several files with ``options.ranks``: the ranks are crossed (engine.analyze.ranks) and,
+    Several files with ``options.ranks``: the ranks are crossed (engine.analyze.ranks.ranks) and,
     under ``options.out_root``, cross_rank.json, cross_rank.md and ranks.perfetto.json.gz are
-    written (engine.analyze.rank_export)."""
+    written (engine.analyze.output.rank_export)."""
     from engine.analyze.run import analyze_files
 
     options = options or AnalyzeOptions()
@@ -186,11 +186,11 @@ def analyze(
     got = Analyzed(outcomes, one_job_claimed=claimed, paths=tuple(paths))
     if not options.ranks or len(got.summaries) < 2:
         return got  # nothing to cross (and a file alone never imports the cross-rank module)
-    from engine.analyze.ranks import cross_rank
+    from engine.analyze.ranks.ranks import cross_rank
 
     crossed = cross_rank(got.summaries)
     if crossed is None and got.not_one_job is not None:
-        from engine.analyze.ranks import job_groups
+        from engine.analyze.ranks.ranks import job_groups
 
         jobs = tuple(c for g in job_groups(got.summaries) if (c := cross_rank(g)) is not None)
         return Analyzed(outcomes, None, claimed, paths=tuple(paths), jobs=jobs)
@@ -210,9 +210,9 @@ def _write_cross_rank(
     crossed: CrossRank, out: str, good: list[FileOutcome]
 ) -> tuple[tuple[Path, ...], tuple[str, ...], str | None]:
     """OUT/cross_rank.json (schema: manifests/schemas/cross_rank.schema.json), cross_rank.md and
-    ranks.perfetto.json.gz (engine.analyze.rank_export). Returns what was written, the lines
+    ranks.perfetto.json.gz (engine.analyze.output.rank_export). Returns what was written, the lines
     saying what was not and why, and the error line when nothing could be written."""
-    from engine.analyze.rank_export import write_rank_outputs
+    from engine.analyze.output.rank_export import write_rank_outputs
 
     perfetto = [
         (o.analysis.rank, Path(p))

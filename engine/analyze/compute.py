@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.analyze.copies import copy_stats
-from engine.planner.devices import TIMED, Device, DeviceUse, device_use, ran_on
-from engine.analyze.idle import overlap_note, stream_idle
-from engine.analyze.intervals import interval_union, length
-from engine.analyze.launches import launch_stats, launch_times
-from engine.analyze.measured import measured_confusion
-from engine.analyze.model import (
+from engine.analyze.breakdown.copies import copy_stats
+from engine.analyze.breakdown.idle import overlap_note, stream_idle
+from engine.analyze.breakdown.intervals import interval_union, length
+from engine.analyze.breakdown.launches import launch_stats, launch_times
+from engine.analyze.breakdown.measured import measured_confusion
+from engine.analyze.breakdown.model import (
     Analysis,
     CommStats,
     CopyStats,
@@ -34,6 +33,7 @@ from engine.eesm.pipeline import Decoded, EesmModel, decode_evidence, row_labels
 from engine.optimizer.fingerprint import Fingerprint, fingerprint_of_trace
 from engine.optimizer.monitor import IMPORTED_NOT_CHECKABLE, InvariantResult, kernel_time
 from engine.planner.catalogue import GpuPeaks, by_id, describe
+from engine.planner.devices import TIMED, Device, DeviceUse, device_use, ran_on
 from engine.planner.graph import (
     counted,
     expected_efficiency,
@@ -52,9 +52,9 @@ from engine.trace.segments import DTYPES, Kind, Klass, NameTable, Provenance, Se
 from engine.trace.trace import ApiKind, Trace
 
 if TYPE_CHECKING:  # (the levers are imported when they are replayed)
-    from engine.analyze.critical_model import CriticalPath
-    from engine.analyze.levers import LeverReport
-    from engine.analyze.peers import PeerBounds
+    from engine.analyze.advice.levers import LeverReport
+    from engine.analyze.advice.peers import PeerBounds
+    from engine.analyze.breakdown.critical_model import CriticalPath
     from engine.schedule.critical import CriticalPath as PathIntervals
     from engine.schedule.dag import ReplayDag
 
@@ -813,7 +813,7 @@ def _critical(
     ``_levers`` chose one (its note says so)."""
     if levers is None or levers.dag is None or levers.base is None:
         return None, None
-    from engine.analyze.critical import summarize_path
+    from engine.analyze.breakdown.critical import summarize_path
     from engine.schedule.critical import critical_path
 
     dag = levers.dag
@@ -836,7 +836,7 @@ def _critical(
         )
     else:
         peers = "no collectives: no peers to wait for"
-    from engine.analyze.levers import is_pytorch
+    from engine.analyze.advice.levers import is_pytorch
 
     base = levers.base
     cp = levers.path if levers.path is not None else critical_path(dag, base)
@@ -887,8 +887,8 @@ def _profiler_ranges(ranges: Segments, trace: Trace) -> ProfilerRanges:
 
 
 def _counting(trace: Trace, mode: str) -> tuple[Trace, str]:
-    """The counting semantics (engine/analyze/semantics.py) applied to the trace."""
-    from engine.analyze.semantics import apply_counting
+    """The counting semantics (engine/analyze/breakdown/semantics.py) applied to the trace."""
+    from engine.analyze.breakdown.semantics import apply_counting
 
     return apply_counting(trace, mode)
 
@@ -904,8 +904,8 @@ def _levers(
     """Replay each lever on the trace (regimes of every segment: 255 where none was decoded).
     On a device the catalogue does not know the replay runs on the reference device's rates
     and the levers that depend on the device are not judged."""
-    from engine.analyze.levers import replay_levers
-    from engine.analyze.steady import steady_window
+    from engine.analyze.advice.levers import replay_levers
+    from engine.analyze.breakdown.steady import steady_window
 
     regimes = np.full(len(seg), 255, np.uint8)
     lab = dec.labels.copy()

@@ -1,5 +1,5 @@
 """The workload fingerprint of a trace file (engine.optimizer.fingerprint): a device trace's
-kernels, or a CPU-only PyTorch trace's operators (engine.analyze.cpu_trace), with the op shapes
+kernels, or a CPU-only PyTorch trace's operators (engine.analyze.breakdown.cpu_trace), with the op shapes
 the profile recorded (engine.trace.kineto.op_shapes). What `gitm-tui analyze` writes to
 analysis.json, what the optimize loops compare a trial's capture with, and what the ranks of one
 job are checked by."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.analyze.cpu_trace import _nesting
+from engine.analyze.breakdown.cpu_trace import _nesting
 from engine.optimizer.fingerprint import (
     Fingerprint,
     OperatorCalls,

@@ -3,10 +3,10 @@
 One rank's trace alone cannot say when its peers arrived at a collective, so its first
 analysis replays every collective as if they all arrived with it — and a lever that moves the
 rank's work earlier "finishes" its collectives earlier, where in reality the rank would wait
-longer. Once the ranks are crossed (engine.analyze.ranks) and their clocks trusted, each
+longer. Once the ranks are crossed (engine.analyze.ranks.ranks) and their clocks trusted, each
 rank's collectives have a last peer's arrival and a transfer time (``peer_bounds``); this
 second pass analyses each such rank again with its collectives held to them
-(engine.analyze.peers, ``replay_levers(peers=...)``): its levers' gains become what they take
+(engine.analyze.advice.peers, ``replay_levers(peers=...)``): its levers' gains become what they take
 off the rank's span with its peers as observed (a rank that is never last gains nothing beyond
 the time after its last collective), and its critical path shows the waits for its peers.
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.analyze.advice.peers import PeerBounds
 from engine.analyze.options import AnalyzeOptions
-from engine.analyze.peers import PeerBounds
-from engine.analyze.ranks import CrossRank, peer_bounds
+from engine.analyze.ranks.ranks import CrossRank, peer_bounds
 from engine.analyze.run import FileOutcome, analyze_file
 
 

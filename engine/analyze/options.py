@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.analyze.semantics import COUNTING_MODES
+from engine.analyze.breakdown.semantics import COUNTING_MODES
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class AnalyzeOptions:
     hardware: str | None = None
     #: kernels kept in the top-kernels table
     top: int = 20
-    #: what counts as GPU time: "exact" or "hta" (engine.analyze.semantics)
+    #: what counts as GPU time: "exact" or "hta" (engine.analyze.breakdown.semantics)
     counting: str = "exact"
     #: write each file's analysis.json, report.md and perfetto.json under this folder (and,
     #: for the ranks of one job, the cross-rank outputs); None: nothing is written
@@ -33,7 +33,7 @@ class AnalyzeOptions:
     #: Python twin and interpreted kernels while a child compiles (engine.analyze.run.FirstRun).
     #: False: compiled kernels only, no child (what a program's own capture analyses with)
     first_run: bool = True
-    #: several files: keep each file's rank summary and cross the ranks (engine.analyze.ranks)
+    #: several files: keep each file's rank summary and cross the ranks (engine.analyze.ranks.ranks)
     ranks: bool = True
     #: keep each file's rows, decoded labels and trace beside its analysis (``FileOutcome.result``,
     #: what a screen draws); only for files analysed in this process, never on Dask

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.analyze.breakdown.model import Analysis
+from engine.analyze.breakdown.steady import exact_at
 from engine.analyze.compute import AnalysisResult, analyze_trace
-from engine.analyze.export import write_outputs
-from engine.analyze.model import Analysis
 from engine.analyze.options import AnalyzeOptions, Hooks
+from engine.analyze.output.export import write_outputs
 from engine.analyze.remote import expand_url, is_url, local_copy, url_name
-from engine.analyze.steady import exact_at
 from engine.analyze.warm import kernels
 from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
 from engine.trace.errors import TraceImportError
@@ -28,9 +28,9 @@ from engine.trace.read import read_trace
 from engine.trace.trace import Trace
 
 if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
-    from engine.analyze.cpu_trace import CpuSummary
-    from engine.analyze.peers import PeerBounds
-    from engine.analyze.ranks import RankSummary
+    from engine.analyze.advice.peers import PeerBounds
+    from engine.analyze.breakdown.cpu_trace import CpuSummary
+    from engine.analyze.ranks.ranks import RankSummary
 
 #: what a remote folder's listing takes (engine.trace.formats: every format's suffixes)
 TRACE_SUFFIXES = suffixes()
@@ -44,12 +44,12 @@ class FileOutcome:
     analysis: Analysis | None = None
     outputs: tuple[str, ...] = ()
     error: str | None = None
-    #: what crossing ranks needs of this file (engine.analyze.ranks): a few kB, never events
+    #: what crossing ranks needs of this file (engine.analyze.ranks.ranks): a few kB, never events
     summary: RankSummary | None = None
     #: the analysis with its rows, decoded labels and trace (AnalyzeOptions.keep_arrays: what a
     #: screen draws; a file analysed here only)
     result: AnalysisResult | None = None
-    #: a Kineto trace with no GPU row: what its CPU events say (engine.analyze.cpu_trace), in
+    #: a Kineto trace with no GPU row: what its CPU events say (engine.analyze.breakdown.cpu_trace), in
     #: place of an analysis — not an error, and never crossed with the ranks
     cpu: CpuSummary | None = None
 
@@ -305,7 +305,7 @@ def analyze_file(
             and not props.get("mtia_events")
         )
         if keep and not gpu_free[-1]:
-            from engine.analyze.ranks import summarize
+            from engine.analyze.ranks.ranks import summarize
 
             summaries.append(summarize(t))
 
@@ -350,14 +350,14 @@ def cpu_outcome(
     out_name: str | None = None,
     device_rows_ok: bool = True,
 ) -> FileOutcome | None:
-    """The outcome of a Kineto trace with no GPU row: its CPU summary (engine.analyze.cpu_trace)
+    """The outcome of a Kineto trace with no GPU row: its CPU summary (engine.analyze.breakdown.cpu_trace)
     and, under ``options.out_root``, cpu_summary.json; or its one error line (neither CPU
     operators nor ProfilerSteps in it, a file that cannot be read). ``device_rows_ok`` False:
     the file is read here first (cpu_trace.cpu_profile), and None is returned when it holds a
     device row after all."""
     import json
 
-    from engine.analyze.cpu_trace import cpu_dict, read_cpu_profile, read_cpu_summary
+    from engine.analyze.breakdown.cpu_trace import cpu_dict, read_cpu_profile, read_cpu_summary
     from engine.store.runs import atomic_write_text
     from engine.text import escape_json_text
 

@@ -66,8 +66,8 @@ def warm_import() -> None:
     """The Kineto reader on a small generated trace, and on one with framework ops."""
     import json
 
-    from engine.analyze.steady import exact_at
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.breakdown.steady import exact_at
+    from engine.analyze.ranks.synth_ranks import write_ranks
     from engine.trace.kineto.kineto import read_kineto
 
     with tempfile.TemporaryDirectory(prefix="gitm-warm-") as d:

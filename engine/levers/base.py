@@ -151,7 +151,7 @@ class Lever:
     #: the named priors its transform scales by (their ranges give `analyze` its interval)
     priors: ClassVar[tuple[Prior, ...]] = ()
     #: how this lever can slow a program ("" where it only removes work: then no interval of
-    #: it contains a slowdown, engine/analyze/levers.py)
+    #: it contains a slowdown, engine/analyze/advice/levers.py)
     can_slow: ClassVar[str] = ""
 
     # What the analysis, the ceilings and the loops need to know of a lever, declared here so
@@ -175,10 +175,10 @@ class Lever:
     #: its gain is per sample on every rank (more work per collective), not this rank's span:
     #: not held to the room this rank has before its peers arrive
     per_sample: ClassVar[bool] = False
-    #: the critical-path opportunities it answers (engine.analyze.critical: "allocation",
+    #: the critical-path opportunities it answers (engine.analyze.breakdown.critical: "allocation",
     #: "data_loading", "host"), where the program is one it can act on
     answers: ClassVar[tuple[str, ...]] = ()
-    #: what already in use (engine.analyze.in_use) leaves it nothing to do: "cuda_graphs",
+    #: what already in use (engine.analyze.breakdown.in_use) leaves it nothing to do: "cuda_graphs",
     #: "fused_kernels"; precision levers say it by ``precision_target``
     in_use_as: ClassVar[tuple[str, ...]] = ()
     #: the arithmetic it moves matmuls to ("tf32", "bf16"): rows already there or below are

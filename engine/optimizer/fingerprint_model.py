@@ -260,7 +260,7 @@ class Fingerprint:
 
 @dataclass(frozen=True)
 class OperatorCalls:
-    """What a CPU-only trace's reader hands over (engine.analyze.cpu_trace's events, adapted by
+    """What a CPU-only trace's reader hands over (engine.analyze.breakdown.cpu_trace's events, adapted by
     engine.analyze.fingerprints): one row per operator call, and the ProfilerStep spans."""
 
     names: Sequence[str]

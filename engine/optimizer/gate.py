@@ -33,7 +33,7 @@ Two halves, each judged only where the evidence can:
   lever remains, reachability is **unknown** and the gate commits, saying so.
 
 The arithmetic is accounting on the observed trace, not a prediction: it bounds the replay
-(engine.analyze.ceilings does the same per lever for `gitm-tui analyze`; the layers keep this
+(engine.analyze.advice.ceilings does the same per lever for `gitm-tui analyze`; the layers keep this
 module from importing it, and this one also caps across levers).
 """
 

@@ -75,7 +75,7 @@ class Residuals:
 
 # One type wherever a violation goes: the optimize loop's verdicts (report.json, the dashboard's
 # ``engine.runtime.events.ViolationView``) and `gitm-tui analyze`'s analysis.json
-# (``engine.analyze.model.Invariant``), whose JSON Schema is this model's (its docstring and
+# (``engine.analyze.breakdown.model.Invariant``), whose JSON Schema is this model's (its docstring and
 # field descriptions included) less ``rows``: row indices mean something only next to the trace
 # in memory, so the file cites the rows by their start times (``first_start_ns``).
 class Violation(BaseModel):
@@ -97,7 +97,7 @@ class Violation(BaseModel):
 
 @dataclass
 class InvariantResult:
-    """One invariant's verdict (``engine.analyze.model.Invariant`` is its analysis.json form)."""
+    """One invariant's verdict (``engine.analyze.breakdown.model.Invariant`` is its analysis.json form)."""
 
     invariant: str
     checkable: bool

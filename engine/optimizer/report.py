@@ -169,7 +169,7 @@ def write(
     qualification gate's decision. Every string in both goes through engine.text.clean first:
     notes carry a program's output, names come from traces, and none of it may put an escape
     sequence into the file. ``diffs``: per kept intervention, what changed in the trace
-    (Markdown already made safe: engine.analyze.diff_model.TraceDiff.markdown)."""
+    (Markdown already made safe: engine.analyze.diff.diff_model.TraceDiff.markdown)."""
     claims = map_strings(claims, _clean)
     p = map_strings(provenance, _clean)
     diffs = diffs or {}
@@ -420,7 +420,7 @@ def write_run(
     diffs: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Write report.md and report.json of an optimize run; return their paths. ``diffs``: per
-    kept intervention, what changed in the trace — an ``engine.analyze.diff_model.TraceDiff``
+    kept intervention, what changed in the trace — an ``engine.analyze.diff.diff_model.TraceDiff``
     (the runtime makes it: that layer sits above this one) or the line saying why there is
     none."""
     hyps = opt.baseline_hypotheses

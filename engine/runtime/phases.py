@@ -198,7 +198,7 @@ class OptimizePhases:
 
     def kept_diffs(self) -> dict[str, Any]:
         """For each kept lever whose trial has traces (the state before it, the trial): what
-        changed between them (engine.analyze.diff, as `gitm-tui diff` shows it) — the report's
+        changed between them (engine.analyze.diff.diff, as `gitm-tui diff` shows it) — the report's
         proof beside the measured gain. A diff that cannot be made is said, not skipped."""
         opt = self.loop
         out: dict[str, Any] = {}
@@ -206,7 +206,7 @@ class OptimizePhases:
             pair = opt.trial_traces.get(iid)
             if pair is None:
                 continue
-            from engine.analyze.diff import diff_traces
+            from engine.analyze.diff.diff import diff_traces
             from engine.trace.errors import TraceImportError
 
             try:

@@ -19,7 +19,7 @@ work, in host order) and its device rows (kernels, copies). Edges:
 * **host threads** — each thread the trace records keeps its own clock (``h_thread``): a call
   blocked on one thread does not hold up another thread's launches;
 * **peers** — a collective whose peers are known (``d_not_before``, set by
-  engine.analyze.peers) starts no earlier than its last peer arrived, and then takes its
+  engine.analyze.advice.peers) starts no earlier than its last peer arrived, and then takes its
   transfer time. A graph built from one rank's trace has none: it holds no row.
 
 Device rows no host row launched are enqueued in their observed place among the host rows
@@ -111,7 +111,7 @@ class ReplayDag:
     #: not known
     d_dtype: np.ndarray | None = None
     #: float64 per device row: the earliest it may start (ns relative to t0; NaN: no bound) —
-    #: a collective held by its peers (engine.analyze.peers: its transfer cannot begin before
+    #: a collective held by its peers (engine.analyze.advice.peers: its transfer cannot begin before
     #: its last peer arrived); None: no row is held (a rank replayed alone)
     d_not_before: np.ndarray | None = None
     #: launch_lists' arrays, kept until h_dev changes: edit h_dev only through

@@ -17,7 +17,7 @@
    weight-only GEMM computes in BF16: a 4-bit type counts only when nothing wider is named);
 3. otherwise unknown — never guessed.
 
-``precision`` is the one function "already in use" (engine.analyze.in_use) and the precision
+``precision`` is the one function "already in use" (engine.analyze.breakdown.in_use) and the precision
 levers (engine.levers.kernels) read, so a report cannot say a kernel already runs in BF16 and
 propose BF16 for it; each says which evidence it used (``Basis``).
 """

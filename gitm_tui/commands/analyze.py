@@ -30,8 +30,7 @@ def analyze_parser() -> Parser:
 
     p = Parser(
         prog=f"{PROG} analyze",
-        description=f"Decode the traces you already have ({help_text()}) into regimes per "
-        "stream.",
+        description=f"Decode the traces you already have ({help_text()}) into regimes per stream.",
     )
     p.add_argument("paths", nargs="+", help="trace files or directories of rank traces")
     p.add_argument("--hardware", help="catalogue id when the trace does not say (e.g. a100-80gb)")
@@ -82,8 +81,9 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
     with loading_modules():
         # every analysis imports the levers and the steady window: here, while loading
         # (loading_modules), not in the middle of the analysis
-        from engine.analyze import levers, steady  # noqa: F401
+        from engine.analyze.advice import levers  # noqa: F401
         from engine.analyze.api import Hooks, analyze
+        from engine.analyze.breakdown import steady  # noqa: F401
         from engine.planner.catalogue import catalogue
 
     ns = analyze_parser().parse_args(argv)
@@ -132,8 +132,8 @@ def cmd_analyze(argv: Sequence[str]) -> ExitCode:
         if staged:  # the stage line goes: the analysis follows on stdout
             print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
     if ns.json:
-        from engine.analyze.cpu_trace import cpu_dict
-        from engine.analyze.export import analysis_dict
+        from engine.analyze.breakdown.cpu_trace import cpu_dict
+        from engine.analyze.output.export import analysis_dict
 
         # ASCII JSON (every control character escaped), lone surrogates as in analysis.json; a
         # CPU-only trace's summary in its place ("kind": "cpu_only")

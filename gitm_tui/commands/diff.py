@@ -1,5 +1,5 @@
 """`gitm-tui diff BEFORE AFTER`: what changed between two traces (or two runs' traces) — a text
-table that fits 120 columns, ``--json`` (engine.analyze.diff_model.TraceDiff), or the diff
+table that fits 120 columns, ``--json`` (engine.analyze.diff.diff_model.TraceDiff), or the diff
 screen (``--ui``, gitm_tui/modes/diff.py). The engine computes; this module only renders, and
 every string from a trace goes through engine.text.clean on its way to the terminal."""
 
@@ -15,8 +15,8 @@ from gitm_tui.commands.common import PROG, Parser, UsageError, error, loading_mo
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from engine.analyze.diff import Step
-    from engine.analyze.diff_model import Change, Metric, Side, TraceDiff
+    from engine.analyze.diff.diff import Step
+    from engine.analyze.diff.diff_model import Change, Metric, Side, TraceDiff
 
 #: the text output's width: every line fits it (names are cut with "…")
 WIDTH = 120
@@ -86,8 +86,9 @@ def parse_steps(value: str | None) -> tuple[Step, Step]:
 def cmd_diff(argv: Sequence[str]) -> ExitCode:
     ns = diff_parser().parse_args(argv)
     with loading_modules():
-        from engine.analyze import levers, steady  # noqa: F401  (as analyze: while loading)
-        from engine.analyze.diff import DiffInputError, DiffUsageError
+        from engine.analyze.advice import levers  # noqa: F401
+        from engine.analyze.breakdown import steady  # noqa: F401  (as analyze: while loading)
+        from engine.analyze.diff.diff import DiffInputError, DiffUsageError
         from engine.planner.catalogue import catalogue
 
     known = [g.id for g in catalogue()]
@@ -144,7 +145,7 @@ def compute(
 ) -> TraceDiff:
     """The diff the command line asks for (DiffInputError, DiffUsageError for bad input)."""
     from engine.analyze.api import AnalyzeOptions, Hooks
-    from engine.analyze.diff import diff_paths
+    from engine.analyze.diff.diff import diff_paths
 
     options = AnalyzeOptions(hardware=ns.hardware, counting=ns.counting, ranks=False)
     top = ns.top if ns.json else None  # (the text and the screen cut it themselves)
@@ -154,7 +155,7 @@ def compute(
 def diff_ui(ns: argparse.Namespace, steps: tuple[Step, Step]) -> ExitCode:
     """The diff screen: the traces are read in the screen's loader thread; an input error
     closes it and is said here, in one line, with its exit code."""
-    from engine.analyze.diff import DiffUsageError
+    from engine.analyze.diff.diff import DiffUsageError
     from gitm_tui.app import GitmApp
     from gitm_tui.modes.diff import DiffScreen
 
@@ -281,7 +282,7 @@ def _label_text(c: Change) -> str:
     kernel-name prior for most of its time."""
 
     def one(f: object) -> str:
-        from engine.analyze.diff_model import Figures
+        from engine.analyze.diff.diff_model import Figures
 
         assert isinstance(f, Figures)
         if f.label is None:
@@ -349,7 +350,7 @@ def critical_lines(d: TraceDiff) -> list[str]:
     """The critical paths compared: the headline ('exposed communication 38% → 12%'), then per
     headline group with time on either side its ms and share of each path, before → after.
     A side with no path reads 'unknown' (and why), never 0."""
-    from engine.analyze.diff import share_cell, share_delta
+    from engine.analyze.diff.diff import share_cell, share_delta
 
     c = d.critical_path
     lines = _wrap(c.headline, "critical path: ")

@@ -19,9 +19,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
+from engine.analyze.breakdown.model import Analysis, KernelRow
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.export import clean_analysis
-from engine.analyze.model import Analysis, KernelRow
+from engine.analyze.output.export import clean_analysis
 from engine.regimes import Label
 from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, legend, mode_title, outside_text

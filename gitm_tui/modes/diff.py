@@ -2,7 +2,7 @@
 and the fingerprint's verdict, then their critical paths compared by headline group ("exposed
 communication 38% → 12%"), then the kernel names with the largest change in time (or, by
 ``v``, the classes, the labels, the copies) in a table with the whole-trace totals beside it.
-The traces are read and diffed in a thread (engine.analyze.diff) while the screen says how far
+The traces are read and diffed in a thread (engine.analyze.diff.diff) while the screen says how far
 it has got; a failure ends the app with its one line in ``error``."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
-from engine.analyze.diff_model import Change, TraceDiff
+from engine.analyze.diff.diff_model import Change, TraceDiff
 from gitm_tui.commands.diff import METRIC_NAMES, metric_value, ms, shown_names, signed_ms
 from gitm_tui.loading import load_in_thread, post_from_thread
 from gitm_tui.render import SHOWN_CHARS, mode_title, outside_text

@@ -21,9 +21,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, ProgressBar, Static
 
 from engine.analyze.api import Analyzed
+from engine.analyze.breakdown.model import Analysis
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.model import Analysis
-from engine.analyze.ranks import CrossRank, RankStats
+from engine.analyze.ranks.ranks import CrossRank, RankStats
 from engine.analyze.run import FileOutcome
 from engine.regimes import Label
 from gitm_tui.analyze_view import cross_rank_text
@@ -170,7 +170,7 @@ class RanksScreen(Screen[None]):
             out.append_text(_cpu_line(o))
             out.append("\n")
         if self.crossed is not None:
-            # the verdict with its basis is its second line (engine.analyze.ranks words it)
+            # the verdict with its basis is its second line (engine.analyze.ranks.ranks words it)
             out.append_text(cross_rank_text(self.crossed))  # cleaned where it comes from a trace
         elif self.result is not None:
             odd = self.result.not_one_job

@@ -20,14 +20,14 @@ from textual.widgets import Static
 from gitm_tui.render import outside_text
 
 if TYPE_CHECKING:
-    from engine.analyze.critical_model import CriticalPath, Opportunity
-    from engine.analyze.diff_model import CriticalDiff
+    from engine.analyze.breakdown.critical_model import CriticalPath, Opportunity
+    from engine.analyze.diff.diff_model import CriticalDiff
 
 #: parts in the compact panel (two columns of three rows: the rest in the whole account)
 PARTS_COMPACT = 6
 #: opportunities in the compact panel, one line each (the whole account has them all)
 OPPORTUNITIES_COMPACT = 2
-#: a headline group in a table cell a dozen characters wide (engine.analyze.critical.GROUPS;
+#: a headline group in a table cell a dozen characters wide (engine.analyze.breakdown.critical.GROUPS;
 #: a group not named here shows its own name)
 GROUP_SHORT = {
     "exposed communication": "exposed comm",
@@ -183,7 +183,7 @@ def bound_by_cell(cp: CriticalPath | None) -> Text:
     67%'); 'unknown' without a path."""
     if cp is None or cp.total_ns <= 0:
         return Text("unknown", style="dim")
-    from engine.analyze.diff import path_groups
+    from engine.analyze.diff.diff import path_groups
 
     groups = path_groups({p.part: p.ns for p in cp.parts})
     group, ns = max(groups.items(), key=lambda kv: kv[1])
@@ -200,7 +200,7 @@ def critical_diff_view(c: CriticalDiff) -> RenderableType:
     """The two paths compared (``c`` cleaned): the headline, then per headline group with time
     on either path (the ``GROUPS_SHOWN`` largest) its ms and share before → after and the
     change; 'unknown' on a side with no path, never 0."""
-    from engine.analyze.diff import share_cell, share_delta
+    from engine.analyze.diff.diff import share_cell, share_delta
 
     out: list[RenderableType] = [outside_text(c.headline, "bold")]
     for word, s in (("before", c.before), ("after", c.after)):

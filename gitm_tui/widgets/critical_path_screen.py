@@ -15,7 +15,7 @@ from textual.widgets import Static
 from gitm_tui.widgets.critical_path import critical_account, panel_title
 
 if TYPE_CHECKING:
-    from engine.analyze.critical_model import CriticalPath
+    from engine.analyze.breakdown.critical_model import CriticalPath
 
 
 class CriticalPathScreen(ModalScreen[None]):

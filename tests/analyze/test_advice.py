@@ -4,7 +4,7 @@ ceiling the trace proves, and what the program already does earns no lever credi
 
 The real traces are the shipped ones (tests/data/traces, MIT; see its README). The generated
 traces of the property test are SYNTHETIC: the simulator's programs (engine/device) and the
-generated Kineto ranks (engine/analyze/synth_ranks.py), built here by code."""
+generated Kineto ranks (engine/analyze/ranks/synth_ranks.py), built here by code."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.analyze.advice.levers import replay_levers
+from engine.analyze.breakdown.fidelity import TOLERANCE
+from engine.analyze.breakdown.model import Analysis
 from engine.analyze.compute import analyze_trace
-from engine.analyze.fidelity import TOLERANCE
-from engine.analyze.levers import replay_levers
-from engine.analyze.model import Analysis
 from engine.levers.library import LEVERS
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, schedule
@@ -113,7 +113,7 @@ def test_an_unfaithful_replay_marks_every_prediction():
     tr = tr[0] if isinstance(tr, tuple) else tr
     hw = by_id("v100-sxm2-16gb")
     regimes = np.full(len(tr.segments), 255, np.uint8)
-    import engine.analyze.levers as lv_mod
+    import engine.analyze.advice.levers as lv_mod
 
     real_build = lv_mod.build_dag
 
@@ -164,7 +164,7 @@ def _generated() -> list[tuple[str, object]]:
     generated Kineto ranks of several shapes."""
     import tempfile
 
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.ranks.synth_ranks import write_ranks
     from engine.device.simulator import simulate
     from engine.trace.kineto.kineto import read_kineto
     from engine.trace.trace import Trace

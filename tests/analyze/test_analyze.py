@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.analyze.export import schema_json
-from engine.analyze.model import Analysis
+from engine.analyze.breakdown.model import Analysis
+from engine.analyze.output.export import schema_json
 from engine.regimes import Label
 from gitm_tui.cli import main
 from tests.paths import ROOT, TRACES
@@ -19,7 +19,7 @@ ALL = sorted((TRACES / "kineto").glob("*.json.gz")) + sorted((TRACES / "nsys").g
 def test_committed_schema_is_current():
     committed = (ROOT / "manifests" / "schemas" / "analysis.schema.json").read_text()
     assert committed == schema_json(), (
-        "regenerate: python -c 'from engine.analyze.export import schema_json'"
+        "regenerate: python -c 'from engine.analyze.output.export import schema_json'"
     )
 
 

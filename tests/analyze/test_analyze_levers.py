@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.analyze.levers import estimate_levers, rank_estimates
-from engine.analyze.model import LeverEstimate
+from engine.analyze.advice.levers import estimate_levers, rank_estimates
+from engine.analyze.breakdown.model import LeverEstimate
 from engine.levers.priors import GRAPH_LAUNCH, GRAPH_NODE, MIN_GRAPH_KERNELS
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, schedule
@@ -278,7 +278,7 @@ def test_lever_threads_follow_cores_omp_and_interpreted_kernels(monkeypatch):
     setting), on one core, and while kernels run interpreted (a first run)."""
     import os
 
-    from engine.analyze.levers import lever_threads
+    from engine.analyze.advice.levers import lever_threads
     from engine.jit import interpreted
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -303,7 +303,7 @@ def test_idle_host_rows_merged_replay_and_estimate_the_same(monkeypatch):
     device row the same start and end and the same makespan, and every lever's estimate is
     the same as on the unmerged graph (times to the last bit here; in general within a few
     ulp: see merge_idle_host_rows)."""
-    import engine.analyze.levers as levers_mod
+    import engine.analyze.advice.levers as levers_mod
     from engine.schedule.dag import merge_idle_host_rows
     from engine.trace.kineto.kineto import read_kineto
 

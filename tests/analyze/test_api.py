@@ -13,9 +13,9 @@ import pytest
 
 from engine.analyze.api import AnalysisFailed, AnalyzeOptions, Hooks, analyze, list_files
 from engine.analyze.compute import analyze_trace
-from engine.analyze.export import analysis_dict
+from engine.analyze.output.export import analysis_dict
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.analyze.run import load_trace
-from engine.analyze.synth_ranks import write_ranks
 from tests.paths import ROOT, TRACES
 
 TRACE = TRACES / "kineto" / "a100_event_sync_multistream.json.gz"
@@ -91,13 +91,13 @@ def test_files_of_different_jobs_are_refused_in_a_directory_not_one_by_one(tmp_p
 
 
 def test_a_single_file_never_imports_the_cross_rank_module():
-    """engine.analyze.ranks is for crossing ranks: a file analysed alone does not load it."""
+    """engine.analyze.ranks.ranks is for crossing ranks: a file analysed alone does not load it."""
     script = (
         "import sys\n"
         "from engine.analyze.api import AnalyzeOptions, analyze\n"
         f"got = analyze([{str(TRACE)!r}], AnalyzeOptions(first_run=False))\n"
         "assert got.outcomes[0].analysis is not None, got.errors\n"
-        "print('engine.analyze.ranks' in sys.modules)\n"
+        "print('engine.analyze.ranks.ranks' in sys.modules)\n"
     )
     p = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300

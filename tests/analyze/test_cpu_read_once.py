@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.analyze import cpu_trace
 from engine.analyze import run as analyze_run
-from engine.analyze.cpu_trace import cpu_profile
+from engine.analyze.breakdown import cpu_trace
+from engine.analyze.breakdown.cpu_trace import cpu_profile
 from engine.analyze.options import AnalyzeOptions
 from engine.analyze.run import analyze_file
 from tests.paths import TRACES

@@ -1,6 +1,6 @@
 """`gitm-tui analyze` on a CPU-only PyTorch profiler trace (issue 38 item 4): read for what it
 holds — step times, operators by self time, data loading, optimizer, host gaps — with exit 0,
-instead of "no GPU activity" and exit 3 (engine.analyze.cpu_trace)."""
+instead of "no GPU activity" and exit 3 (engine.analyze.breakdown.cpu_trace)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine.analyze.api import AnalysisFailed, AnalyzeOptions, CpuOnlyTrace, analyze
-from engine.analyze.cpu_trace import (
+from engine.analyze.breakdown.cpu_trace import (
     GPU_HINT,
     NOTHING,
     cpu_dict,
@@ -108,7 +108,7 @@ def test_the_python_twin_reads_what_the_compiled_reader_reads():
 
 
 def test_self_time_matches_a_brute_force_count_on_the_real_trace():
-    from engine.analyze.cpu_trace import _nesting
+    from engine.analyze.breakdown.cpu_trace import _nesting
 
     ev = read_cpu_events(TRACE)
     self_ns, _ = _nesting(ev)

@@ -1,4 +1,4 @@
-"""The critical path's host part by the operator it was spent in (engine.analyze.critical_ops):
+"""The critical path's host part by the operator it was spent in (engine.analyze.breakdown.critical_ops):
 exact on a SYNTHETIC trace written here, and adding up to the host part on a real one."""
 
 from __future__ import annotations
@@ -11,9 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.analyze.breakdown.critical_ops import (
+    OUTSIDE,
+    OUTSIDE_ALL,
+    host_by_operator,
+    outside_while,
+)
+from engine.analyze.breakdown.steady import exact_at
 from engine.analyze.compute import analyze_trace
-from engine.analyze.critical_ops import OUTSIDE, OUTSIDE_ALL, host_by_operator, outside_while
-from engine.analyze.steady import exact_at
 from engine.planner.catalogue import by_id
 from engine.schedule.critical import critical_path
 from engine.schedule.dag import build_dag, merge_idle_host_rows, schedule

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.analyze.levers import replay_levers
+from engine.analyze.advice.levers import replay_levers
 from engine.planner.catalogue import by_id
 from engine.regimes import Regime
 from engine.trace.segments import Kind, NameTable, Segments

@@ -24,7 +24,7 @@ import pytest
 from rich.console import Console
 
 from engine.analyze.compute import analyze_trace
-from engine.analyze.export import analysis_json, report_markdown
+from engine.analyze.output.export import analysis_json, report_markdown
 from engine.planner.catalogue import by_id, detect, identify
 from engine.planner.graph import trace_roofline
 from engine.trace.kineto.kineto import read_kineto
@@ -528,7 +528,7 @@ def test_ranks_and_the_fingerprint_read_the_device_the_rows_ran_on(tmp_path):
     """A rank on cuda:3 of a list whose first three devices are A40s and the fourth an H100
     SXM: its summary's peer link is the H100's NVLink and its fingerprint names the H100 — the
     analysis's choice, not the first listed device."""
-    from engine.analyze.ranks import summarize
+    from engine.analyze.ranks.ranks import summarize
     from engine.optimizer.fingerprint import fingerprint_of_trace
 
     devs = [_props(i, A40) for i in range(3)] + [{"id": 3, **H100}]

@@ -1,4 +1,4 @@
-"""`gitm-tui diff` in the engine (engine.analyze.diff): every figure on a SYNTHETIC pair built
+"""`gitm-tui diff` in the engine (engine.analyze.diff.diff): every figure on a SYNTHETIC pair built
 here whose answer is known by construction; the diff against the analysis of the same trace;
 run folders; and the kernel diff held to Holistic Trace Analysis's TraceDiff on the two real
 control/test pairs of HTA's own tests (tests/data/traces/hta_diff/README.md)."""
@@ -15,7 +15,7 @@ import pytest
 
 from engine.analyze.api import AnalyzeOptions
 from engine.analyze.compute import AnalysisResult, analyze_trace
-from engine.analyze.diff import (
+from engine.analyze.diff.diff import (
     DiffInputError,
     DiffUsageError,
     diff_paths,
@@ -24,7 +24,7 @@ from engine.analyze.diff import (
     step_of,
     trace_file_of,
 )
-from engine.analyze.diff_model import TraceDiff, diff_schema_json
+from engine.analyze.diff.diff_model import TraceDiff, diff_schema_json
 from engine.analyze.run import load_trace
 from engine.trace.segments import Kind, NameTable, Segments
 from engine.trace.taxonomy import classify
@@ -224,7 +224,7 @@ def test_json_round_trips_and_the_committed_schema_is_current(synthetic):
     assert again == synthetic
     committed = (ROOT / "manifests" / "schemas" / "diff.schema.json").read_text()
     assert committed == diff_schema_json(), (
-        "regenerate: python -c 'from engine.analyze.diff_model import diff_schema_json as s; "
+        "regenerate: python -c 'from engine.analyze.diff.diff_model import diff_schema_json as s; "
         'open("manifests/schemas/diff.schema.json", "w").write(s())\''
     )
 

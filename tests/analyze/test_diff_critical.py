@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.analyze.critical import GROUPS
-from engine.analyze.diff import critical_diff, diff_paths, path_groups, share_text
-from engine.analyze.diff_model import TraceDiff
+from engine.analyze.breakdown.critical import GROUPS
+from engine.analyze.diff.diff import critical_diff, diff_paths, path_groups, share_text
+from engine.analyze.diff.diff_model import TraceDiff
 from gitm_tui.commands.diff import WIDTH, critical_lines, diff_lines
 from tests.paths import TRACES
 
@@ -184,7 +184,7 @@ def test_a_side_with_no_path_is_unknown_never_zero():
 
 
 def test_no_path_on_either_side_says_so_for_both():
-    from engine.analyze.diff_model import Side
+    from engine.analyze.diff.diff_model import Side
 
     side = Side(source="x", format="kineto", device="unknown", rank=None, scope="whole trace",
                 rows=1, kernels=1, gpu_time_ns=1, busy_ns=1, span_ns=1, steps=0, step_ids=[],

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
+from engine.analyze.breakdown.copies import parse_copy
 from engine.analyze.compute import analyze_trace
-from engine.analyze.copies import parse_copy
 from engine.device.simulator import simulate
 from engine.eesm import posterior, viterbi
 from engine.eesm.pipeline import EesmModel, decode_evidence

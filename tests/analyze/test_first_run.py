@@ -70,7 +70,7 @@ def test_a_first_run_answers_while_the_kernels_compile_and_as_a_warm_run(tmp_pat
 RANKS_SCRIPT = """
 import json, sys, time
 from engine.analyze.api import AnalyzeOptions, Hooks, analyze
-from engine.analyze.synth_ranks import write_ranks
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.analyze.warm import kernels
 from engine.jit import cold
 from pathlib import Path
@@ -116,7 +116,7 @@ def test_ranks_go_to_the_cluster_once_the_compile_child_is_done(tmp_path, monkey
     the cluster — in input order, progress counted over all of them, no output folder shared."""
     from engine.analyze import run
     from engine.analyze.api import AnalyzeOptions, Hooks, analyze
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.ranks.synth_ranks import write_ranks
 
     paths = write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
     answers = iter([True, False])
@@ -142,7 +142,7 @@ def test_a_file_whose_analysis_crashes_is_named_and_the_others_go_on(tmp_path, m
     command's crash report)."""
     from engine.analyze import run
     from engine.analyze.api import AnalyzeOptions, analyze
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.ranks.synth_ranks import write_ranks
 
     monkeypatch.setenv("GITM_SCRATCH", str(tmp_path / "scratch"))
     paths = write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)

@@ -1,5 +1,5 @@
 """A job's ranks analysed together (engine.analyze.job): on a SYNTHETIC 8-rank job (written by
-engine.analyze.synth_ranks.exchange_job) whose rank 5 arrives last at the all-to-all exchanges
+engine.analyze.ranks.synth_ranks.exchange_job) whose rank 5 arrives last at the all-to-all exchanges
 and rank 2 at three small AllReduces, every other rank's levers are held to its peers — no gain
 beyond its post-collective tail — and the job's critical path names rank 5's work first."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from engine.analyze.api import analyze
 from engine.analyze.options import AnalyzeOptions
-from engine.analyze.synth_ranks import exchange_job
+from engine.analyze.ranks.synth_ranks import exchange_job
 
 
 @pytest.fixture(scope="module")

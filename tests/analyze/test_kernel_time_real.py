@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engine.analyze.compute import analyze_trace
-from engine.analyze.export import perfetto_json
+from engine.analyze.output.export import perfetto_json
 from engine.analyze.run import load_trace
 from engine.planner.graph import above_peak, trace_roofline
 from engine.trace.segments import Kind, Provenance
@@ -96,7 +96,8 @@ def test_on_unknown_hardware_no_output_says_derived():
 def test_above_peak_is_what_the_invariant_leaves_unjudged(analysed):
     from engine.analyze.compute import _hardware
 
-    hw, _, _ = _hardware(analysed.trace, None)
+    hw = _hardware(analysed.trace, None).peaks
+    assert hw is not None
     rows = analysed.rows
     ideal, _ = trace_roofline(rows, hw)
     n = int(above_peak(rows, ideal).sum())

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.analyze.breakdown.intervals import interval_union as _union
 from engine.analyze.compute import _rows_by_name
-from engine.analyze.intervals import interval_union as _union
 from engine.device.simulator import simulate
 from engine.optimizer.monitor import _group
 from engine.planner import graph
@@ -270,7 +270,7 @@ def test_copy_groups_parsed_once_per_name_are_the_row_by_row_groups():
     ties in the order of their first row), counts, times and bytes are the row-by-row ones."""
     from collections import defaultdict
 
-    from engine.analyze.copies import copy_stats, parse_copy
+    from engine.analyze.breakdown.copies import copy_stats, parse_copy
     from engine.trace.segments import Kind, NameTable, Segments
 
     names = NameTable(["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.analyze.measured import Confusion
-from engine.analyze.model import Analysis
+from engine.analyze.breakdown.measured import Confusion
+from engine.analyze.breakdown.model import Analysis
 from gitm_tui.cli import main
 from tests.trace.test_rocprof import DATA, synthetic_output
 

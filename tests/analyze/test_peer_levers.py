@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from engine.analyze.fidelity import fidelity
-from engine.analyze.levers import LeverReport, replay_levers
-from engine.analyze.peers import PeerBounds, hold
+from engine.analyze.advice.levers import LeverReport, replay_levers
+from engine.analyze.advice.peers import PeerBounds, hold
+from engine.analyze.breakdown.fidelity import fidelity
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, merge_idle_host_rows, schedule
 from engine.trace.segments import Kind, Klass, NameTable
@@ -112,7 +112,7 @@ def _trace(rk: _Rank, names: NameTable) -> Trace:
 @dataclass(frozen=True)
 class Job:
     """The generated job: each rank's trace and its PeerBounds, as the cross-rank match gives
-    them (engine.analyze.ranks.peer_bounds), here known by construction."""
+    them (engine.analyze.ranks.ranks.peer_bounds), here known by construction."""
 
     traces: list[Trace]
     peers: list[PeerBounds]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.analyze.in_use import in_use
+from engine.analyze.breakdown.in_use import in_use
 from engine.levers.kernels import Bf16Autocast, Tf32Matmul
 from engine.levers.model import Observation
 from engine.planner.catalogue import by_id

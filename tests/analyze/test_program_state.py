@@ -12,10 +12,10 @@ import json
 import numpy as np
 import pytest
 
+from engine.analyze.breakdown.idle import grouped_running_end, stream_idle
+from engine.analyze.breakdown.launches import launch_stats, launch_times
 from engine.analyze.compute import analyze_trace
-from engine.analyze.diff import _idle as diff_idle
-from engine.analyze.idle import grouped_running_end, stream_idle
-from engine.analyze.launches import launch_stats, launch_times
+from engine.analyze.diff.diff import _idle as diff_idle
 from engine.levers.model import Safety, lever_specs
 from engine.trace.read import read_trace
 from tests.paths import TRACES
@@ -38,7 +38,7 @@ def _runtime(h: _Host, name: str, at: float, dur: float) -> int:
 
 def _device(h: _Host, cat: str, name: str, corr: int, at: float, dur: float, stream: int = 7,
             nbytes: int = 0) -> None:  # fmt: skip
-    args = {"stream": stream, "correlation": corr, "device": 0}
+    args: dict[str, object] = {"stream": stream, "correlation": corr, "device": 0}
     if cat == "kernel":
         args |= {"grid": [108, 1, 1], "block": [256, 1, 1]}
     else:
@@ -129,8 +129,8 @@ def test_a_copy_overlapping_kernels_on_their_stream_is_explained(tmp_path):
 
 
 def _scoped(res):
-    """The diff's view of an analysis's rows (engine.analyze.diff): the whole trace."""
-    from engine.analyze.diff import _scope
+    """The diff's view of an analysis's rows (engine.analyze.diff.diff): the whole trace."""
+    from engine.analyze.diff.diff import _scope
 
     return _scope(res, None)
 

@@ -1,5 +1,5 @@
 """Ranks of one job are one workload (issue 39, item 5): each rank's summary carries its
-fingerprint (engine.analyze.ranks.rank_fingerprint), files whose fingerprints disagree are named
+fingerprint (engine.analyze.ranks.ranks.rank_fingerprint), files whose fingerprints disagree are named
 and kept apart — never merged into one job — and real ranks of one job still merge."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.analyze.api import AnalyzeOptions, analyze
-from engine.analyze.ranks import (
+from engine.analyze.ranks.ranks import (
     RankSummary,
     cross_rank,
     job_groups,
@@ -20,7 +20,7 @@ from engine.analyze.ranks import (
     summarize,
     workload_groups,
 )
-from engine.analyze.synth_ranks import second_rank
+from engine.analyze.ranks.synth_ranks import second_rank
 from engine.optimizer.fingerprint import distance, load_params
 from engine.trace.read import read_trace
 from tests.paths import TRACES

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from engine.analyze.ranks import K_MAD, collective_op, cross_rank, summarize
-from engine.analyze.synth_ranks import write_ranks
+from engine.analyze.ranks.ranks import K_MAD, collective_op, cross_rank, summarize
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.trace.read import read_trace
 
 
@@ -86,7 +86,7 @@ def test_without_peers_a_straggler_beyond_the_unmatched_time_is_named(tmp_path):
 
 
 def _summary(rank, ops, peers, starts, ends, nbytes=None):
-    from engine.analyze.ranks import RankSummary
+    from engine.analyze.ranks.ranks import RankSummary
 
     n = len(ops)
     return RankSummary(
@@ -117,7 +117,7 @@ def test_a_link_slow_both_ways_is_named_once_and_a_fast_one_never():
 
 
 def test_group_ranks_are_kept_as_ranges_and_come_back_whole():
-    from engine.analyze.ranks import rank_ranges
+    from engine.analyze.ranks.ranks import rank_ranges
 
     for ranks in ([0], list(range(4096)), [0, 2, 4, 6, 1, 3, 5, 7], [5, 3, 9, 10, 11], [3, 3]):
         spans = rank_ranges(ranks)
@@ -199,7 +199,7 @@ def test_the_ranks_merge_into_one_perfetto_file_one_process_per_rank_on_one_cloc
 
 
 def test_the_cross_rank_schema_is_committed():
-    from engine.analyze.rank_export import cross_rank_schema_json
+    from engine.analyze.output.rank_export import cross_rank_schema_json
     from tests.paths import ROOT
 
     committed = (ROOT / "manifests" / "schemas" / "cross_rank.schema.json").read_text()
@@ -497,9 +497,9 @@ def test_a_number_too_large_for_a_rank_or_seq_is_dropped():
 
 
 def test_compute_and_communication_overlap_is_exact():
-    from engine.analyze.intervals import intersection as _intersection
-    from engine.analyze.intervals import interval_union as _union
-    from engine.analyze.intervals import length as _length
+    from engine.analyze.breakdown.intervals import intersection as _intersection
+    from engine.analyze.breakdown.intervals import interval_union as _union
+    from engine.analyze.breakdown.intervals import length as _length
 
     rng = np.random.default_rng(1)
     for _ in range(200):
@@ -550,7 +550,7 @@ def test_step_ids_that_repeat_do_not_merge_two_steps(tmp_path):
 
 
 def test_rank_summaries_are_kept_only_where_there_are_ranks_to_cross(tmp_path):
-    """SYNTHETIC ranks (engine.analyze.synth_ranks): a file analysed alone has no other rank to
+    """SYNTHETIC ranks (engine.analyze.ranks.synth_ranks): a file analysed alone has no other rank to
     cross, so no summary is made for it; each of several files analysed here keeps one."""
     from engine.analyze.api import AnalyzeOptions, analyze
 

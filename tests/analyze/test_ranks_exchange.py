@@ -1,7 +1,7 @@
 """Issue 46, item 2: every collective matched across ranks — the all-to-all exchanges that run
 as ``ncclKernel_SendRecv`` kernels naming neither their peer nor their collective included —
 each split into arrival skew and transfer, and the straggler named from the whole wait it
-causes. On SYNTHETIC jobs (engine.analyze.synth_ranks.exchange_job) like the real 8-rank job of
+causes. On SYNTHETIC jobs (engine.analyze.ranks.synth_ranks.exchange_job) like the real 8-rank job of
 the issue: rank 5 arrives last at four of five exchanges per step, which hold most of the wait;
 rank 2 arrives last at the three small AllReduces, which are all the old matching compared."""
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.analyze.ranks import RankSummary, cross_rank, peer_bounds, summarize
-from engine.analyze.synth_ranks import exchange_job, planted_waits
+from engine.analyze.ranks.ranks import RankSummary, cross_rank, peer_bounds, summarize
+from engine.analyze.ranks.synth_ranks import exchange_job, planted_waits
 from engine.trace.read import read_trace
 from tests.paths import ROOT
 

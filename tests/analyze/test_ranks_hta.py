@@ -7,7 +7,7 @@ explained from the traces themselves:
   which collective it ran, and 2 of 128 ranks are here); HTA names rank 1 by comparing two
   kernels that are not one collective — they end 134 ms apart on clocks that agree to < 1 ms;
 * a real rank 0 with NCCL process-group metadata and a SYNTHETIC rank 1 made from it by
-  engine.analyze.synth_ranks.second_rank (rank 0 planted as the straggler): we name rank 0;
+  engine.analyze.ranks.synth_ranks.second_rank (rank 0 planted as the straggler): we name rank 0;
   HTA names rank 1, the rank that waited, because its duration filter keeps the waiting rank's
   (longer) kernels, so it compares different collectives of the group.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.analyze.ranks import RankSummary, cross_rank, not_one_job, summarize
-from engine.analyze.synth_ranks import second_rank
+from engine.analyze.ranks.ranks import RankSummary, cross_rank, not_one_job, summarize
+from engine.analyze.ranks.synth_ranks import second_rank
 from engine.trace.read import read_trace
 from tests.paths import ROOT
 
@@ -177,7 +177,7 @@ def test_one_world_size_but_another_workload_is_refused():
 
 
 def test_a_process_group_recorded_differently_names_the_odd_file(tmp_path):
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.ranks.synth_ranks import write_ranks
 
     paths = write_ranks(tmp_path, ranks=3, steps=1, straggler=None, kernels_per_step=20)
     sums = [summarize(read_trace(p)) for p in paths]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from engine.analyze.api import AnalyzeOptions, analyze
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.analyze.remote import expand_url, is_url, url_name
 from engine.analyze.run import TRACE_SUFFIXES
-from engine.analyze.synth_ranks import write_ranks
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.analyze import steady
-from engine.analyze.synth_ranks import write_ranks
+from engine.analyze.breakdown import steady
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.trace.read import read_trace
 from tests.paths import TRACES
 
@@ -47,7 +47,7 @@ def test_the_analysis_says_which_window_it_replayed(tmp_path, monkeypatch):
 def test_the_first_launching_call_is_found_block_by_block(monkeypatch):
     """_first_call reads the host rows in blocks (bounded memory): the same answer as one np.isin
     over all of them, wherever the blocks fall."""
-    from engine.analyze import steady
+    from engine.analyze.breakdown import steady
     from engine.trace.trace import HostEvents
 
     rng = np.random.default_rng(4)

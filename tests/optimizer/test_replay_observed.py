@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.analyze.levers import replay_levers
+from engine.analyze.advice.levers import replay_levers
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import build_dag, schedule
 from engine.schedule.reference import schedule_ref

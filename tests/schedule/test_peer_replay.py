@@ -1,5 +1,5 @@
 """The replay holds a collective to its peers (``ReplayDag.d_not_before``, set by
-engine.analyze.peers.hold): it starts its transfer no earlier than its last peer arrived, the
+engine.analyze.advice.peers.hold): it starts its transfer no earlier than its last peer arrived, the
 compiled replay, its Python twin and ``schedule_ref`` alike, and a rank's own trace still
 replays as observed. SYNTHETIC traces built here."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.analyze.peers import PeerBounds, alone_line, hold
+from engine.analyze.advice.peers import PeerBounds, alone_line, hold
 from engine.jit import interpreted
 from engine.planner.catalogue import by_id
 from engine.schedule.dag import ReplayDag, Schedule, build_dag, schedule

@@ -12,7 +12,7 @@ GPU time per stream and idle time per stream (HTA's host/kernel/other split), li
   rows in the trace *independently* (the JSON parsed here, HTA's rule applied), leaves them out of
   ours, compares like with like, and asserts that they are exactly the difference: per stream,
   HTA's row count is ours less theirs, and its time ours less theirs (to the tolerance below).
-* ``--counting hta`` (engine/analyze/semantics.py) against HTA's *default* load
+* ``--counting hta`` (engine/analyze/breakdown/semantics.py) against HTA's *default* load
   (``include_last_profiler_step=False``: drops what is launched at or after the last
   ProfilerStep's start, and GPU rows without a launch event).
 * MTIA: HTA counts every ``mtia_ccp_events`` row on a stream as GPU work, the stream's
@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.analyze.breakdown.semantics import apply_counting
 from engine.analyze.compute import analyze_trace
-from engine.analyze.semantics import apply_counting
 from engine.trace.kineto.kineto import read_kineto
 from engine.trace.segments import Kind, Provenance, Segments
 from engine.trace.trace import Trace
@@ -270,7 +270,7 @@ def _compare(
         slack = per_event_slack_us * (like_rows[s.stream][0] + 1) + extra_slack_us
         # HTA takes each gap from the previous row's end, negative where rows of the stream
         # overlap; ours takes the union (never negative): alike where no row overlaps, and
-        # where some do, our split by HTA's rule (engine.analyze.idle, hta=True) is compared
+        # where some do, our split by HTA's rule (engine.analyze.breakdown.idle, hta=True) is compared
         assert min(s.idle.total_ns, s.idle.kernel_wait_ns, s.idle.other_ns) >= 0
         split = s.idle if not s.idle.overlapping_rows else _hta_rule(like, s.device, s.stream)
         for ours_ns, cat in (
@@ -283,8 +283,8 @@ def _compare(
 
 def _hta_rule(trace, device: int, stream: int):
     """One stream's idle split by HTA's own rule (gaps from the previous row's end)."""
-    from engine.analyze.idle import stream_idle
-    from engine.analyze.launches import launch_times
+    from engine.analyze.breakdown.idle import stream_idle
+    from engine.analyze.breakdown.launches import launch_times
 
     seg = trace.segments
     rows = seg.take(np.isin(seg.kind, [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM]))

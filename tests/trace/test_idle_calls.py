@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from engine.analyze import steady
+from engine.analyze.breakdown import steady
 from engine.analyze.compute import analyze_trace
 from engine.analyze.options import AnalyzeOptions
 from engine.analyze.run import read_and_analyse

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.analyze.synth_ranks import write_ranks
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.trace.errors import TraceImportError
 from engine.trace.kineto import json_scan as js
 from engine.trace.kineto import json_twin

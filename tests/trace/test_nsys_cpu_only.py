@@ -1,7 +1,7 @@
 """An Nsight Systems export with no GPU row (issue 38): it said "no GPU activity in this trace
 (a CPU-only profile?)" — or, captured without CUDA at all (``--trace=osrt,nvtx``), that it was
 "not an Nsight Systems export". It now says what the export holds, that it is CPU-only, and
-what a GPU trace would add (as engine.analyze.cpu_trace does for a CPU-only Kineto file)."""
+what a GPU trace would add (as engine.analyze.breakdown.cpu_trace does for a CPU-only Kineto file)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Nsight import details (one row per runtime call, Kineto-style copy names) and the counting
-semantics (engine/analyze/semantics.py: exact vs HTA-compatible), on exports and traces built
+semantics (engine/analyze/breakdown/semantics.py: exact vs HTA-compatible), on exports and traces built
 here so each rule is seen in isolation."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine.analyze.api import AnalyzeOptions, analyze
-from engine.analyze.semantics import DEFAULT_COUNTING, apply_counting
+from engine.analyze.breakdown.semantics import DEFAULT_COUNTING, apply_counting
 from engine.trace.kineto.kineto import read_kineto
 from engine.trace.nsys.nsys import read_nsys
 from engine.trace.segments import Kind, NameTable, Segments
@@ -389,7 +389,7 @@ def test_an_nsight_exports_idle_calls_are_merged_and_the_analysis_is_the_same(tm
     launch nothing (cudaGetDevice, cudaStreamIsCapturing). analyze reads it with each run of
     them as one host row (engine.trace.idle_calls, as for Kineto files); every figure of the
     analysis is what the unmerged trace gives."""
-    from engine.analyze import steady
+    from engine.analyze.breakdown import steady
     from engine.analyze.compute import analyze_trace
     from engine.trace.read import read_trace
 

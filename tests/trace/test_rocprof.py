@@ -172,8 +172,8 @@ def test_cli_exit_code_on_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_measured_confusion_on_the_synthetic_output(synthetic: Path) -> None:
+    from engine.analyze.breakdown.measured import measured_confusion
     from engine.analyze.compute import analyze_trace
-    from engine.analyze.measured import measured_confusion
     from engine.eesm.pipeline import EesmModel
     from engine.planner.catalogue import by_id
 

@@ -216,7 +216,7 @@ def _same_rows(a, b) -> None:
 
 def _analysis(trace) -> dict[str, Any]:
     from engine.analyze.compute import analyze_trace
-    from engine.analyze.export import analysis_dict
+    from engine.analyze.output.export import analysis_dict
 
     d = analysis_dict(analyze_trace(trace).analysis)
     for k in ("source", "format"):

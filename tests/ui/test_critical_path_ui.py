@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Static
 
 from engine.analyze.api import AnalyzeOptions, analyze
 from engine.analyze.compute import AnalysisResult, analyze_trace
-from engine.analyze.synth_ranks import write_ranks
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.trace.kineto.kineto import read_kineto
 from gitm_tui.app import GitmApp, make_analysis_app, make_ranks_app
 from gitm_tui.modes.diff import DiffScreen
@@ -180,7 +180,7 @@ async def test_the_ranks_screen_shows_each_ranks_path_and_the_straggler(tmp_path
 
 
 async def test_the_diff_screen_compares_the_two_paths(tmp_path: Path):
-    from engine.analyze.diff import diff_paths
+    from engine.analyze.diff.diff import diff_paths
     from tests.analyze.test_diff_critical import _synthetic
 
     before = _synthetic(tmp_path / "before.json.gz", gemm_us=50.0, comm_us=250.0)

@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Static
 
-from engine.analyze.diff import diff_traces
-from engine.analyze.diff_model import TraceDiff
+from engine.analyze.diff.diff import diff_traces
+from engine.analyze.diff.diff_model import TraceDiff
 from engine.analyze.run import load_trace
 from gitm_tui.app import GitmApp
 from gitm_tui.cli import main

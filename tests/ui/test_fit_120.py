@@ -132,7 +132,7 @@ async def test_the_analysis_table_fits_120(a100):
 
 async def test_the_ranks_table_fits_120(tmp_path):
     from engine.analyze.api import AnalyzeOptions, analyze
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.ranks.synth_ranks import write_ranks
 
     write_ranks(tmp_path, ranks=4, steps=2, straggler=1)  # SYNTHETIC ranks
 

@@ -467,7 +467,7 @@ def test_a_full_disk_is_one_line_and_exit_code_3_not_a_bug(capsys, monkeypatch, 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
     # the outputs of analyze
-    monkeypatch.setattr("engine.analyze.export.atomic_write_text", full)
+    monkeypatch.setattr("engine.analyze.output.export.atomic_write_text", full)
     assert main(["analyze", trace, "--out", str(tmp_path / "a")]) == 3
     _one_error_line(capsys.readouterr().err, "No space left on device")
     # the audit ledger

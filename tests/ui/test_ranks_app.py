@@ -10,8 +10,8 @@ from textual.widgets import DataTable, ProgressBar, Static
 
 from engine.analyze.api import AnalyzeOptions, Hooks, analyze
 from engine.analyze.compute import analyze_trace
+from engine.analyze.ranks.synth_ranks import write_ranks
 from engine.analyze.run import read_trace
-from engine.analyze.synth_ranks import write_ranks
 from gitm_tui.app import make_ranks_app
 from gitm_tui.modes.ranks import RankAnalysisScreen
 from tests.ui.waiting import until

@@ -142,7 +142,7 @@ def test_snapshot_audit(snap_compare):
 def test_snapshot_ranks(snap_compare, tmp_path):
     """8 synthetic ranks with a planted straggler and slow link (screenshots/ranks.svg)."""
     from engine.analyze.api import AnalyzeOptions, analyze
-    from engine.analyze.synth_ranks import write_ranks
+    from engine.analyze.ranks.synth_ranks import write_ranks
 
     write_ranks(tmp_path, ranks=8, steps=3, straggler=5, slow_link=(2, 3))
 

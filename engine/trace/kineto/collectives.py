@@ -32,7 +32,7 @@ NAME_MAX = 64
 RANKS_MAX = 65_536
 _INT = re.compile(r"-?\d+")
 #: "Collective name" (c10d's names: allreduce, _allgather_base, all_to_all, reduce_scatter_tensor
-#: _coalesced, send …) → the op as engine.analyze.ranks names it; longest first
+#: _coalesced, send …) → the op as engine.analyze.ranks.ranks names it; longest first
 _COLL = (
     ("reducescatter", "ReduceScatter"),
     ("alltoall", "AllToAll"),
@@ -91,7 +91,7 @@ def _rank_list(items: list[Any]) -> tuple[int, ...] | None:
 
 def collective_name(v: Any) -> str | None:
     """The op of a "Collective name" ("allreduce", "_allgather_base", "all_to_all" …): one of
-    engine.analyze.ranks' op names, or None when it names none of them."""
+    engine.analyze.ranks.ranks' op names, or None when it names none of them."""
     if not isinstance(v, str) or not 0 < len(v) <= NAME_MAX:
         return None
     key = v.lower().replace("_", "").replace(" ", "")

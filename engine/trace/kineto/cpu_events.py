@@ -5,7 +5,7 @@ in int64 ns; an event whose time is missing, negative or out of range is skipped
 and the sniff that tells a CPU-only profile from its metadata (``cpu_profile``).
 
 What the events say (steps, operators by self time, data loading, host gaps) is the analysis's:
-engine.analyze.cpu_trace. Names are kept as the trace wrote them: a caller cleans them."""
+engine.analyze.breakdown.cpu_trace. Names are kept as the trace wrote them: a caller cleans them."""
 
 from __future__ import annotations
 

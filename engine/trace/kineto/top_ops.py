@@ -1,7 +1,7 @@
 """The top-level CPU operators of a Kineto trace: each thread's framework ops (``cpu_op``) and
 user annotations that no other on the same thread contains, ProfilerStep# ranges left out (they
 are steps, not work). They say which operator the host's own time between runtime calls
-belongs to (engine.analyze.critical_ops); the ops nested inside them are not kept.
+belongs to (engine.analyze.breakdown.critical_ops); the ops nested inside them are not kept.
 
 The reader keeps them block by block: an op contained in another of its block is contained in
 one of the trace, so each block drops its nested ops at once (``nested``) and only the outer

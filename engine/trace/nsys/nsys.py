@@ -90,7 +90,7 @@ _CPU_TABLES = (
     ("SCHED_EVENTS", "thread scheduling event"),
     ("ThreadNames", "named thread"),
 )
-#: what a GPU trace adds, and how to record one (cf. engine.analyze.cpu_trace.GPU_HINT)
+#: what a GPU trace adds, and how to record one (cf. engine.analyze.breakdown.cpu_trace.GPU_HINT)
 GPU_HINT = (
     "a GPU trace adds kernels, copies, regimes, the roofline and the replay's lever "
     "predictions: record the GPU work with nsys profile --trace=cuda,nvtx,osrt, then nsys "

@@ -200,7 +200,7 @@ class _RankWriter:
         meta: dict = {
             "schemaVersion": 1,
             "synthetic": True,
-            "generator": "engine/analyze/synth_ranks.py",
+            "generator": "engine/analyze/ranks/synth_ranks.py",
             "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": world},
         }
         if devices:
@@ -354,12 +354,12 @@ def planted_waits(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m engine.analyze.synth_ranks OUT [--ranks N] [--events E] …``: write SYNTHETIC
+    """``python -m engine.analyze.ranks.synth_ranks OUT [--ranks N] [--events E] …``: write SYNTHETIC
     rank traces (sizes from the arguments) for a try of `gitm-tui analyze OUT`."""
     import argparse
 
     ap = argparse.ArgumentParser(
-        prog="python -m engine.analyze.synth_ranks", description=main.__doc__
+        prog="python -m engine.analyze.ranks.synth_ranks", description=main.__doc__
     )
     ap.add_argument("out", type=Path)
     ap.add_argument("--ranks", type=int, default=8)
@@ -409,7 +409,7 @@ def second_rank(
         raise ValueError(f"{src}: not rank 0 of a world of 2")
     doc["distributedInfo"] = {**info, "rank": 1}
     doc["synthetic"] = True
-    doc["generator"] = "engine/analyze/synth_ranks.py:second_rank"
+    doc["generator"] = "engine/analyze/ranks/synth_ranks.py:second_rank"
     n = 0
     for e in doc.get("traceEvents", []):
         if not isinstance(e, dict) or not isinstance(e.get("ts"), (int, float)):

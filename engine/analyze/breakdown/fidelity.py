@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.analyze.model import ReplayFidelity
+from engine.analyze.breakdown.model import ReplayFidelity
 from engine.schedule.dag import ReplayDag, Schedule
 
 #: a faithful replay reproduces the observed span, and every stream's end, within this share of

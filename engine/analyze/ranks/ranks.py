@@ -43,13 +43,13 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.planner.devices import main_device
-from engine.analyze.intervals import intersection as _intersection
-from engine.analyze.intervals import interval_union
-from engine.analyze.intervals import length as _length
-from engine.analyze.peers import PeerBounds
+from engine.analyze.advice.peers import PeerBounds
+from engine.analyze.breakdown.intervals import intersection as _intersection
+from engine.analyze.breakdown.intervals import interval_union
+from engine.analyze.breakdown.intervals import length as _length
 from engine.manifest import Link
 from engine.optimizer.fingerprint import Fingerprint, distance, fingerprint_of_trace, load_params
+from engine.planner.devices import main_device
 from engine.text import clean
 from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind, Klass
@@ -1883,7 +1883,7 @@ def peer_bounds(
     summaries: list[RankSummary], cross: CrossRank | None = None
 ) -> dict[int, PeerBounds]:
     """Per rank, what each of its judged collectives waited for on its peers, on the rank's own
-    clock — the seam to the replay (engine.analyze.peers): the kernel's observed start (the
+    clock — the seam to the replay (engine.analyze.advice.peers): the kernel's observed start (the
     COMM row's start_ns in the rank's Segments: ``RankSummary.starts``), when the last *other*
     rank arrived (its aligned arrival moved onto this rank's clock), the transfer once everyone
     was there, the rank that was last and the op; and how many of the rank's collectives are

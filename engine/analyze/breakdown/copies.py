@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from engine.analyze.model import CopyStats
+from engine.analyze.breakdown.model import CopyStats
 from engine.planner.catalogue import GpuPeaks
 from engine.trace.segments import Kind, NameTable, Segments
 

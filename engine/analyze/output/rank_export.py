@@ -1,6 +1,6 @@
 """What `analyze` writes for the ranks of one job, beside each rank's own outputs:
 
-* ``cross_rank.json`` — engine.analyze.ranks.CrossRank (its JSON Schema:
+* ``cross_rank.json`` — engine.analyze.ranks.ranks.CrossRank (its JSON Schema:
   manifests/schemas/cross_rank.schema.json);
 * ``cross_rank.md`` — the same for a person: stragglers per step, waits, links, outliers;
 * ``ranks.perfetto.json.gz`` — every rank's perfetto.json in one file, one process per rank, its
@@ -17,14 +17,14 @@ import json
 import re
 from pathlib import Path
 
-from engine.analyze.export import md_code, md_text, us_text
-from engine.analyze.ranks import STRAGGLER_SHARE, CrossRank
+from engine.analyze.ranks.ranks import STRAGGLER_SHARE, CrossRank
 from engine.store.runs import atomic_write_text
+from engine.text import md_code, md_text, us_text
 
 #: thread ids of a rank's second and later GPUs are moved by this much (one process per rank)
 _DEVICE_TID = 100_000_000
 #: a perfetto.json process id at or above this is an overlay track, not a GPU (the critical
-#: path: engine.analyze.critical.perfetto_events); its threads move into their own band
+#: path: engine.analyze.breakdown.critical.perfetto_events); its threads move into their own band
 _OVERLAY_PID = 1 << 20
 _OVERLAY_TID = 1_000 * _DEVICE_TID
 _X = re.compile(
@@ -183,7 +183,7 @@ def _us_shift(ts: bytes, ns: int) -> bytes:
 
 
 def merge_perfetto(parts: list[tuple[int, Path]], offsets: dict[int, int], out: Path) -> Path:
-    """Merge the ranks' perfetto.json files (written by engine.analyze.export) into ``out``
+    """Merge the ranks' perfetto.json files (written by engine.analyze.output.export) into ``out``
     (gzip): process = rank, times + the rank's clock offset. Raises OSError; a file not in our
     own format raises ValueError."""
     tmp = out.with_name(out.name + ".tmp")

@@ -1,6 +1,6 @@
 """Unions of time intervals, as sorted disjoint (starts, ends): what the single-file analysis
 (engine.analyze.compute: compute time beside the collectives) and the cross-rank summaries
-(engine.analyze.ranks: compute and communication time, their overlap) both measure with — here,
+(engine.analyze.ranks.ranks: compute and communication time, their overlap) both measure with — here,
 so the analysis of one file does not import the cross-rank module."""
 
 from __future__ import annotations

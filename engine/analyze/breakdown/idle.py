@@ -19,12 +19,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from engine.analyze.model import Idle
+from engine.analyze.breakdown.model import Idle
 
 #: HTA's default ``consecutive_kernel_delay`` (30 µs): shorter gaps between back-to-back GPU
 #: events on a stream count as launch overhead ("kernel wait"), as in HTA's idle breakdown.
 CONSECUTIVE_KERNEL_DELAY_NS = 30_000
-#: a row's launch start where it has no linked host row (engine.analyze.launches)
+#: a row's launch start where it has no linked host row (engine.analyze.breakdown.launches)
 _NO_LAUNCH = np.iinfo(np.int64).min
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.analyze.fidelity import busy_ns
+from engine.analyze.breakdown.fidelity import busy_ns
 from engine.levers.library import by_id
 from engine.levers.model import Edit
 from engine.levers.priors import LAUNCH_OUTLIER

@@ -13,14 +13,14 @@ from collections import defaultdict
 
 import numpy as np
 
-from engine.analyze.critical_model import (
+from engine.analyze.breakdown.critical_model import (
     CriticalPart,
     CriticalPath,
     CriticalStep,
     Opportunity,
     PathRow,
 )
-from engine.analyze.critical_ops import OUTSIDE, host_by_operator, outside_while
+from engine.analyze.breakdown.critical_ops import OUTSIDE, host_by_operator, outside_while
 from engine.levers.library import answering
 from engine.manifest import load_critical_path
 from engine.schedule.critical import GROUPS as GROUPS  # (re-exported: the headline's groups)
@@ -334,7 +334,7 @@ def opportunities(
 def critical_markdown(cp: CriticalPath) -> list[str]:
     """report.md's section on the critical path (``cp`` already cleaned: no raw trace text).
     Names reach Markdown only inside code spans or through ``md_text``."""
-    from engine.analyze.export import md_code, md_text
+    from engine.text import md_code, md_text
 
     lines = [
         "",
@@ -392,7 +392,7 @@ def critical_markdown(cp: CriticalPath) -> list[str]:
 def perfetto_events(cp: Path, dag: ReplayDag, pid: int = 1 << 20) -> list[str]:
     """The path as one Chrome-trace track (a process named 'critical path'): one slice per run
     of intervals of one part and one row, on the trace's clock (µs)."""
-    from engine.analyze.export import us_text
+    from engine.text import us_text
 
     names = list(PARTS)
     out = [

@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 
-from engine.analyze.model import InUse
+from engine.analyze.breakdown.model import InUse
 from engine.levers.library import LEVERS
 from engine.schedule.dag import ReplayDag
 from engine.trace.precision import REDUCED, Basis, at_or_below, row_precisions

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.analyze.critical_model import CriticalPath
+from engine.analyze.breakdown.critical_model import CriticalPath
 from engine.optimizer.fingerprint import Fingerprint
 from engine.optimizer.monitor import InvariantResult, Violation
 
@@ -202,7 +202,7 @@ class ProfilerRanges(_M):
 class MeasuredTier(_M):
     """Kernels whose regime rests on hardware counters, against the label the same analysis
     gives them with their counters removed (shape-derived or kernel-name prior): a confusion
-    table (engine/analyze/measured.py). Rows: the label from counters; columns: without."""
+    table (engine/analyze/breakdown/measured.py). Rows: the label from counters; columns: without."""
 
     labels: list[str] = Field(description="the regime labels, in the order of rows and columns")
     counts: list[list[int]] = Field(description="[measured][without counters] kernel count")

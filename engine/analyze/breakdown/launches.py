@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.analyze.model import LaunchStats
+from engine.analyze.breakdown.model import LaunchStats
 from engine.trace.segments import Kind, Segments
 from engine.trace.trace import ApiKind, Trace
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.analyze.model import MeasuredTier
+from engine.analyze.breakdown.model import MeasuredTier
 from engine.eesm.pipeline import EesmModel, decode_evidence, row_labels
 from engine.planner.catalogue import GpuPeaks
 from engine.planner.graph import expected_efficiency

@@ -8,12 +8,21 @@ from pathlib import Path
 import numpy as np
 from pydantic_core import PydanticSerializationError
 
+from engine.analyze.breakdown.measured import Confusion
+from engine.analyze.breakdown.model import Analysis
 from engine.analyze.compute import AnalysisResult
-from engine.analyze.measured import Confusion
-from engine.analyze.model import Analysis
 from engine.regimes import Label, Regime
 from engine.store.runs import atomic_write_text
-from engine.text import clean, escape_json_text, map_strings, md_escape, valid_unicode
+from engine.text import (
+    REPORT_CHARS,
+    clean,
+    escape_json_text,
+    map_strings,
+    md_code,
+    md_text,
+    us_text,
+    valid_unicode,
+)
 from engine.trace.evidence import Tier, tiers
 
 #: Chrome-trace reserved colour names per regime (ui.perfetto.dev and chrome://tracing honour them)
@@ -28,9 +37,8 @@ _CNAME = {
 }
 #: tid offset of a stream's regime track, so it sorts right below the stream's own track
 _REGIME_TID = 1_000_000
-#: the most characters of one outside string in report.md (a kernel name in a table is cut
-#: shorter, see _code): about one screen of text; an 8 MB name is not a report
-_REPORT_CHARS = 2000
+# the most characters of one outside string in report.md: engine.text.REPORT_CHARS
+_REPORT_CHARS = REPORT_CHARS
 
 
 def clean_analysis(a: Analysis, limit: int | None = None) -> Analysis:
@@ -58,13 +66,6 @@ def analysis_json(a: Analysis) -> str:
         fixed = Analysis.model_validate(map_strings(a.model_dump(), valid_unicode))
         text = fixed.model_dump_json(indent=2)
     return escape_json_text(text)
-
-
-def us_text(ns: int) -> str:
-    """Exact decimal microseconds for the JSON 'ts'/'dur' fields (no float rounding)."""
-    sign = "-" if ns < 0 else ""
-    ns = abs(int(ns))
-    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
 
 
 def perfetto_json(res: AnalysisResult) -> str:
@@ -182,25 +183,13 @@ def perfetto_json(res: AnalysisResult) -> str:
             )
         _ = last
     if res.path is not None:  # the critical path, its own track above the streams
-        from engine.analyze.critical import perfetto_events
+        from engine.analyze.breakdown.critical import perfetto_events
 
         out += perfetto_events(*res.path)
     return (
         '{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze"},'
         '"traceEvents":[\n' + ",\n".join(out) + "\n]}\n"
     )
-
-
-def md_code(name: str, width: int = 80) -> str:
-    """A name for a Markdown code span in a table: cleaned (engine.text.clean), at most
-    ``width`` characters, no pipe or backtick."""
-    return clean(name, width).replace("|", "\\|").replace("`", "'")
-
-
-def md_text(text: str) -> str:
-    """Outside text as prose on one Markdown line or in a table cell: cleaned, its markup
-    characters escaped (engine.text.md_escape)."""
-    return md_escape(clean(text, _REPORT_CHARS))
 
 
 def _ms(ns: float) -> str:
@@ -346,7 +335,7 @@ def report_markdown(a: Analysis) -> str:
             f"{conf} | {ach} |"
         )
     if a.critical_path is not None:
-        from engine.analyze.critical import critical_markdown
+        from engine.analyze.breakdown.critical import critical_markdown
 
         lines += critical_markdown(a.critical_path)
     if a.interventions:

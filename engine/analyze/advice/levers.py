@@ -17,7 +17,7 @@ Each estimate says what it rests on (``LeverEstimate.basis``, one line) and how 
   ``cuda_graphs`` uses its imported-trace transform (launch-API time only, capturable regions
   only: ``CudaGraphs.transform_launch_api``).
 * Collectives: where the cross-rank match says when each collective's last peer arrived
-  (``peers``: engine.analyze.peers), every replay here holds the collective to it, so a gain is
+  (``peers``: engine.analyze.advice.peers), every replay here holds the collective to it, so a gain is
   what a change on this rank takes off its span with its peers arriving as observed — a rank
   that is never last gains at most what runs after its last collective. Without it, a
   collective "finishes" as soon as this rank arrives, and each estimate's ``peers`` says which
@@ -50,11 +50,11 @@ from typing import Literal
 
 import numpy as np
 
-from engine.analyze.ceilings import Observed, ceiling, observe
-from engine.analyze.fidelity import TOLERANCE, fidelity
-from engine.analyze.in_use import already_fused, in_use
-from engine.analyze.model import InUse, LeverEstimate, ReplayFidelity
-from engine.analyze.peers import PeerBounds, alone_line, held_line, hold
+from engine.analyze.advice.ceilings import Observed, ceiling, observe
+from engine.analyze.advice.peers import PeerBounds, alone_line, held_line, hold
+from engine.analyze.breakdown.fidelity import TOLERANCE, fidelity
+from engine.analyze.breakdown.in_use import already_fused, in_use
+from engine.analyze.breakdown.model import InUse, LeverEstimate, ReplayFidelity
 from engine.jit import interpreting
 from engine.levers.applicable import fit
 from engine.levers.base import Lever
@@ -138,7 +138,7 @@ def replay_levers(
     or None where the catalogue does not know it (``hw`` is then only the replay's reference
     rates, and levers that depend on the device are not judged); ``whole``: the whole trace
     when ``trace`` is a replay window of it (what is already in use is counted over it);
-    ``peers``: when this rank's peers arrived at its collectives (engine.analyze.peers) — each
+    ``peers``: when this rank's peers arrived at its collectives (engine.analyze.advice.peers) — each
     lever is then replayed with its collectives held to them (``_held``), so its gain is what
     it takes off this rank's span with its peers as observed; every estimate's ``peers`` says
     what bounded it (or, without them, which collectives were replayed as if every peer
@@ -221,7 +221,7 @@ def replay_levers(
 
 
 def _observed(plain: ReplayDag, dag: ReplayDag, base: Schedule) -> Observed:
-    """What the ceilings read (engine.analyze.ceilings.observe): the critical path of the replay
+    """What the ceilings read (engine.analyze.advice.ceilings.observe): the critical path of the replay
     the levers are judged on (``base``: held to the peers, its peer waits are on the path, not
     host time capture could take), the observed times from the graph as built (a held
     collective's ``d_dur`` is its transfer, not the time it ran)."""
@@ -255,7 +255,7 @@ def _held(
     dag: ReplayDag, base: Schedule, peers: PeerBounds | None, steps: int
 ) -> tuple[ReplayDag, Schedule, str | None, float | None]:
     """(graph, its no-lever replay, what the peers bound) the levers are replayed on: with
-    ``peers``, the graph whose collectives wait for their last peer (engine.analyze.peers.hold),
+    ``peers``, the graph whose collectives wait for their last peer (engine.analyze.advice.peers.hold),
     kept only where its no-lever replay still reproduces this one's span (within the fidelity
     TOLERANCE: held rows are fitted to end as observed, so it does unless the bounds are not
     this rank's); otherwise the graph as built, and a line saying which collectives its replay
@@ -444,7 +444,7 @@ def _bounded(
     obs: Observation,
     ob: Observed,
 ) -> LeverEstimate:
-    """A predicted estimate under its ceiling (``engine.analyze.ceilings``), and with no slowdown
+    """A predicted estimate under its ceiling (``engine.analyze.advice.ceilings``), and with no slowdown
     in its interval unless the lever can slow a program (``Lever.can_slow`` says how): a lever
     that only removes work cannot, so a negative replay is the replay's ordering, shown as 0."""
     c = ceiling(lv.id, obs.dag, edits, ob, obs.baseline.makespan_ns)

@@ -1,5 +1,5 @@
 """What `gitm-tui diff BEFORE AFTER` finds, as pydantic models: ``TraceDiff`` is what
-engine.analyze.diff returns and ``--json`` prints (its JSON Schema is committed as
+engine.analyze.diff.diff returns and ``--json`` prints (its JSON Schema is committed as
 manifests/schemas/diff.schema.json; docs/diff.md tells every field's meaning)."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class PathSide(_M):
 
 
 class GroupChange(_M):
-    """One headline group of the critical path (engine.analyze.critical.GROUPS) before and
+    """One headline group of the critical path (engine.analyze.breakdown.critical.GROUPS) before and
     after; None on a side with no critical path (unknown, never 0)."""
 
     group: str = Field(description="'exposed communication', 'host/framework', …")
@@ -258,7 +258,7 @@ def _md(text: str, limit: int = 2000) -> str:
 
 
 def _code(name: str, limit: int) -> str:
-    """A name for a code span in a Markdown table (as engine.analyze.export.md_code): cleaned,
+    """A name for a code span in a Markdown table (as engine.analyze.output.export.md_code): cleaned,
     cut, no pipe or backtick (markup inside a code span is shown, never rendered)."""
     return clean(name, limit).replace("|", "\\|").replace("`", "'")
 

@@ -1,5 +1,5 @@
 """What one rank's collectives waited for on its peers: the seam between the cross-rank match
-(engine.analyze.ranks) and the replay of one rank (engine.analyze.levers, engine.schedule).
+(engine.analyze.ranks.ranks) and the replay of one rank (engine.analyze.advice.levers, engine.schedule).
 
 A collective cannot end before its last rank arrives; once everyone is there it takes its
 transfer time. A rank replayed alone does not know its peers, so its replay lets every
@@ -86,7 +86,7 @@ class Held:
 
 def collectives(dag: ReplayDag) -> npt.NDArray[np.int64]:
     """The live collective rows of a graph: Kind.COMM, or a kernel of class COMM (how the
-    Kineto reader files an NCCL kernel), as engine.analyze.ranks.summarize counts them."""
+    Kineto reader files an NCCL kernel), as engine.analyze.ranks.ranks.summarize counts them."""
     comm = (dag.d_kind == Kind.COMM) | ((dag.d_kind == Kind.KERNEL) & (dag.d_klass == Klass.COMM))
     return np.flatnonzero(dag.d_live & comm)
 
@@ -222,7 +222,7 @@ def _n(count: int) -> str:
 
 
 def _ms(ns: float) -> str:
-    """As engine.analyze.levers writes a time."""
+    """As engine.analyze.advice.levers writes a time."""
     ms = ns / 1e6
     if ms == 0:
         return "0 ms"

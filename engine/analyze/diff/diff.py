@@ -3,7 +3,7 @@ per class and per label (decoded regime, or COPY / COMM / UNKNOWN), what appeare
 and changed in count and in time — total, mean, and per ProfilerStep where the traces have
 steps — sorted by |Δ time|; idle (HTA's split), launch calls, copies, memsets and collectives;
 GPU busy time and span; the workload fingerprint's distance. Pure engine: the models are
-engine.analyze.diff_model (``TraceDiff.to_json``), the rendering is the UI's.
+engine.analyze.diff.diff_model (``TraceDiff.to_json``), the rendering is the UI's.
 
 Entry points, by what the caller holds:
 
@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from engine.analyze.copies import parse_copy
-from engine.analyze.diff_model import (
+from engine.analyze.breakdown.copies import parse_copy
+from engine.analyze.breakdown.idle import CONSECUTIVE_KERNEL_DELAY_NS, grouped_running_end
+from engine.analyze.breakdown.intervals import intersection, interval_union, length
+from engine.analyze.diff.diff_model import (
     Change,
     CriticalDiff,
     Figures,
@@ -45,16 +47,14 @@ from engine.analyze.diff_model import (
     Status,
     TraceDiff,
 )
-from engine.analyze.idle import CONSECUTIVE_KERNEL_DELAY_NS, grouped_running_end
-from engine.analyze.intervals import intersection, interval_union, length
 from engine.regimes import N_LABELS, N_REGIMES, Label
 from engine.trace.evidence import Tier, tiers
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind, HostEvents, Trace
 
 if TYPE_CHECKING:
+    from engine.analyze.breakdown.critical_model import CriticalPath
     from engine.analyze.compute import AnalysisResult
-    from engine.analyze.critical_model import CriticalPath
     from engine.analyze.options import AnalyzeOptions, Hooks
     from engine.analyze.run import FileOutcome
 
@@ -555,7 +555,7 @@ def _changes(
 # ------------------------------------------------------------------ totals
 def _idle(s: _Scoped) -> tuple[int, int, int, int]:
     """Idle time between consecutive rows of each stream, split as HTA splits it and as the
-    analysis's streams do (engine.analyze.idle ``stream_idle``: over each stream's busy union):
+    analysis's streams do (engine.analyze.breakdown.idle ``stream_idle``: over each stream's busy union):
     total, waiting for the host (the next row's launch call began after the previous rows
     ended), kernel wait (a shorter gap than CONSECUTIVE_KERNEL_DELAY_NS), other."""
     if len(s.start) < 2:
@@ -565,7 +565,7 @@ def _idle(s: _Scoped) -> tuple[int, int, int, int]:
     k, st, en, la = key[o], s.start[o], s.end[o], s.launch[o]
     same = k[1:] == k[:-1]
     # from the latest end of the stream's earlier rows: overlapping rows (a copy engine's
-    # beside a kernel) leave no negative gap (engine.analyze.idle)
+    # beside a kernel) leave no negative gap (engine.analyze.breakdown.idle)
     prev_end = grouped_running_end(k, en)[:-1]
     gap = np.maximum(st[1:] - prev_end, 0)
     host = same & (la[1:] != _NO_LAUNCH) & (la[1:] > prev_end)
@@ -675,7 +675,7 @@ MOVED_SHARE = 0.005
 
 def share_text(x: float | None) -> str:
     """A share of the path as the headline prints it: whole per cents, one decimal under 1 %,
-    'unknown' for None (engine.analyze.critical words its headline the same way)."""
+    'unknown' for None (engine.analyze.breakdown.critical words its headline the same way)."""
     if x is None:
         return "unknown"
     return f"{x:.0%}" if x >= 0.01 or x == 0 else f"{x:.1%}"
@@ -695,8 +695,8 @@ def share_delta(x: float | None) -> str:
 
 def path_groups(parts_ns: dict[str, int]) -> dict[str, int]:
     """The critical path's parts (``CriticalPath.parts`` or a step's ``parts_ns``) summed by
-    headline group (engine.analyze.critical.GROUPS), every group present (0: none of it)."""
-    from engine.analyze.critical import GROUPS
+    headline group (engine.analyze.breakdown.critical.GROUPS), every group present (0: none of it)."""
+    from engine.analyze.breakdown.critical import GROUPS
 
     return {g: sum(int(parts_ns.get(p, 0)) for p in ps) for g, ps in GROUPS.items()}
 
@@ -745,7 +745,7 @@ def critical_diff(
     ``b`` (the whole path, or one ProfilerStep of it): each group's time and share before and
     after, largest share first, and a headline of the groups whose share moved most. A side
     with no path has None (unknown) for each of its figures, never 0."""
-    from engine.analyze.critical import GROUPS
+    from engine.analyze.breakdown.critical import GROUPS
 
     sb, gb = _path_side(before, a)
     sa, ga = _path_side(after, b)
