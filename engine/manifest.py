@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.trace.segments import Klass
+from engine.trace.segments import DTYPES, Klass, dtype_peaks
 
 
 class ManifestError(ValueError):
@@ -107,13 +107,17 @@ class HardwareSpec(_Strict):
 #: bounded by the dense BF16 rate (the fastest common training dtype: a lower bound on time),
 #: everything else by the FP32 vector rate.
 CLASS_PEAK = {Klass.GEMM: "bf16", Klass.CONV: "bf16", Klass.ATTENTION: "bf16"}
+#: the classes whose kernels run on the matrix (MFMA / tensor) units where their dtype has them:
+#: an FP32 or FP64 GEMM on CDNA is bounded by the matrix rate (MI250X: 2x the vector rate),
+#: an FP32 elementwise kernel by the vector rate (``GpuPeaks.matrix_peak_flops``)
+MATRIX_CLASSES = frozenset(CLASS_PEAK)
 
 
 class Link(BaseModel):
     """A link a copy crosses: the host's PCIe link or the GPU-to-GPU fabric, with its source."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["pcie", "nvlink", "infinity_fabric"]
+    kind: Literal["pcie", "nvlink", "nvlink_c2c", "infinity_fabric"]
     Bps_per_direction: float = Field(gt=0)
     source: str
     gen: int | None = None
@@ -124,7 +128,11 @@ class Link(BaseModel):
         """Return e.g. 'PCIe 4.0 x16' or 'NVLink'."""
         if self.kind == "pcie":
             return f"PCIe {self.gen}.0 x{self.lanes}"
-        return {"nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}[self.kind]
+        return {
+            "nvlink": "NVLink",
+            "nvlink_c2c": "NVLink-C2C",
+            "infinity_fabric": "Infinity Fabric",
+        }[self.kind]
 
 
 class GpuPeaks(BaseModel):
@@ -139,6 +147,10 @@ class GpuPeaks(BaseModel):
     #: nominal memory size (GB as marketed); a trace's totalGlobalMem must agree (see detect)
     memory_gb: float = Field(gt=0)
     peak_flops: dict[str, float]
+    #: matrix-unit (MFMA) rates of the dtypes whose datasheet gives one apart from the vector
+    #: rate in ``peak_flops`` (CDNA's FP32/FP64: MI250X FP32 matrix 2x vector): they bound the
+    #: kernels of ``MATRIX_CLASSES``; a dtype not listed here bounds every class by peak_flops
+    matrix_peak_flops: dict[str, float] = {}
     hbm_bandwidth_Bps: float = Field(gt=0)
     launch_latency_ns: int = Field(gt=0)
     source: str
@@ -167,6 +179,15 @@ class GpuPeaks(BaseModel):
     #: capabilities levers check: "flash_attention" (PyTorch's flash SDPA backend runs here)
     features: tuple[str, ...] = ()
 
+    @model_validator(mode="after")
+    def _matrix_peaks(self) -> GpuPeaks:
+        bad = [
+            d for d, v in self.matrix_peak_flops.items() if not d or d not in DTYPES or not v > 0
+        ]
+        if bad:
+            raise ValueError(f"matrix_peak_flops: unknown dtype or non-positive rate {bad}")
+        return self
+
     def class_peak_flops(self) -> np.ndarray:
         """Return the FLOP/s bound per kernel class, indexed by ``Klass``."""
         return np.array([self.peak_flops[CLASS_PEAK.get(k, "fp32")] for k in Klass])
@@ -175,6 +196,17 @@ class GpuPeaks(BaseModel):
     def label(self) -> str:
         """Return the display name."""
         return self.name
+
+
+def dtype_peak_table(hw: GpuPeaks | HardwareSpec) -> np.ndarray:
+    """Return the FLOP/s bound per (kernel class, DTYPES code), NaN where the device lists no
+    peak for the dtype: the matrix rate (``matrix_peak_flops``) for ``MATRIX_CLASSES`` where
+    the datasheet gives one, the rate in ``peak_flops`` otherwise. Index it
+    ``[klass, dtype]``."""
+    vector = dtype_peaks(hw.peak_flops)
+    mat = hw.matrix_peak_flops if isinstance(hw, GpuPeaks) else {}
+    matrix = dtype_peaks({**hw.peak_flops, **mat})
+    return np.array([matrix if k in MATRIX_CLASSES else vector for k in Klass])
 
 
 # --------------------------------------------------------------------------- EESM

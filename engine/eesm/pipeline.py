@@ -13,10 +13,10 @@ from enum import Enum
 import numpy as np
 
 from engine.eesm import embed, emission, fused, kappa, posterior, stream_order, viterbi
-from engine.manifest import EesmParams, HardwareSpec, load_eesm, load_hardware
+from engine.manifest import EesmParams, HardwareSpec, dtype_peak_table, load_eesm, load_hardware
 from engine.regimes import Label, Regime
 from engine.trace.evidence import Tier
-from engine.trace.segments import Kind, Klass, Segments, dtype_peaks
+from engine.trace.segments import Kind, Klass, Segments
 
 
 class Variant(str, Enum):
@@ -42,7 +42,9 @@ class EesmModel:
     c: np.ndarray  # (S,) affine emission offsets
     logA: np.ndarray  # (S, S)
     logpi: np.ndarray  # (S,)
-    dtype_peak: np.ndarray  # (len(DTYPES),) FLOP/s per dtype code, NaN where none is listed
+    #: (n_classes, len(DTYPES)) FLOP/s per class and dtype code, NaN where none is listed: the
+    #: matrix rate for matrix classes where the datasheet gives one (manifest.dtype_peak_table)
+    dtype_peak: np.ndarray
     #: the device's SM/CU count and per-SM limits: what a launch's grid says (embed.starved)
     geometry: embed.Geometry
 
@@ -68,7 +70,7 @@ class EesmModel:
             c=c,
             logA=viterbi.sticky_log_transitions(S, params.p_stay),
             logpi=np.full(S, -np.log(S)),
-            dtype_peak=dtype_peaks(hw.peak_flops),
+            dtype_peak=dtype_peak_table(hw),
             geometry=embed.Geometry.of(hw),
         )
 
@@ -211,10 +213,12 @@ def _at_dtype_peaks(seg: Segments, m: EesmModel) -> Segments:
     O_θ divides FLOP/s by the class peak (``class_peak[klass]``); an FP32 SIMT GEMM measured
     against the BF16 tensor peak would look 15x idle. Rows with a known ``dtype`` (and a peak
     for it in the catalogue) get their FLOPs rescaled by class peak ÷ dtype peak *for the
-    embedding only*, so flops ÷ class peak = flops ÷ dtype peak; the trace is not changed."""
+    embedding only*, so flops ÷ class peak = flops ÷ dtype peak; the trace is not changed. The
+    dtype peak is the class's: an FP32 GEMM on CDNA against the FP32 matrix (MFMA) rate, an
+    FP32 elementwise against the vector rate (``dtype_peak_table``)."""
     if not seg.dtype.any():
         return seg
-    row_peak = m.dtype_peak[seg.dtype]
+    row_peak = m.dtype_peak[seg.klass, seg.dtype]
     ok = np.isfinite(row_peak) & (row_peak > 0)
     if not ok.any():
         return seg

@@ -177,7 +177,9 @@ class _Precision(Lever):
 
     def transform(self, obs: Observation) -> Edit:
         dag = obs.dag.copy()
-        fl, peaks = kernel_floor(obs), obs.hw.peak_flops
+        # the rows are matmul/conv: their FP32 runs at the matrix rate where the datasheet gives
+        # one apart from the vector rate (CDNA: MI250X FP32 matrix 2x vector)
+        fl, peaks = kernel_floor(obs), {**obs.hw.peak_flops, **obs.hw.matrix_peak_flops}
         realised, mem_eff = obs.prior(PEAK_RATIO), obs.prior(MEM_EFF)
         rows, src, evidence = self.source_rows(dag)
         n = len(rows)

@@ -370,6 +370,7 @@ def estimate(dev: dict[str, Any]) -> tuple[GpuPeaks, str] | None:
             # (a size under 128 MiB is no GPU memory: the reference's nominal size then)
             memory_gb=round(mem / 2**30, 1) if mem and mem >= 2**27 else ref.memory_gb,
             peak_flops={k: v * scale * clock for k, v in ref.peak_flops.items()},
+            matrix_peak_flops={k: v * scale * clock for k, v in ref.matrix_peak_flops.items()},
             hbm_bandwidth_Bps=bw if bw else ref.hbm_bandwidth_Bps * scale,
             launch_latency_ns=ref.launch_latency_ns,
             source=label,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.manifest import (
+    MATRIX_CLASSES,
     CopyOp,
     HostOp,
     KernelOp,
@@ -25,11 +26,12 @@ from engine.manifest import (
     SyncOp,
     WaitOp,
     WorkloadSpec,
+    dtype_peak_table,
     flatten_ops,
 )
 from engine.planner.catalogue import CLASS_PEAK, GpuPeaks
 from engine.schedule.dag import ReplayDag, Schedule, schedule
-from engine.trace.segments import Kind, Klass, Provenance, Segments, dtype_peaks
+from engine.trace.segments import Kind, Klass, Provenance, Segments
 from engine.trace.trace import ApiKind, Trace
 
 
@@ -90,8 +92,10 @@ def expected_efficiency() -> np.ndarray:
 
 def row_peaks(klass: np.ndarray, dtype: np.ndarray, hw: GpuPeaks) -> np.ndarray:
     """FLOP/s bound per row: the peak of its dtype (Segments' DTYPES codes) where known, else
-    its class's (``CLASS_PEAK``)."""
-    by_dtype = dtype_peaks(hw.peak_flops)[np.asarray(dtype, np.intp)]
+    its class's (``CLASS_PEAK``). A matrix-class row of a dtype whose datasheet gives a matrix
+    rate apart from the vector one (CDNA's FP32/FP64) gets the matrix rate
+    (``dtype_peak_table``)."""
+    by_dtype = dtype_peak_table(hw)[np.asarray(klass, np.intp), np.asarray(dtype, np.intp)]
     return np.where(np.isfinite(by_dtype), by_dtype, hw.class_peak_flops()[klass])
 
 
@@ -274,8 +278,11 @@ _BLOCK = 1 << 16
 def roofline(op: KernelOp, hw: GpuPeaks) -> tuple[float, float]:
     """(ideal, expected) duration of one kernel op in ns (``roofline_times``, plus the op's own
     latency in the expected time)."""
-    peak_key = op.dtype or CLASS_PEAK.get(Klass[op.klass], "fp32")
-    peak = hw.peak_flops.get(peak_key, hw.peak_flops["fp32"])
+    k = Klass[op.klass]
+    peak_key = op.dtype or CLASS_PEAK.get(k, "fp32")
+    # a matrix-class op runs on the matrix units: their rate where the datasheet gives one
+    rates = {**hw.peak_flops, **hw.matrix_peak_flops} if k in MATRIX_CLASSES else hw.peak_flops
+    peak = rates.get(peak_key, hw.peak_flops["fp32"])
     ideal, expected = roofline_times(
         np.array([Klass[op.klass]]),
         np.array([op.flops]),
