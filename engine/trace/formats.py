@@ -137,6 +137,14 @@ def _is_rocprof_json(p: Peek) -> bool:
     return not p.is_dir and looks_like_rocprof_json(p.text)
 
 
+def _is_pftrace(p: Peek) -> bool:
+    from engine.trace.rocprof.rocprof_pftrace import looks_like_pftrace
+
+    if p.is_dir:
+        return False
+    return looks_like_pftrace(p.text) or p.path.name.lower().endswith((".pftrace", ".pftrace.gz"))
+
+
 def _is_json(p: Peek) -> bool:
     # whatever else is JSON, or not recognised at all: the Chrome-trace reader says why not
     return not p.is_dir
@@ -181,6 +189,12 @@ def read_rocprof_json_file(path: Path, how: ReadHow) -> Trace:
     from engine.trace.rocprof.rocprof_json import read_rocprof_json
 
     return _merged(read_rocprof_json(path), how)
+
+
+def read_rocprof_pftrace_file(path: Path, how: ReadHow) -> Trace:
+    from engine.trace.rocprof.rocprof_pftrace import read_rocprof_pftrace
+
+    return _merged(read_rocprof_pftrace(path), how)
 
 
 def read_rocprof_csv_file(path: Path, how: ReadHow) -> Trace:
@@ -228,6 +242,16 @@ FORMATS: tuple[Format, ...] = (
         sniff=_is_rocprof_json,
         reader=read_rocprof_json_file,
         carries=("kernels", "copies", "host calls", "counters"),
+    ),
+    Format(
+        name="rocprofv3-pftrace",
+        title="rocprofv3 Perfetto trace (.pftrace)",
+        produce="rocprofv3 --kernel-trace --memory-copy-trace --hip-trace --output-format pftrace "
+        "-d OUT -- APP",
+        suffixes=(".pftrace", ".pftrace.gz"),
+        sniff=_is_pftrace,
+        reader=read_rocprof_pftrace_file,
+        carries=("kernels", "copies", "host calls"),
     ),
     Format(
         name="kineto",
