@@ -486,3 +486,14 @@ def test_the_sniff():
     for other in (b"\n{\"traceEvents\": []}", b"\n\n", b'"Kind","Agent_Id"', b"SQLite format 3\x00",
                   b"\x1f\x8b\x08", b"", b"\x0a"):  # fmt: skip
         assert not looks_like_pftrace(other), other
+
+
+def test_without_the_pftrace_extra_a_file_gets_the_install_line(derived, tmp_path, monkeypatch):
+    """perfetto and protobuf are the [pftrace] extra, not the core: where they are missing, a
+    .pftrace gets one line naming the extra, never a traceback."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "perfetto.protos.perfetto.trace", None)
+    with pytest.raises(TraceImportError, match=r"pip install 'gitm-tui\[pftrace\]'") as e:
+        read_rocprof_pftrace(derived[2])
+    assert "\n" not in str(e.value)

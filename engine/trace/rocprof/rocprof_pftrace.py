@@ -85,7 +85,8 @@ def _pb2() -> Any:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2
     except ImportError as e:  # not installed, or a protobuf runtime older than its gencode
         raise ImportError(
-            f"reading a Perfetto trace needs the perfetto package and protobuf>=6.31 ({e})"
+            "reading a Perfetto trace needs the perfetto package and protobuf>=6.31: "
+            f"pip install 'gitm-tui[pftrace]' ({e})"
         ) from e
     return perfetto_trace_pb2
 
