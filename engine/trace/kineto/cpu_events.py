@@ -75,6 +75,7 @@ class _Collect:
     def __init__(self) -> None:
         self.blocks: list[tuple[np.ndarray, ...]] = []
         self.names: list[str] = []
+        self.is_step: list[bool] = []  # per name: a ProfilerStep# range's
         self.by_hash: dict[int, int] = {}
         self.skipped = 0
         self.device_rows = 0
@@ -107,10 +108,14 @@ class _Collect:
             if nid is None:
                 nid = self.by_hash[hv] = len(self.names)
                 self.names.append(_decode(buf, int(ns[r]), int(ne[r]), bool(esc[r])))
+                self.is_step.append(self.names[-1].startswith("ProfilerStep#"))
             ids[inv.reshape(-1) == u] = nid
+        # an operator is a cpu_op, but a ProfilerStep# range written as one (2021's "Operator",
+        # json_scan.CATEGORY_ALIASES): a step, as a user_annotation of that name is
+        step = np.array(self.is_step, bool)[ids]
         self.blocks.append(
             (
-                codes[rows] == js.CAT_CPU_OP,
+                (codes[rows] == js.CAT_CPU_OP) & ~step,
                 ints[rows, js.F_PID],
                 ints[rows, js.F_TID],
                 ts[rows],

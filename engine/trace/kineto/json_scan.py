@@ -44,6 +44,28 @@ CATEGORIES = (
 )
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_RUNTIME, CAT_DRIVER, CAT_SYNC, CAT_PROFILER = range(7)
 CAT_CPU_OP, CAT_ANNOTATION, CAT_MTIA, CAT_MTIA_RUNTIME = 7, 8, 9, 10
+#: the same categories as Kineto spelled them in 2021 (the profiler of PyTorch's releases of
+#: those dates), read as the code of today's spelling. libkineto's output_json.cpp wrote them
+#: as literals: "Kernel", "Memcpy", "Memset" from its first commit to 1679e50e (2022-04-08;
+#: since, the activity type's name: "kernel", "gpu_memcpy", "gpu_memset"), "Runtime" to
+#: bc4eaef5 (2021-11-18; then "cuda_runtime"), "Operator" for every CPU activity to 6f9c0eef
+#: (2021-06-08; then "cpu_op" / "user_annotation"), so that a ProfilerStep#N range of that era
+#: is an "Operator" too (the readers take a CPU op so named for a step: kineto._framework,
+#: cpu_events). Its other categories are not kept, as today's are not: "Trace" (the profiler's
+#: window, still written so), "User" (GPU-side user ranges: gpu_user_annotation), "async"
+#: (launch flows: the link is args.correlation)
+CATEGORY_ALIASES = (
+    (b"Kernel", CAT_KERNEL),
+    (b"Memcpy", CAT_MEMCPY),
+    (b"Memset", CAT_MEMSET),
+    (b"Runtime", CAT_RUNTIME),
+    (b"Operator", CAT_CPU_OP),
+)
+#: every spelling the scanner matches (the table's rows), and the code each row is read as
+SPELLINGS = CATEGORIES + tuple(s for s, _ in CATEGORY_ALIASES)
+_CODE_OF_ROW = np.array([*range(len(CATEGORIES)), *(c for _, c in CATEGORY_ALIASES)], np.int64)
+#: the same, for Python (json_twin, the tests): spelling → code
+CATEGORY_CODES = {s.decode(): int(c) for s, c in zip(SPELLINGS, _CODE_OF_ROW, strict=True)}
 NO_TIME = np.iinfo(np.int64).min
 #: a ts/dur that is a number but not a time int64 nanoseconds can hold with headroom
 OUT_OF_RANGE = NO_TIME + 1
@@ -54,8 +76,9 @@ ODD_CAT = -4  # scan_stream's closed_at: more than CAT_BLANKS blanks around a "c
 
 
 def category_table() -> tuple[np.ndarray, np.ndarray]:
-    """Return the kept categories as a padded (n, maxlen) uint8 table and their lengths."""
-    return key_table(CATEGORIES)
+    """Return the kept categories' spellings (SPELLINGS) as a padded (n, maxlen) uint8 table and
+    their lengths: ``_cat_value`` reads row i as the code ``_CODE_OF_ROW[i]``."""
+    return key_table(SPELLINGS)
 
 
 @jit
@@ -139,15 +162,15 @@ CAT_BLANKS = 64
 #: bytes past a block's start that scanning the block may read: the block, a "cat" key starting
 #: in it, its colon and blanks, and the longest kept category value with its quotes
 LOOKAHEAD = 256
-assert 64 + 5 + 2 * CAT_BLANKS + 3 + max(map(len, CATEGORIES)) <= LOOKAHEAD
+assert 64 + 5 + 2 * CAT_BLANKS + 3 + max(map(len, SPELLINGS)) <= LOOKAHEAD
 
 
 @jit
 def _cat_value(buf: np.ndarray, k: int, cats: np.ndarray, catlens: np.ndarray) -> int:
     """At k, just past a top-level "cat" string: its category code if it is the key of a
-    string we keep; -1 for a value we do not keep; -2 if it is not a key (a "cat" value); -3
-    if more than CAT_BLANKS blanks stand on a side of the colon (reads at most LOOKAHEAD - 64
-    bytes from k - 5)."""
+    string we keep (any of SPELLINGS: the code its row stands for); -1 for a value we do not
+    keep; -2 if it is not a key (a "cat" value); -3 if more than CAT_BLANKS blanks stand on a
+    side of the colon (reads at most LOOKAHEAD - 64 bytes from k - 5)."""
     n = buf.shape[0]
     stop = min(n, k + CAT_BLANKS + 1)
     while k < stop and _is_ws(buf[k]):
@@ -174,7 +197,8 @@ def _cat_value(buf: np.ndarray, k: int, cats: np.ndarray, catlens: np.ndarray) -
         j += 1
     if j >= stop or buf[j] != _QUOTE:
         return -1  # escapes in a category name: not one of ours (compared raw, as bytes)
-    return _match(buf, k + 1, j - k - 1, cats, catlens)
+    row = _match(buf, k + 1, j - k - 1, cats, catlens)
+    return _CODE_OF_ROW[row] if row >= 0 else -1
 
 
 # the scan state carried from one buffer to the next (int64 array, updated in place)

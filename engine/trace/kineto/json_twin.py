@@ -51,7 +51,7 @@ _QUIET = 1 << 20
 
 _MISSING, _NO_TIME, _OUT = js.MISSING, js.NO_TIME, js.OUT_OF_RANGE
 _MAX_WHOLE_US = MAX_TIME_NS // 1000
-_CODE = {c.decode(): i for i, c in enumerate(js.CATEGORIES)}
+_CODE = js.CATEGORY_CODES  # every spelling kept (today's and 2021's) → its code
 _ARG_COL = {k.decode(): int(c) for k, c in zip(js.ARG_KEYS, js._ARG_COLUMN, strict=True)}
 _OCC = js.ARG_KEYS[js._ARG_OCCUPANCY].decode()
 _GRIDS = (js.F_GRID, js.F_BLOCK)

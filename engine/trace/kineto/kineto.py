@@ -606,6 +606,8 @@ def _framework(
                  "dur": _narrow(dur[kept]), "work": _narrow(idx[keep])}
             )  # fmt: skip
     ann = np.flatnonzero((codes == js.CAT_ANNOTATION) & ~bad)
+    if op.size:  # a ProfilerStep# range written as a CPU op (2021's "Operator", json_scan):
+        ann = np.union1d(ann, op[top[op] < 0])  # the ops top_name_id gives no id (-1)
     for r in ann.tolist():
         name = _op_name(cols, buf, int(ns[r]), int(ne[r]), bool(esc[r]), int(h[r]))
         top[r] = top_name_id(cols.top_of_hash, cols.top_names, int(h[r]), name)
