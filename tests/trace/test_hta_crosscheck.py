@@ -55,8 +55,12 @@ hta = pytest.importorskip("hta.trace_analysis")
 KINETO_DIR = TRACES / "kineto"
 KINETO = sorted(KINETO_DIR.rglob("*.json.gz"))  # with job128_two_ranks/rank-{0,1}
 US = 1000  # HTA reports microseconds
-#: what HTA's idle breakdown counts as work (BreakdownAnalysis.get_idle_time_breakdown)
-_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+#: what HTA's idle breakdown counts as work (BreakdownAnalysis.get_idle_time_breakdown), with
+#: the 2021 schema's spellings, which HTA 0.5.0 lists too (v100_dgxs_32gb_resnet50_kineto2021)
+_GPU_CATS = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events")
+#: the categories a ProfilerStep#N range is written in: a user annotation, or in Kineto's 2021
+#: schema an "Operator" (every CPU activity was one: engine/trace/kineto/json_scan.py)
+_STEP_CATS = ("user_annotation", "Operator")
 
 #: shipped traces in which HTA counts no GPU rows at all, and why. Asserted, not skipped: if HTA
 #: starts counting them, or another trace ends up with none, the test says so.
@@ -82,13 +86,13 @@ def test_the_expectations_name_shipped_traces():
 
 
 def _profiler_steps(path: Path) -> list[list[int]]:
-    """[start_ns, end_ns] of each ``ProfilerStep#N`` user annotation, in time order, parsed
-    independently of our importer (``json`` with exact decimals)."""
+    """[start_ns, end_ns] of each ``ProfilerStep#N`` user annotation (2021: "Operator"), in
+    time order, parsed independently of our importer (``json`` with exact decimals)."""
     with gzip.open(path, "rb") as f:
         events = json.load(f, parse_float=Decimal)["traceEvents"]
     steps = []
     for e in events:
-        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"):
+        if e.get("cat") in _STEP_CATS and str(e.get("name", "")).startswith("ProfilerStep#"):
             ts, dur = Decimal(e["ts"]), Decimal(e["dur"])
             steps.append([int(ts * US), int((ts + dur) * US)])
     return sorted(steps)
