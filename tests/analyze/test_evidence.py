@@ -404,6 +404,8 @@ HARDWARE = {
     "mtia_inference.json.gz": None,  # ARTEMIS (MTIA): unknown, never a neighbour
     "v100_16gb_ddp_graphs_3streams.json.gz": "v100-sxm2-16gb",  # Tesla V100-SXM2-16GB
     "v100_32gb_ns_resolution.json.gz": "v100-sxm2-32gb",  # Tesla V100-SXM2-32GB
+    # Tesla V100-DGXS-32GB (the DGX Station's SXM2 V100): 80 SMs, 32 GiB (Kineto's 2021 schema)
+    "v100_dgxs_32gb_resnet50_kineto2021.json.gz": "v100-sxm2-32gb",
     # TraceLens traces (tests/data/traces/README.md)
     "b200_vllm_eager_tp8.json.gz": "b200",  # NVIDIA B200, 148 SMs, 178 GiB
     "h100_hf_bert_small.json.gz": "h100-sxm",  # NVIDIA H100 80GB HBM3
