@@ -255,7 +255,7 @@ FORMATS: tuple[Format, ...] = (
     ),
     Format(
         name="kineto",
-        title="PyTorch profiler / Kineto JSON (plain or .gz)",
+        title="PyTorch profiler / Kineto JSON (plain or .gz; PyTorch 1.8 and later)",
         produce="torch.profiler.profile(...).export_chrome_trace('trace.json')",
         suffixes=(".json", ".json.gz"),
         sniff=_is_json,
