@@ -67,7 +67,7 @@ def test_the_eesm_reads_an_fp32_gemm_against_the_matrix_rate():
     for 1 ms. The embedding's rescaled FLOPs (flops x class peak / dtype peak) put the GEMM at
     20/47.85 of its matrix peak and the elementwise at 20/23.95 of its vector peak."""
     hw = by_id("mi250x")
-    m = EesmModel.build(hw)  # type: ignore[arg-type]
+    m = EesmModel.build(hw)
     n = 2
     seg = Segments.from_columns(
         start_ns=np.array([0, 2_000_000]),

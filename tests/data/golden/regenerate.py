@@ -37,10 +37,9 @@ def golden_name(trace: Path) -> str:
 def analysis_json(trace: Path) -> Any:
     """The analysis as `gitm-tui analyze TRACE --json --no-write` prints it (one file: the
     command's list of one), ``source`` made relative to the repository."""
+    from engine.analyze.api import AnalyzeOptions, analyze
     from engine.analyze.breakdown.cpu_trace import cpu_dict
     from engine.analyze.output.export import analysis_dict
-
-    from engine.analyze.api import AnalyzeOptions, analyze
 
     # the command's front door and its JSON form; compiled kernels only (no first-run child)
     (outcome,) = analyze([str(trace)], AnalyzeOptions(first_run=False, ranks=False)).outcomes
