@@ -161,6 +161,20 @@ def _share(d: Device, u: DeviceUse, total: int, flag: GpuPeaks | None = None) ->
     )
 
 
+def _class_basis(trace: Trace) -> str:
+    """Where the kernels' classes came from, for the evidence note: how many their launching
+    op decided (a Kineto trace's recorded op: matmul → GEMM, convolution → CONV, attention →
+    ATTENTION), how many of those the op moved from the name's class; the rest are by name."""
+    by_op = trace.device_properties.get("class_by_op")
+    if not isinstance(by_op, dict) or not by_op.get("decided"):
+        return "; class: every kernel's by its name (no launching op decides one)"
+    n, moved = int(by_op["decided"]), int(by_op.get("changed") or 0)
+    return (
+        f"; class: {n:,} kernels' by their launching op (matmul, convolution, attention), "
+        f"{moved:,} of them moved from the name's class; the rest by name"
+    )
+
+
 def _hardware(trace: Trace, hardware: str | None) -> _Chosen:
     """Return the peaks the rows are judged by, how they were chosen, and notes.
 
@@ -620,6 +634,7 @@ def _analyze(
             "MEASURED: hardware counters; DERIVED: FLOPs and bytes from the launching op's "
             "recorded shapes and dtypes; PRIOR: kernel-name class only (confidence is what the "
             "class alone supports); NONE: class unknown, nothing measured → UNKNOWN"
+            + _class_basis(trace)
         ),
     )
     pressures = (

@@ -90,3 +90,27 @@ def test_on_a_real_trace_the_launching_op_names_the_gemms(tmp_path):
     assert (s.klass[derived] == Klass.GEMM).all()
     # rows whose op recorded no shapes have only their name: OTHER, not a guess
     assert (s.klass[mine & ~derived] == Klass.OTHER).all()
+
+
+def test_the_evidence_note_says_how_many_classes_the_op_decided(tmp_path):
+    """The basis names its evidence: the renamed H100 trace's analysis says how many kernels'
+    class their launching op set or confirmed and how many it moved from the name's (the
+    renamed sm90 GEMMs: OTHER by name, GEMM by op); the untouched trace moves none."""
+    from engine.analyze.compute import analyze_trace
+
+    src = TRACES / "kineto" / "h100_hf_qwen15_05b_chat.json.gz"
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("sm90_xmma_gemm"):
+            e["name"] = UNNAMED
+    p = tmp_path / "renamed.json.gz"
+    with gzip.open(p, "wt") as f:
+        json.dump(doc, f)
+    renamed = read_kineto(p)
+    moved = renamed.device_properties["class_by_op"]["changed"]
+    assert moved >= 100  # the 168 derived rows of the renamed GEMMs (see above)
+    note = analyze_trace(renamed).analysis.evidence.note
+    assert f"{moved:,} of them moved from the name's class" in note
+    plain = read_kineto(src).device_properties["class_by_op"]
+    assert plain["decided"] > 0 and plain["changed"] == 0

@@ -6,6 +6,7 @@ open (taxonomy.decide_by_op)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,6 +24,16 @@ from engine.trace.taxonomy import FAMILY_KLASS, decide_by_op
 from engine.trace.trace import HostEvents
 
 
+@dataclass(frozen=True)
+class ClassByOp:
+    """How many kernels' class is their launching op's family's (``decided``: set by the op, or
+    the name's agreeing with it), and of those how many the op moved from what the name alone
+    says (``changed``)."""
+
+    decided: int = 0
+    changed: int = 0
+
+
 def derive_work(
     seg: Segments,
     names: NameTable,
@@ -31,7 +42,7 @@ def derive_work(
     op_parts: list[dict[str, np.ndarray]],
     work: list[OpWork],
     compiled: bool = False,
-) -> Segments:
+) -> tuple[Segments, ClassByOp]:
     """Give each kernel the work of the innermost framework op around its launch call (the
     DERIVED tier): the op's FLOPs and bytes split over its kernels in proportion to their
     durations, and the arithmetic type of its inputs. A matmul, convolution or attention op's
@@ -42,9 +53,10 @@ def derive_work(
     ``host_parts`` and ``op_parts`` are the reader's blocks: each host block's "tid" (the
     thread of each host row) and the op blocks' columns are popped as they are joined, and each
     joined array is dropped once read — the import's peak is here. ``compiled``: the sweep that
-    finds each launch's op may run as a kernel (engine.trace.kineto.shapes.innermost_known)."""
+    finds each launch's op may run as a kernel (engine.trace.kineto.shapes.innermost_known).
+    Also returns how many kernels' class their launching op decided (``ClassByOp``)."""
     if not op_parts or not work or not len(host) or not len(seg):
-        return seg
+        return seg, ClassByOp()
     ops = {k: np.concatenate([o.pop(k) for o in op_parts]) for k in list(op_parts[0])}
     start = ops.pop("start")
     tid = np.concatenate([p.pop("tid") for p in host_parts])
@@ -71,7 +83,11 @@ def derive_work(
     # the launching op decides the class of a kernel whose name says a math class or nothing
     # (taxonomy.decide_by_op: an aten::mm's `Cijk_…` or `nvjet_…` is a GEMM, an
     # aten::convolution's xmma kernel a CONV); its auxiliary kernels keep theirs
-    seg.klass[kern] = _class_by_op(ops["work"][which], work, seg.klass[kern], seg.name[kern], names)
+    before = seg.klass[kern]
+    after, decided = _class_by_op(ops["work"][which], work, before, seg.name[kern], names)
+    by_op = ClassByOp(int(decided.sum()), int((after != before).sum()))
+    seg.klass[kern] = after
+    del before, after, decided
     # a matmul, convolution or attention op's work is done by its math kernels; the others it
     # launches (a split-K reduction, an epilogue, a bias copy, a layout transform) do a part of
     # it the shapes do not give: they keep their class prior
@@ -79,7 +95,7 @@ def derive_work(
     kern, which = kern[ok], which[ok]
     del ok
     if not kern.size:
-        return seg
+        return seg, by_op
     dur = np.maximum(seg.duration_ns[kern].astype(np.float64), 1.0)
     share = dur / np.bincount(which, weights=dur, minlength=len(ops["work"]))[which]
     del dur
@@ -106,7 +122,7 @@ def derive_work(
     seg.dram_bytes[kern] = work_bytes[widx] * share
     seg.dtype[kern] = codes[inv.reshape(-1)]
     seg.provenance[kern] |= np.uint8(Provenance.DERIVED)
-    return seg
+    return seg, by_op
 
 
 #: op families whose work is math done by kernels of the math classes
@@ -124,19 +140,22 @@ _AUXILIARY = re.compile(
 
 def _class_by_op(
     widx: np.ndarray, work: list[OpWork], klass: np.ndarray, name: np.ndarray, names: NameTable
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Each kernel's class with its launching op's family deciding (``FAMILY_KLASS``: matmul →
     GEMM, conv → CONV, attention → ATTENTION) where the name's class is one the op decides
     (manifest ``op_decides``) and the name is not an auxiliary kernel's (``_AUXILIARY``: a
-    split-K reduction, an epilogue, a layout transform keep their own class)."""
+    split-K reduction, an epilogue, a layout transform keep their own class). Returns the
+    classes and which kernels' class is their op's (set by it, or the name's and the op's
+    agreeing)."""
     fam = np.fromiter((FAMILY_KLASS.get(w.family, 255) for w in work), np.uint8, len(work))
     op_klass = fam[widx]
     if (op_klass == 255).all():
-        return klass
+        return klass, np.zeros(len(klass), bool)
     ids, inv = np.unique(name, return_inverse=True)
     aux = np.fromiter((bool(_AUXILIARY.search(names[int(i)])) for i in ids), bool, len(ids))
     op_klass = np.where(aux[inv.reshape(-1)], np.uint8(255), op_klass)
-    return decide_by_op(klass, op_klass)
+    out = decide_by_op(klass, op_klass)
+    return out, (op_klass != 255) & (out == op_klass)
 
 
 def _does_the_math(

@@ -902,7 +902,7 @@ def _build(
     # the recorded shapes of the ops whose work is derived, for the workload fingerprint (read
     # from the blocks before derive_work consumes them: engine.trace.kineto.op_shapes)
     op_shapes = from_derived_ops(cols.op_work_memo, cols.work_index, cols.ops, cols.framework_ops)
-    seg = derive_work(seg, cols.names, h, host, cols.ops, cols.work, compiled)
+    seg, by_op = derive_work(seg, cols.names, h, host, cols.ops, cols.work, compiled)
     cols.ops, cols.work = [], []
     give_back()  # the derivation's transients: the analysis starts from what the trace keeps
     top_ops = join_top_ops(cols.top, launching, cols.top_names, cols.names)
@@ -931,6 +931,9 @@ def _build(
         # each step's N (ProfilerStep#N: the iteration it profiled), -1 where the name has none
         "profiler_step_ids": [n for _, _, n in sorted(cols.steps)],
         "framework_ops": cols.framework_ops,
+        # kernels whose class their launching op decided (engine.trace.kineto.derive), and how
+        # many of them the name alone would have put elsewhere
+        "class_by_op": {"decided": by_op.decided, "changed": by_op.changed},
         "mtia_events": cols.mtia,
         "mtia_streams": len(cols.mtia_streams),
         "mtia_unstreamed_events": cols.mtia_unstreamed,
