@@ -38,8 +38,9 @@ import numpy as np
 
 from engine.trace.errors import TraceImportError
 from engine.trace.import_memory import gc_paused
+from engine.trace.inflate import chunks
 from engine.trace.kineto import json_scan as js
-from engine.trace.kineto.chrome_stream import READ_CHUNK, chunks
+from engine.trace.kineto.chrome_stream import READ_CHUNK
 from engine.trace.limits import MAX_TIME_NS, ReadLimits
 
 #: decompressed bytes past which the twin declines (a trace of 100k events is ~35 MB; reading

@@ -50,9 +50,10 @@ import numpy as np
 from engine.trace.errors import TraceImportError
 from engine.trace.idle_calls import merge_idle_calls
 from engine.trace.import_memory import chunk_buffers_reused, gc_paused, give_back
+from engine.trace.inflate import chunks
 from engine.trace.kineto import json_scan as js
 from engine.trace.kineto import json_twin
-from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, chunks, metadata, prefetched
+from engine.trace.kineto.chrome_stream import READ_CHUNK, EventStream, metadata, prefetched
 from engine.trace.kineto.collectives import collective_meta
 from engine.trace.kineto.derive import derive_work
 from engine.trace.kineto.op_shapes import from_derived_ops

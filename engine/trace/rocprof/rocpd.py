@@ -52,6 +52,7 @@ from engine.trace.errors import TraceImportError
 from engine.trace.files import check_regular
 from engine.trace.limits import MAX_TIME_NS, check_times
 from engine.trace.rocprof.counters import measured_columns, measured_flops
+from engine.trace.rocprof.rows import dense_streams
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
 from engine.trace.trace import HostEvents, Trace, api_kind_from_name
@@ -359,7 +360,7 @@ def _kernels(
     # every dispatch on one stream (or none recorded) but several HSA queues: the queues are
     # the only order the file keeps, as rocprofv3's --group-by-queue shows it
     one_stream = n and (stream == stream[0]).all() and len(np.unique(queue)) > 1
-    cols["stream"] = _dense(queue if one_stream else stream)
+    cols["stream"] = dense_streams(queue if one_stream else stream)
     cols["kind"] = np.full(n, Kind.KERNEL, np.uint8)
     cols["flops"] = np.full(n, np.nan)
     cols["dtype"] = np.zeros(n, np.uint8)
@@ -371,13 +372,6 @@ def _kernels(
         cols[c] = np.clip(cols[c], 0, 2**31 - 1).astype(np.int32)
     cols["name"] = cols["name"].astype(np.int32)
     return cols
-
-
-def _dense(ids: np.ndarray) -> np.ndarray:
-    """Stream ids as int32: kept where they fit, else renumbered 0.. in increasing order."""
-    if not len(ids) or (ids.min() >= -(2**31) and ids.max() < 2**31):
-        return ids.astype(np.int32)
-    return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int32)
 
 
 def _copies(
@@ -427,7 +421,7 @@ def _copies(
     return {
         "start_ns": np.asarray(out["start_ns"], np.int64),
         "end_ns": np.asarray(out["end_ns"], np.int64),
-        "stream": _dense(np.asarray(out["stream"], np.int64)),
+        "stream": dense_streams(np.asarray(out["stream"], np.int64)),
         "guid": np.asarray(out["guid"], np.int64),
         "agent": np.asarray(out["agent"], np.int64),
         "name": np.asarray(out["name"], np.int32),

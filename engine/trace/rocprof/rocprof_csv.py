@@ -47,9 +47,10 @@ from engine.trace.errors import TraceImportError
 from engine.trace.files import open_regular
 from engine.trace.limits import MAX_TIME_NS, check_times
 from engine.trace.rocprof.counters import PRESSURE_COUNTERS, measured_columns, measured_flops
+from engine.trace.rocprof.rows import DIRECTION, host_rows
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import HostEvents, Trace, api_kind_from_name
+from engine.trace.trace import Trace, api_kind_from_name
 
 #: header columns that make a file each kind of rocprofv3 CSV
 _KERNEL = {"Kind", "Kernel_Name", "Dispatch_Id", "Start_Timestamp", "End_Timestamp"}
@@ -58,13 +59,6 @@ _COUNTER = {"Dispatch_Id", "Kernel_Name", "Counter_Name", "Counter_Value"}
 _AGENT = {"Node_Id", "Agent_Type"}
 _API = {"Domain", "Function", "Start_Timestamp", "End_Timestamp"}
 _STATS = {"Name", "Calls", "TotalDurationNs"}
-#: rocprofv3's copy directions → Kineto's spelling of a copy's kind
-_DIRECTION = {
-    "MEMORY_COPY_HOST_TO_DEVICE": "HtoD",
-    "MEMORY_COPY_DEVICE_TO_HOST": "DtoH",
-    "MEMORY_COPY_DEVICE_TO_DEVICE": "DtoD",
-    "MEMORY_COPY_HOST_TO_HOST": "HtoH",
-}
 _AGENT_NUM = re.compile(r"(-?\d+)\s*$")  # "Agent 4" (ROCm 6.4+) or 4 (earlier)
 #: the first bytes of a file that may be rocprofv3 CSV (a quoted header of known columns)
 _SNIFF = (b'"Kind","', b'"Correlation_Id","Dispatch_Id"', b'"Node_Id","Logical_Node_Id"')
@@ -297,23 +291,11 @@ def read_rocprof_csv(path: str | Path) -> Trace:
         "rccl_calls": dict(r.rccl),
     }
     return Trace(
-        segments=seg, names=r.names, host=_host(r), device_properties=props, source=str(path)
-    )
-
-
-def _host(r: _Read) -> HostEvents:
-    """The HIP API calls as host rows, in start order: a kernel's ``Correlation_Id`` is the
-    internal correlation id of the call that launched it, which the call's row carries too."""
-    if not r.host:
-        return HostEvents.empty()
-    a = np.array(sorted(r.host, key=lambda h: h[1]), np.int64)
-    return HostEvents(
-        correlation=a[:, 0],
-        stream=np.full(len(a), -1, np.int32),
-        api_start_ns=a[:, 1],
-        api_end_ns=a[:, 2],
-        api=a[:, 4].astype(np.uint8),
-        thread=HostEvents.threads_of(a[:, 3]),
+        segments=seg,
+        names=r.names,
+        host=host_rows(r.host),
+        device_properties=props,
+        source=str(path),
     )
 
 
@@ -394,7 +376,7 @@ def _copies(f: Path, r: _Read) -> None:
         if row.get("Kind") != "MEMORY_COPY":
             continue
         s, e = _time(f, line, row)
-        direction = _DIRECTION.get(row.get("Direction", ""), "Unknown")
+        direction = DIRECTION.get(row.get("Direction", ""), "Unknown")
         size = next((c for c in ("Size", "Bytes", "Copy_Bytes") if row.get(c)), None)
         nbytes = float(_int(f, line, row, size)) if size else math.nan
         dst = _agent(f, line, row.get("Destination_Agent_Id"))

@@ -48,44 +48,31 @@ import math
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-try:  # ISA-L's inflate is ~3x zlib's (python-isal, a core dependency); plain zlib otherwise
-    from isal import isal_zlib as _zlib
-except ImportError:  # pragma: no cover
-    _zlib = zlib  # type: ignore[misc]
-
 from engine.trace.errors import TraceImportError
-from engine.trace.files import open_regular
-from engine.trace.limits import MAX_TIME_NS, RATIO_FLOOR, ReadLimits, check_times, size_text
+from engine.trace.inflate import chunks
+from engine.trace.limits import MAX_TIME_NS, ReadLimits, check_times
 from engine.trace.rocprof.counters import measured_columns, measured_flops
+from engine.trace.rocprof.rows import DIRECTION, dense_streams, host_rows
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import HostEvents, Trace, api_kind_from_name
+from engine.trace.trace import Trace, api_kind_from_name
 
 _KEY = "rocprofiler-sdk-tool"
 _GZIP = b"\x1f\x8b"
 #: the first bytes of rocprofv3 JSON: an object whose first key is the tool's (cereal writes
 #: it first and only, indented or not)
 _SNIFF = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"rocprofiler-sdk-tool"\s*:')
-#: rocprofiler's memory-copy operations → Kineto's spelling of a copy's kind (as rocprof_csv)
-_DIRECTION = {
-    "MEMORY_COPY_HOST_TO_DEVICE": "HtoD",
-    "MEMORY_COPY_DEVICE_TO_HOST": "DtoH",
-    "MEMORY_COPY_DEVICE_TO_DEVICE": "DtoD",
-    "MEMORY_COPY_HOST_TO_HOST": "HtoH",
-}
 #: rocprofiler_agent_type_t: ROCPROFILER_AGENT_TYPE_CPU = 1, _GPU = 2
 _AGENT_TYPE = {1: "CPU", 2: "GPU"}
 #: correlation ids of the i-th process are offset by i << 48 (as engine.trace.rocprof.rocpd)
 _PROC_SHIFT = 48
 _I64 = 1 << 63
-_READ = 1 << 20
 
 
 def looks_like_rocprof_json(head: bytes) -> bool:
@@ -166,83 +153,13 @@ def _time(d: dict[str, Any], where: str) -> tuple[int, int]:
 
 def _file_bytes(path: Path, limits: ReadLimits) -> bytes:
     """The file's bytes, decompressed if gzipped (every member), within the size and gzip
-    ratio limits."""
+    ratio limits (engine.trace.inflate, as the Kineto reader streams them)."""
     out = bytearray()
-    for block in _blocks(path, limits):
+    for block in chunks(path, limits, 8 << 20):
         out += block
     if not out:
         raise TraceImportError(path, "empty file")
     return bytes(out)
-
-
-def _blocks(path: Path, limits: ReadLimits) -> Iterator[bytes]:
-    with open_regular(path) as f:
-        first = _read(f, path)
-        if not first.startswith(_GZIP):
-            total = len(first)
-            block = first
-            while block:
-                if total > limits.max_trace_bytes:
-                    raise TraceImportError(
-                        path,
-                        f"larger than {size_text(limits.max_trace_bytes)} "
-                        "(limit: GITM_MAX_TRACE_BYTES)",
-                    )
-                yield block
-                block = _read(f, path)
-                total += len(block)
-            return
-        z = _zlib.decompressobj(wbits=31)
-        data, read, total = first, len(first), 0
-        while True:
-            if not data:
-                data = _read(f, path)
-                read += len(data)
-                if not data:
-                    if not z.eof:
-                        raise TraceImportError(path, "truncated gzip file (the stream ends early)")
-                    return
-            try:
-                out = z.decompress(data, 8 << 20)
-            except (zlib.error, getattr(_zlib, "error", zlib.error)) as e:
-                raise TraceImportError(path, f"corrupt gzip data ({e})") from None
-            data = z.unconsumed_tail
-            total += len(out)
-            consumed = read - len(data) - len(z.unused_data)
-            if total > limits.max_trace_bytes:
-                raise TraceImportError(
-                    path,
-                    f"decompresses to more than {size_text(limits.max_trace_bytes)} "
-                    "(limit: GITM_MAX_TRACE_BYTES)",
-                )
-            if total > RATIO_FLOOR and total > limits.max_gzip_ratio * max(consumed, 1):
-                raise TraceImportError(
-                    path,
-                    f"inflates more than {limits.max_gzip_ratio:g}:1 ({total:,} bytes from "
-                    f"{consumed:,}), a gzip bomb rather than a trace (limit: GITM_MAX_GZIP_RATIO)",
-                )
-            yield out
-            if z.eof:
-                data = z.unused_data + data  # what follows this member
-                while len(data) < 2 and (more := _read(f, path)):
-                    read += len(more)
-                    data += more
-                if not data:
-                    return
-                if not data.startswith(_GZIP):
-                    raise TraceImportError(
-                        path,
-                        "corrupt gzip file: trailing bytes after the gzip stream are not gzip "
-                        "data (a damaged or appended file)",
-                    )
-                z = _zlib.decompressobj(wbits=31)  # the next member
-
-
-def _read(f: Any, path: Path) -> bytes:
-    try:
-        return bytes(f.read(_READ))
-    except OSError as e:
-        raise TraceImportError(path, f"cannot read: {e.strerror or e}") from None
 
 
 def _depth(data: bytes) -> tuple[int, bool]:
@@ -491,7 +408,7 @@ def _process(g: int, proc: Any, r: _Read) -> None:
         s, e = _time(rec, w)
         kind = _int(_get(rec, "kind", w), f"{w}.kind")
         _, op = _op_name(ops, kind, _int(_get(rec, "operation", w), f"{w}.operation"))
-        direction = _DIRECTION.get(op, "Unknown")
+        direction = DIRECTION.get(op, "Unknown")
         size = rec.get("bytes")
         nbytes = float(_int(size, f"{w}.bytes")) if size is not None else math.nan
         src, dst = agent(_handle(rec, "src_agent_id", w)), agent(_handle(rec, "dst_agent_id", w))
@@ -617,7 +534,7 @@ def read_rocprof_json(path: str | Path) -> Trace:
     agents = cols.pop("agent")
     gpus = r.gpus if r.any_agents else {a: i for i, a in enumerate(sorted(set(agents.tolist())))}
     cols["device"] = np.array([gpus.get(a, 0) for a in agents.tolist()], np.int16)
-    cols["stream"] = _dense(cols["stream"].astype(np.int64))
+    cols["stream"] = dense_streams(cols["stream"].astype(np.int64))
     klass = classify_table(r.names)
     cols["klass"] = klass[cols["name"]]
     backwards = cols["end_ns"] < cols["start_ns"]
@@ -626,7 +543,7 @@ def read_rocprof_json(path: str | Path) -> Trace:
         cols = {k: v[~backwards] for k, v in cols.items()}
     seg = Segments.from_columns(**cols)
     seg = seg.take(np.argsort(seg.start_ns, kind="stable"))
-    host = _host(r)
+    host = host_rows(r.host)
     check_times(path, [seg.start_ns, host.api_start_ns], [seg.end_ns, host.api_end_ns])
     props: dict[str, Any] = {
         "format": "rocprofv3-json",
@@ -644,28 +561,6 @@ def read_rocprof_json(path: str | Path) -> Trace:
         "rccl_calls": dict(r.rccl),
     }
     return Trace(segments=seg, names=r.names, host=host, device_properties=props, source=str(path))
-
-
-def _dense(ids: np.ndarray) -> np.ndarray:
-    """Stream ids as int32: kept where they fit, else renumbered 0.. in increasing order."""
-    if not len(ids) or (ids.min() >= -(2**31) and ids.max() < 2**31):
-        return ids.astype(np.int32)
-    return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int32)
-
-
-def _host(r: _Read) -> HostEvents:
-    """The HIP calls as host rows, in start order."""
-    if not r.host:
-        return HostEvents.empty()
-    a = np.array(sorted(r.host, key=lambda h: h[1]), np.int64)
-    return HostEvents(
-        correlation=a[:, 0],
-        stream=np.full(len(a), -1, np.int32),
-        api_start_ns=a[:, 1],
-        api_end_ns=a[:, 2],
-        api=a[:, 4].astype(np.uint8),
-        thread=HostEvents.threads_of(a[:, 3]),
-    )
 
 
 __all__ = ["looks_like_rocprof_json", "read_rocprof_json"]

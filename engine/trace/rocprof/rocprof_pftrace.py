@@ -58,10 +58,11 @@ import numpy as np
 
 from engine.trace.errors import TraceImportError
 from engine.trace.limits import MAX_TIME_NS, ReadLimits, check_times
-from engine.trace.rocprof.rocprof_json import _DIRECTION, _file_bytes
+from engine.trace.rocprof.rocprof_json import _file_bytes
+from engine.trace.rocprof.rows import DIRECTION, dense_streams, host_rows
 from engine.trace.segments import Kind, NameTable, Provenance, Segments
 from engine.trace.taxonomy import classify_table
-from engine.trace.trace import HostEvents, Trace, api_kind_from_name
+from engine.trace.trace import Trace, api_kind_from_name
 
 _GZIP = b"\x1f\x8b"
 _I64 = 1 << 63
@@ -264,7 +265,7 @@ def _row(cat: str, name: str, args: dict[str, Any], track: str, where: str, r: _
             provenance=int(Provenance.GEOMETRY) if grid else 0,
         )  # fmt: skip
         return
-    direction = _DIRECTION.get(name, "Unknown")
+    direction = DIRECTION.get(name, "Unknown")
     src = _agent(args.get("src_agent"), where) if "src_agent" in args else -1
     dst = _agent(args.get("dst_agent"), where) if "dst_agent" in args else -1
     agent = src if direction == "DtoH" else dst
@@ -364,7 +365,7 @@ def read_rocprof_pftrace(path: str | Path) -> Trace:
     agents = cols.pop("agent")
     gpus = {a: i for i, a in enumerate(sorted(r.agents))}
     cols["device"] = np.array([gpus.get(a, 0) for a in agents.tolist()], np.int16)
-    cols["stream"] = _dense(cols["stream"].astype(np.int64))
+    cols["stream"] = dense_streams(cols["stream"].astype(np.int64))
     cols["klass"] = classify_table(r.names)[cols["name"]]
     backwards = cols["end_ns"] < cols["start_ns"]
     malformed = int(backwards.sum())
@@ -372,7 +373,7 @@ def read_rocprof_pftrace(path: str | Path) -> Trace:
         cols = {k: v[~backwards] for k, v in cols.items()}
     seg = Segments.from_columns(**cols)
     seg = seg.take(np.argsort(seg.start_ns, kind="stable"))
-    host = _host(r)
+    host = host_rows(r.host)
     check_times(path, [seg.start_ns, host.api_start_ns], [seg.end_ns, host.api_end_ns])
     props: dict[str, Any] = {
         "format": "rocprofv3-pftrace",
@@ -402,28 +403,6 @@ def read_rocprof_pftrace(path: str | Path) -> Trace:
         "slices": dict(r.slices),
     }
     return Trace(segments=seg, names=r.names, host=host, device_properties=props, source=str(path))
-
-
-def _dense(ids: np.ndarray) -> np.ndarray:
-    """Stream ids as int32: kept where they fit, else renumbered 0.. in increasing order."""
-    if not len(ids) or (ids.min() >= -(2**31) and ids.max() < 2**31):
-        return ids.astype(np.int32)
-    return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int32)
-
-
-def _host(r: _Read) -> HostEvents:
-    """The HIP calls as host rows, in start order."""
-    if not r.host:
-        return HostEvents.empty()
-    a = np.array(sorted(r.host, key=lambda h: h[1]), np.int64)
-    return HostEvents(
-        correlation=a[:, 0],
-        stream=np.full(len(a), -1, np.int32),
-        api_start_ns=a[:, 1],
-        api_end_ns=a[:, 2],
-        api=a[:, 4].astype(np.uint8),
-        thread=HostEvents.threads_of(a[:, 3]),
-    )
 
 
 __all__ = ["looks_like_pftrace", "read_rocprof_pftrace"]
