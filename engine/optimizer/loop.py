@@ -40,6 +40,7 @@ from engine.measure import (
     PairedRun,
     finite_or_none,
     interleave,
+    pairs_to_decide,
     params,
     plan,
     verdict,
@@ -200,6 +201,8 @@ class LoopRun:
         self.cancelled = False
         #: pairs per lever (the noise gate's plan; ``repeats`` is the floor)
         self.pairs = max(params().min_pairs, self.repeats)
+        #: (pairs first measured, pairs in all) when the final re-measure was extended
+        self.final_extended: tuple[int, int] | None = None
         #: each trial's comparison against the state it changed, by intervention id
         self.comparisons: dict[str, Comparison] = {}
         #: the qualification gate's decision (``qualify``, in the profile phase)
@@ -227,9 +230,11 @@ class LoopRun:
         pairs: int | None = None,
         time_left: Callable[[], float] | None = None,
         at_least: int = 0,
+        start: int = 0,
     ) -> PairedRun:
         """``after`` against ``before`` in interleaved pairs (A B, B A, …), no new pair
-        started once ``time_left()`` (default: the apply phase's) is spent."""
+        started once ``time_left()`` (default: the apply phase's) is spent; ``start``: the
+        pairs already measured when this continues an earlier run."""
         n = pairs or self.pairs
         left = time_left or self.time_left
         run = interleave(
@@ -239,6 +244,7 @@ class LoopRun:
             self.goal,
             keep_going=lambda: left() > 0,
             at_least=at_least,
+            start=start,
         )
         self.measurements += len(run.a_blocks) + len(run.b_blocks) + (run.failed is not None)
         if run.comparison.n < n and left() <= 0:
@@ -442,6 +448,28 @@ class LoopRun:
         if not self.kept:
             return None, ""
         run = self.paired(self.base_state(), self.state, time_left=self.budget_left)
+        first = run.comparison
+        want = pairs_to_decide(first, self.target) if run.failed is None else first.n
+        if want > first.n and self.budget_left() > 0:
+            # the interval straddles the target: the time left buys the pairs that decide it
+            self.say(
+                f"final re-measure {first.text()} straddles the {self.target:.0%} target: "
+                f"measuring up to {want - first.n} more pairs"
+            )
+            more = self.paired(
+                self.base_state(), self.state, want - first.n, self.budget_left, start=first.n
+            )
+            run = run.joined(more)
+            self.final_extended = (first.n, run.comparison.n)
+            self.journal.append(
+                {
+                    "type": "final_extended",
+                    "from_pairs": first.n,
+                    "to_pairs": run.comparison.n,
+                    "first": first.to_json(),
+                    "why": f"the first {first.n} pairs' interval straddled the target",
+                }
+            )
         if run.failed is not None:
             return run.comparison if run.comparison.n >= 2 else None, (
                 f"final re-measure cut short ({run.failed.reason})"
@@ -510,6 +538,8 @@ class LoopRun:
         }
         if final is not None and final.valid:
             out["final"] = final.to_json()
+            if self.final_extended is not None:
+                out["final_extended_from"] = self.final_extended[0]
         if note:
             out["note"] = note
         elif not kept:

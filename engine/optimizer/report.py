@@ -67,6 +67,12 @@ def _result_lines(res: dict[str, Any]) -> list[str]:
         iv = f" [{lo:+.1%} … {hi:+.1%}]" if lo is not None and hi is not None else ""
         how = (
             f"re-measured against the baseline in {res['gain_pairs']} interleaved pairs"
+            + (
+                f", extended from {res['final_extended_from']} because their interval "
+                "straddled the target (a second look: the level holds approximately)"
+                if res.get("final_extended_from")
+                else ""
+            )
             if res.get("gain_pairs")
             else "the trials' estimates combined (no final re-measure)"
         )
