@@ -895,6 +895,71 @@ def _name_hash(buf: np.ndarray, s: int, e: int) -> tuple[np.uint64, bool]:
 
 
 @jit
+def _punctuation(c: int, state: int, top: int) -> tuple[int, int, int]:
+    """A ',' after a value, or the bracket that closes the open object or array (``top``, its
+    kind): (the next state, the change of depth, bad: 0, or 5 for anything else)."""
+    if c == _COMMA and state == _ST_AFTER:
+        return (_ST_KEY if top == _OBJ else _ST_VALUE), 0, 0
+    if (c == _RBRACE and top == _OBJ) or (c == _RBRACK and top == _ARR):
+        return _ST_AFTER, -1, 0
+    return state, 0, 5
+
+
+@jit
+def _member_key(buf: np.ndarray, i: int, e: int) -> tuple[int, int, int, int]:
+    """The key opening at i and the ':' after it, blanks around it read too: (key start, key
+    length, where its value starts, bad: 0, or 6 no quote / 1 not a string / 4 no colon)."""
+    if buf[i] != _QUOTE:
+        return i, 0, i, 6
+    j = _strict_string_end(buf, i, e)
+    if j < 0:
+        return i, 0, i, 1
+    ks, kn = i + 1, j - i - 1
+    i = j + 1
+    while i < e and _is_ws(buf[i]):
+        i += 1
+    if i < e and buf[i] != _COLON:
+        return ks, kn, i, 4
+    i += 1  # (past e when the span ends here: the caller's depth check says why)
+    while i < e and _is_ws(buf[i]):
+        i += 1
+    return ks, kn, min(i, e), 0
+
+
+@jit
+def _scalar(buf: np.ndarray, c: int, i: int, e: int, want: bool) -> tuple[int, int, int, bool]:
+    """Read past the string, number or literal at i: (one past it, bad: 0, or 1 string /
+    2 number / 3 literal / 7 no value; the integer it holds when ``want`` and it has one (a
+    number, or a quoted decimal or 0x-hex integer), whether it has)."""
+    if c == _QUOTE:
+        j = _strict_string_end(buf, i, e)
+        if j < 0:
+            return i, 1, MISSING, False
+        return j + 1, 0, (_parse_int(buf, i, j + 1) if want else MISSING), want
+    if c == 45 or 48 <= c <= 57:
+        j, iv = _number_end(buf, i, e)
+        return (i, 2, MISSING, False) if j < 0 else (j, 0, iv, True)
+    if c == 116 or c == 102 or c == 110:
+        j = _literal_end(buf, i, e)
+        return (i, 3, MISSING, False) if j < 0 else (j, 0, MISSING, False)
+    return i, 7, MISSING, False
+
+
+@jit
+def _after_value(buf: np.ndarray, i: int, e: int, in_object: bool) -> tuple[int, int]:
+    """The blanks after a value, and in an object the ',' before its next member, read here
+    rather than one loop turn each: (where to go on, the state there)."""
+    while i < e and _is_ws(buf[i]):
+        i += 1
+    if i < e and buf[i] == _COMMA and in_object:
+        i += 1
+        while i < e and _is_ws(buf[i]):
+            i += 1
+        return i, _ST_KEY
+    return i, _ST_AFTER
+
+
+@jit
 def extract_fields(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -968,44 +1033,20 @@ def extract_fields(
                 (state == _ST_KEY_OR_END and c == _RBRACE)
                 or (state == _ST_VALUE_OR_END and c == _RBRACK)
             ):
-                if c == _COMMA and state == _ST_AFTER:
-                    state = _ST_KEY if stack[depth] == _OBJ else _ST_VALUE
-                    i += 1
-                    continue
-                if (c == _RBRACE and stack[depth] == _OBJ) or (
-                    c == _RBRACK and stack[depth] == _ARR
-                ):
-                    if depth == 2:
-                        in_args = False
-                    depth -= 1
-                    state = _ST_AFTER
-                    i += 1
-                    if depth == 0:
-                        break
-                    continue
-                bad = 5
-                break
-            if state == _ST_KEY or state == _ST_KEY_OR_END:
-                if c != _QUOTE:
-                    bad = 6
+                state, step, bad = _punctuation(c, state, stack[depth])
+                if bad:
                     break
-                j = _strict_string_end(buf, i, e)
-                if j < 0:
-                    bad = 1
-                    break
-                ks, kn = i + 1, j - i - 1
-                # the ':' and the blanks around it, here rather than one loop turn each
-                i = j + 1
-                while i < e and _is_ws(buf[i]):
-                    i += 1
-                if i >= e:
-                    break
-                if buf[i] != _COLON:
-                    bad = 4
-                    break
+                if step and depth == 2:
+                    in_args = False
+                depth += step
                 i += 1
-                while i < e and _is_ws(buf[i]):
-                    i += 1
+                if depth == 0:
+                    break
+                continue
+            if state == _ST_KEY or state == _ST_KEY_OR_END:
+                ks, kn, i, bad = _member_key(buf, i, e)
+                if bad or i >= e:
+                    break
                 state = _ST_VALUE
                 continue
             # a value starts at i (state _ST_VALUE / _ST_VALUE_OR_END)
@@ -1068,40 +1109,12 @@ def extract_fields(
             if depth == 0:  # the span opens with '{' (the scanner's guarantee)
                 bad = 7
                 break
-            if c == _QUOTE:
-                j = _strict_string_end(buf, i, e)
-                if j < 0:
-                    bad = 1
-                    break
-                if icol >= 0:  # a quoted decimal or 0x-hex integer
-                    ints[r, icol] = _parse_int(buf, i, j + 1)
-                i = j + 1
-            elif c == 45 or 48 <= c <= 57:
-                j, iv = _number_end(buf, i, e)
-                if j < 0:
-                    bad = 2
-                    break
-                if icol >= 0:
-                    ints[r, icol] = iv
-                i = j
-            elif c == 116 or c == 102 or c == 110:
-                j = _literal_end(buf, i, e)
-                if j < 0:
-                    bad = 3
-                    break
-                i = j
-            else:
-                bad = 7
+            i, bad, iv, has = _scalar(buf, c, i, e, icol >= 0)
+            if bad:
                 break
-            state = _ST_AFTER
-            # a ',' before the next member of an object: read here too, not one turn each
-            while i < e and _is_ws(buf[i]):
-                i += 1
-            if i < e and buf[i] == _COMMA and stack[depth] == _OBJ:
-                i += 1
-                while i < e and _is_ws(buf[i]):
-                    i += 1
-                state = _ST_KEY
+            if has and icol >= 0:
+                ints[r, icol] = iv
+            i, state = _after_value(buf, i, e, stack[depth] == _OBJ)
         if bad == 0 and depth != 0:  # the scanner's '}' closed something else (e.g. a '[')
             bad = 5
         if bad == 0 and i != e:
