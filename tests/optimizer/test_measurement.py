@@ -30,6 +30,9 @@ from engine.measure import (
 )
 from tests.paths import ROOT
 
+#: each test measures a gain on a real program: never beside another test (tests/conftest.py)
+pytestmark = pytest.mark.quiet
+
 KNOWN = ROOT / "tests" / "fixtures" / "known_effect.py"
 SLEEPY = ROOT / "tests" / "fixtures" / "sleepy_train.py"
 

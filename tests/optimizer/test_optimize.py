@@ -336,6 +336,7 @@ async def test_tui_approve_then_roll_back_by_hand():
 
 
 @pytest.mark.slow
+@pytest.mark.quiet  # it measures a real program's gain (tests/conftest.py)
 def test_command_workload_optimizes_a_real_numpy_job(tmp_path):
     """A real CPU process: block size and BLAS threads are levers; the checksum is the
     correctness check (a lever that corrupts the result is rolled back); noise-gated."""

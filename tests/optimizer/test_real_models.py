@@ -17,6 +17,9 @@ from engine.workloads.models import REAL_MODELS, job
 from engine.workloads.torch_job import Batches, Reference, TorchJob, check_values, run_steps
 from tests.paths import ROOT
 
+#: each test measures a gain on a real program: never beside another test (tests/conftest.py)
+pytestmark = pytest.mark.quiet
+
 
 @pytest.mark.parametrize("name", REAL_MODELS)
 def test_each_real_model_steps_and_its_check_holds_against_itself(name):

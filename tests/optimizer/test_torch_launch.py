@@ -13,6 +13,9 @@ import pytest
 from engine.workloads.torch_launch import TorchLaunchWorkload
 from tests.paths import ROOT
 
+#: each test measures a gain on a real program: never beside another test (tests/conftest.py)
+pytestmark = pytest.mark.quiet
+
 SLEEPY = ROOT / "tests" / "fixtures" / "sleepy_train.py"
 SCRIPT = ROOT / "tests" / "fixtures" / "train_small.py"
 

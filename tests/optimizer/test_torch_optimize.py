@@ -8,12 +8,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
 from engine import OptimizeResult, TorchJob, optimize
 from engine.levers.torch_levers import TORCH_LEVERS, TorchLever, Undo, shutdown_loader
 from engine.workloads.torch_job import Snapshot, global_flags
+
+#: each test measures a gain on a real program: never beside another test (tests/conftest.py)
+pytestmark = pytest.mark.quiet
 
 
 class SlowReads(torch.utils.data.Dataset):

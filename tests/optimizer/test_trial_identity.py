@@ -14,6 +14,9 @@ from engine.optimizer.loop import NOT_CHECKED, Optimizer, trial_allowance
 from engine.optimizer.report import write_run
 from engine.store.journal import State, read
 
+#: each test measures a gain on a real program: never beside another test (tests/conftest.py)
+pytestmark = pytest.mark.quiet
+
 
 def _proposed(run_dir: Path, lever: str) -> tuple[Optimizer, str]:
     """The simulated hft-lob loop up to its proposals, with ``lever`` approved."""
