@@ -48,6 +48,29 @@ SIM_SEEDS = 5  # bench_replay / bench_search --seeds
 REPLAY_REPEATS, SEARCH_REPEATS = 3, 4  # Optimizer(repeats=…) in bench_replay.in_loop, bench_search
 
 
+#: the small real traces bench_fixed_cost times (name, path under tests/data/traces, source)
+SMALL_TRACES = (
+    (
+        "a100_triton_one_kernel",
+        "kineto/a100_triton_one_kernel.json.gz",
+        "PyTorch profiler, A100, one Triton kernel: Holistic Trace Analysis test data (MIT, "
+        "tests/data/traces/kineto/LICENSE.HolisticTraceAnalysis)",
+    ),
+    (
+        "mi250_rocm62_minitoy",
+        "kineto/mi250_rocm62_minitoy.json.gz",
+        "PyTorch profiler on ROCm 6.2, MI250: Holistic Trace Analysis test data (MIT, "
+        "tests/data/traces/kineto/LICENSE.HolisticTraceAnalysis)",
+    ),
+    (
+        "a100_cloverleaf_nsys",
+        "nsys/a100_cloverleaf.sqlite",
+        "Nsight Systems SQLite export, A100, CloverLeaf: pipit test data (MIT-style, "
+        "tests/data/traces/nsys/LICENSE.pipit)",
+    ),
+)
+
+
 def specs() -> list[Spec]:
     """Every input the benchmarks read at their default parameters."""
     sys.path.insert(0, str(ds.HERE))  # the benchmark scripts import each other by file name
@@ -73,6 +96,12 @@ def specs() -> list[Spec]:
             "data: torch.manual_seed(0) tensors, made by the script)",
         ),
     ]
+    for name, rel, source in SMALL_TRACES:
+        out.append(
+            Spec(
+                name, ("bench_fixed_cost",), "bytes", path=f"tests/data/traces/{rel}", source=source
+            )
+        )
     for n in TILED_EVENTS:
         out.append(
             Spec(

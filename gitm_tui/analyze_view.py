@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -10,12 +12,14 @@ from engine.analyze.breakdown.cpu_trace import CpuSummary, Share
 from engine.analyze.breakdown.measured import Confusion
 from engine.analyze.breakdown.model import Analysis
 from engine.analyze.output.export import clean_analysis
-from engine.analyze.ranks.ranks import STRAGGLER_SHARE, CrossRank
 from engine.regimes import Label
 from engine.text import clean
 from gitm_tui.critical_view import critical_block
 from gitm_tui.render import SHOWN_CHARS
 from gitm_tui.theme import regime_style
+
+if TYPE_CHECKING:  # the cross-rank package is imported for a folder of ranks only
+    from engine.analyze.ranks.ranks import CrossRank
 
 
 def _ms(ns: float) -> str:
@@ -340,6 +344,8 @@ def rank_table(
 def cross_rank_text(c: CrossRank) -> Text:
     """The collectives across ranks in a few lines: matching and clock rules, the straggler of
     each step and how long the others waited, the worst arrival skews, the robust outliers."""
+    from engine.analyze.ranks.ranks import STRAGGLER_SHARE
+
     t = Text()
     t.append("collectives across ranks", style="bold")
     t.append(f": {c.matched} matched on every rank taking part ({len(c.ranks)} ranks)")
