@@ -4,7 +4,8 @@ trace goes, against `gitm-tui --help` (the floor of starting the command at all)
     python benchmarks/bench_fixed_cost.py [--repeats 7] [--out benchmarks/results]
 
 Inputs: three small real traces in tests/data/traces (a one-kernel Kineto trace, a 4,000-row
-Kineto trace, a small Nsight Systems export), each checked against its pin. Each figure is the
+Kineto trace, a small Nsight Systems export), and for the table of a small file analysed
+without numba five more of growing size, each checked against its pin. Each figure is the
 median of ``--repeats`` fresh processes, the commands interleaved (help, analyze, …) so a drift
 of the machine's speed weighs on all of them alike; kernels are in numba's disk cache (one
 untimed run first).
@@ -32,10 +33,25 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
-from dataset_pins import SMALL_TRACES  # noqa: E402
+from dataset_pins import LEAN_LADDER, SMALL_TRACES  # noqa: E402
 
 #: (label, path) of each small real trace, pinned in benchmarks/datasets.json
 TRACES = tuple((name, ROOT / "tests/data/traces" / rel) for name, rel, _ in SMALL_TRACES)
+#: the lean table's traces: the small ones, then the ladder of growing size
+LADDER = TRACES + tuple((name, ROOT / "tests/data/traces" / rel) for name, rel, _ in LEAN_LADDER)
+
+#: `analyze FILE --no-write` with the lean path (engine.analyze.run.lean) forced on or off
+LEAN_DRIVER = (
+    "import sys\n"
+    "import engine.analyze.run as run\n"
+    "if sys.argv[1] == 'numba':\n"
+    "    run.LEAN_MAX_BYTES = -1\n"
+    "else:\n"
+    "    run.LEAN_MAX_BYTES = run.LEAN_MAX_ROWS = 10**12\n"
+    "from gitm_tui.cli import main\n"
+    "sys.argv = ['gitm-tui', 'analyze', sys.argv[2], '--no-write']\n"
+    "sys.exit(main())\n"
+)
 
 WRAPPER = (
     "import resource, subprocess, sys, time, json\n"
@@ -83,6 +99,32 @@ def imports(argv: list[str]) -> tuple[float, dict[str, float], list[tuple[str, f
             cumulative.append((mod, int(cum_us.strip()) / 1e6))
     cumulative.sort(key=lambda x: -x[1])
     return total, dict(by_pkg), cumulative[:12]
+
+
+def lean_table(repeats: int) -> list[str]:
+    """Each ladder trace analysed without numba (read by the scanner's twin, every kernel
+    interpreted) and through numba (warm cache): the medians of ``repeats`` interleaved pairs
+    of fresh processes, with the file's size and GPU rows."""
+    from engine.trace.read import read_trace
+
+    rows = ["| trace | bytes | GPU rows | without numba s | through numba s | ratio |"]
+    rows.append("|---|---:|---:|---:|---:|---:|")
+    for label, path in LADDER:
+        datasets.verify(path)
+        argv = {m: [sys.executable, "-c", LEAN_DRIVER, m, str(path)] for m in ("lean", "numba")}
+        for a in argv.values():
+            _timed(a)
+        got: dict[str, list[float]] = {"lean": [], "numba": []}
+        for _ in range(repeats):
+            for m, a in argv.items():
+                got[m].append(_timed(a)["seconds"])
+        lean, numba = statistics.median(got["lean"]), statistics.median(got["numba"])
+        n = len(read_trace(path).segments)
+        rows.append(
+            f"| {label} | {path.stat().st_size:,} | {n:,} | {lean:.3f} | {numba:.3f} | "
+            f"{lean / numba:.2f} |"
+        )
+    return rows
 
 
 def main() -> None:
@@ -142,7 +184,19 @@ def main() -> None:
     lines += ["", "The engine and UI modules with the largest cumulative import time:", ""]
     lines += ["| module | cumulative s |", "|---|---:|"]
     lines += [f"| `{m}` | {s:.3f} |" for m, s in cumulative]
-    lines += ["", *datasets.markdown("fixed_cost_run")]
+    from engine.analyze.run import LEAN_MAX_BYTES, LEAN_MAX_ROWS
+
+    lines += [
+        "",
+        "A small file without numba (`engine.analyze.run.lean`: read by the JSON scanner's "
+        "Python twin, every kernel interpreted, numba never imported) against the same file "
+        f"through numba, {ns.repeats} interleaved pairs each. The command takes the first path "
+        f"for files up to {LEAN_MAX_BYTES:,} bytes and {LEAN_MAX_ROWS:,} GPU rows:",
+        "",
+        *lean_table(ns.repeats),
+        "",
+        *datasets.markdown("fixed_cost_run"),
+    ]
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "fixed_cost_run.md").write_text("\n".join(lines) + "\n")
     datasets.write_inputs(ns.out, "fixed_cost_run")

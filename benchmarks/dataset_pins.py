@@ -70,6 +70,42 @@ SMALL_TRACES = (
     ),
 )
 
+#: (label, path under tests/data/traces, source) of the real traces of growing size on which
+#: bench_fixed_cost times a small file's analysis without numba against one through numba
+#: (the measurement behind engine.analyze.run.LEAN_MAX_BYTES and LEAN_MAX_ROWS)
+LEAN_LADDER = (
+    (
+        "h100_hf_bert_small",
+        "kineto/h100_hf_bert_small.json.gz",
+        "PyTorch profiler, H100, HF bert-small inference: TraceLens test data (MIT, "
+        "tests/data/traces/kineto/LICENSE.TraceLens)",
+    ),
+    (
+        "mi210_gpu_only",
+        "kineto/mi210_gpu_only.json.gz",
+        "PyTorch profiler on ROCm, MI210, GPU activities only: TraceLens test data (MIT, "
+        "tests/data/traces/kineto/LICENSE.TraceLens)",
+    ),
+    (
+        "job128_rank0",
+        "kineto/job128_two_ranks/rank-0.json.gz",
+        "PyTorch profiler, rank 0 of a 128-rank job: Holistic Trace Analysis test data (MIT, "
+        "tests/data/traces/kineto/LICENSE.HolisticTraceAnalysis)",
+    ),
+    (
+        "h100_hf_qwen15_05b_chat",
+        "kineto/h100_hf_qwen15_05b_chat.json.gz",
+        "PyTorch profiler, H100, HF Qwen1.5-0.5B inference: TraceLens test data (MIT, "
+        "tests/data/traces/kineto/LICENSE.TraceLens)",
+    ),
+    (
+        "a100_nccl_pg_metadata",
+        "kineto/a100_nccl_pg_metadata.json.gz",
+        "PyTorch profiler, A100, rank 0 of 2 with NCCL: Holistic Trace Analysis test data (MIT, "
+        "tests/data/traces/kineto/LICENSE.HolisticTraceAnalysis)",
+    ),
+)
+
 
 def specs() -> list[Spec]:
     """Every input the benchmarks read at their default parameters."""
@@ -96,7 +132,7 @@ def specs() -> list[Spec]:
             "data: torch.manual_seed(0) tensors, made by the script)",
         ),
     ]
-    for name, rel, source in SMALL_TRACES:
+    for name, rel, source in SMALL_TRACES + LEAN_LADDER:
         out.append(
             Spec(
                 name, ("bench_fixed_cost",), "bytes", path=f"tests/data/traces/{rel}", source=source

@@ -30,18 +30,120 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from numba import njit
-
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: cache=True keeps compiled kernels in __pycache__ (or numba's user cache dir when that is not
-#: writable) so only the very first run pays compilation; nogil=True lets a worker thread run a
-#: kernel while the UI thread keeps drawing.
-_njit = njit(cache=True, nogil=True)
+_KERNELS: dict[int, Any] = {}  # id → every Kernel ``jit`` made, and every dispatcher built
+_OWNER: dict[int, Kernel] = {}  # a dispatcher's id → the Kernel it was built for
+_TWINS: dict[int, Callable[..., Any]] = {}  # Kernel id → its pure-Python twin
+_DEFERRED: list[Deferred] = []  # numba objects made when numba is first needed (``deferred``)
+_SWAP = threading.RLock()  # one interpreted() at a time; building swaps names under it too
+_interpreting = 0  # depth of interpreted() blocks
+_built = False  # numba imported and every kernel's dispatcher made (``_build``)
 
-_KERNELS: dict[int, Any] = {}  # id → every dispatcher ``jit`` made
-_TWINS: dict[int, Callable[..., Any]] = {}  # kernel id → its pure-Python twin
-_SWAP = threading.Lock()  # one interpreted() at a time
+
+# numba is imported on the first compiled call, not when a module defining kernels is: numba
+# and llvmlite take ~0.15 s to import and loading the kernels' machine code ~0.1 s more, half
+# of a small trace's whole analysis, which runs as fast interpreted (engine.analyze.run). So
+# ``jit`` returns a ``Kernel``: its Python now, numba's dispatcher from its first compiled call
+# on. That call builds every kernel's dispatcher at once and puts it in place of the Kernel in
+# every module that names one (numba, compiling a kernel that calls another, must find a
+# dispatcher under the callee's name), as ``interpreted`` swaps names the other way.
+class Kernel:
+    """A ``jit`` kernel: ``py_func`` (its Python), and numba's compiled dispatcher once anything
+    runs it compiled (``dispatcher``); called, it runs compiled — or as Python inside an
+    ``interpreted`` block. Attributes it lacks are the dispatcher's (``_cache``, signatures…)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.py_func = fn
+        self.disp: Any = None
+        for a in ("__module__", "__name__", "__qualname__", "__doc__"):
+            with contextlib.suppress(AttributeError):
+                setattr(self, a, getattr(fn, a))
+
+    def dispatcher(self) -> Any:
+        """numba's dispatcher (numba imported and every kernel built on the first call)."""
+        if self.disp is None:
+            _build()
+        return self.disp
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _interpreting:
+            return _TWINS.get(id(self), self.py_func)(*args, **kwargs)
+        return (self.disp or self.dispatcher())(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "disp":  # (copy, pickle, repr probe these)
+            raise AttributeError(name)
+        return getattr(self.dispatcher(), name)
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.__qualname__}{'' if self.disp is None else ' (built)'}>"
+
+
+class Deferred:
+    """A numba object (an intrinsic) that only compiled code uses, made by ``factory`` when
+    numba is first needed and put in place of this placeholder wherever a module names it."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
+        self.made: Any = None
+
+
+def deferred(factory: Callable[[], Any]) -> Any:
+    """``factory()`` (which imports numba) now if numba is in use, else a placeholder made real
+    when it is (see ``Kernel``)."""
+    if _built:
+        return factory()
+    d = Deferred(factory)
+    _DEFERRED.append(d)
+    return d
+
+
+def numba_in_use() -> bool:
+    """Whether this process has imported numba for its kernels."""
+    return _built
+
+
+def _build() -> None:
+    """Import numba, make every kernel's dispatcher (none compiles yet: numba compiles, or loads
+    from its disk cache, on a dispatcher's first call) and every deferred object, and put them
+    in place of their placeholders in every loaded module."""
+    global _built
+    with _SWAP:
+        if _built:
+            return
+        for d in _DEFERRED:
+            d.made = d.factory()
+        for k in [v for v in _KERNELS.values() if type(v) is Kernel]:
+            k.disp = _dispatcher(k.py_func)
+            _OWNER[id(k.disp)] = k
+        for mod in list(sys.modules.values()):
+            space = getattr(mod, "__dict__", None)
+            if not isinstance(space, dict):
+                continue
+            for attr, value in list(space.items()):
+                if type(value) is Kernel and value.disp is not None:
+                    space[attr] = value.disp
+                elif type(value) is Deferred and value.made is not None:
+                    space[attr] = value.made
+        _built = True
+
+
+def _dispatcher(fn: Callable[..., Any]) -> Any:
+    """numba's dispatcher of ``fn``: cache=True keeps compiled kernels in __pycache__ (or numba's
+    user cache dir when that is not writable) so only the very first run pays compilation;
+    nogil=True lets a worker thread run a kernel while the UI thread keeps drawing. Its code is
+    loaded from the disk cache without numba's compiler set-up (``_LoadOnly``)."""
+    from numba import njit
+
+    function_cache, load_only = _cache_classes()
+    disp = njit(cache=True, nogil=True)(fn)
+    if load_only is not None and type(getattr(disp, "_cache", None)) is function_cache:
+        disp._cache.__class__ = load_only  # type: ignore[attr-defined]
+        if hasattr(disp, "_compilation_chain_init_hook"):  # extensions when compiling only
+            disp._compilation_chain_init_hook = _extensions_when_compiling
+    _KERNELS[id(disp)] = disp
+    return disp
 
 
 # Loading a kernel from numba's disk cache, numba first refreshes its whole target context: it
@@ -58,10 +160,6 @@ _SWAP = threading.Lock()  # one interpreted() at a time
 # raise but crash the call: a review listed the undefined symbols of all 522 cached kernels
 # (`nm -u`) and found each resolved after this set-up alone; the tests load every kernel
 # this way in fresh processes.
-try:
-    from numba.core.caching import FunctionCache as _FunctionCache
-except ImportError:  # pragma: no cover - another numba layout: numba's own loading
-    _FunctionCache = None  # type: ignore[assignment, misc]
 _runtime = threading.Lock()
 _runtime_ready = False
 
@@ -249,13 +347,31 @@ def _extensions_when_compiling() -> None:
     """A ``jit`` kernel's compilation-chain hook (numba's loads the extensions): see above."""
 
 
-if _FunctionCache is not None and all(
-    hasattr(_FunctionCache, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")
-):
+_CACHE_CLASSES: tuple[Any, Any] | None = None
 
-    class _LoadOnly(_FunctionCache):
-        """numba's function cache, loading without refreshing the target context."""
 
+def _cache_classes() -> tuple[Any, Any]:
+    """(numba's FunctionCache, ``_LoadOnly``), or Nones where numba's layout is not as expected
+    (numba's own loading then runs)."""
+    global _CACHE_CLASSES
+    if _CACHE_CLASSES is None:
+        _CACHE_CLASSES = (None, None)
+        try:
+            from numba.core.caching import FunctionCache
+        except ImportError:  # pragma: no cover - another numba layout: numba's own loading
+            return _CACHE_CLASSES
+        if all(
+            hasattr(FunctionCache, a)
+            for a in ("_load_overload", "_guard_against_spurious_io_errors")
+        ):
+            _CACHE_CLASSES = (FunctionCache, _load_only(FunctionCache))
+    return _CACHE_CLASSES
+
+
+def _load_only(base: type) -> type:
+    """numba's function cache, loading without refreshing the target context."""
+
+    class _LoadOnly(base):
         def load_overload(self, sig: Any, target_context: Any) -> Any:
             if _ready_to_run(target_context):
                 try:
@@ -272,22 +388,18 @@ if _FunctionCache is not None and all(
             _numba_extensions()
             return super().load_overload(sig, target_context)
 
-
-else:  # pragma: no cover - another numba layout
-    _LoadOnly = None  # type: ignore[assignment, misc]
+    return _LoadOnly
 
 
 def jit(fn: F) -> F:
-    """Compile ``fn`` with numba (cached, GIL released), and register it for ``interpreted``;
-    its compiled code is loaded from the disk cache without numba's compiler set-up
-    (``_LoadOnly``)."""
-    disp = _njit(fn)
-    if _LoadOnly is not None and type(getattr(disp, "_cache", None)) is _FunctionCache:
-        disp._cache.__class__ = _LoadOnly  # type: ignore[attr-defined]
-        if hasattr(disp, "_compilation_chain_init_hook"):  # extensions when compiling only
-            disp._compilation_chain_init_hook = _extensions_when_compiling
-    _KERNELS[id(disp)] = disp
-    return disp  # type: ignore[return-value]
+    """Register ``fn`` as a kernel: compiled by numba (cached, GIL released) on its first
+    compiled call — before that, numba is not imported (see ``Kernel``) — and run as Python
+    within ``interpreted``."""
+    if _built:
+        return _dispatcher(fn)
+    k = Kernel(fn)
+    _KERNELS[id(k)] = k
+    return k  # type: ignore[return-value]
 
 
 def python_of(kernel: Any) -> Callable[..., Any]:
@@ -301,7 +413,7 @@ def twin(kernel: Any) -> Callable[[F], F]:
     the interpreter (lists instead of numpy scalars, numpy instead of loops)."""
 
     def register(fn: F) -> F:
-        _TWINS[id(kernel)] = fn
+        _TWINS[id(_OWNER.get(id(kernel), kernel))] = fn
         return fn
 
     return register
@@ -310,9 +422,12 @@ def twin(kernel: Any) -> Callable[[F], F]:
 @contextlib.contextmanager
 def interpreted() -> Iterator[None]:
     """Within, every kernel named by a loaded ``engine``/``gitm_tui`` module runs as Python (its
-    twin, else its ``py_func``): nothing is compiled. A kernel calling another finds the callee
-    in its module's globals, which are swapped too. Process-wide: use it where nothing else runs
-    kernels meanwhile (the one-file ``analyze`` path); the names are restored on exit."""
+    twin, else its ``py_func``): nothing is compiled, and numba is not imported for it. A kernel
+    calling another finds the callee in its module's globals, which are swapped too; a
+    ``Kernel`` held elsewhere runs as Python too. Process-wide: use it where nothing else runs
+    kernels meanwhile (the one-file ``analyze`` path); the names are restored on exit (to the
+    dispatchers, where numba was needed meanwhile)."""
+    global _interpreting
     with _SWAP:
         swapped: list[tuple[dict[str, Any], str, Any]] = []
         for name, mod in list(sys.modules.items()):
@@ -321,18 +436,22 @@ def interpreted() -> Iterator[None]:
             space = vars(mod)
             for attr, value in list(space.items()):
                 if id(value) in _KERNELS and _KERNELS[id(value)] is value:
+                    k = _OWNER.get(id(value), value)  # the Kernel (or a dispatcher of its own)
                     swapped.append((space, attr, value))
-                    space[attr] = _TWINS.get(id(value), value.py_func)
+                    space[attr] = _TWINS.get(id(k), k.py_func)
+        _interpreting += 1
         try:
             yield
         finally:
+            _interpreting -= 1
             for space, attr, value in swapped:
-                space[attr] = value
+                built = type(value) is Kernel and value.disp is not None
+                space[attr] = value.disp if built else value
 
 
 def interpreting() -> bool:
     """Whether an ``interpreted()`` block is running (kernels are Python until it ends)."""
-    return _SWAP.locked()
+    return _interpreting > 0
 
 
 def cold(kernels: Iterable[Any]) -> bool:
@@ -434,10 +553,13 @@ def prepare_loading() -> None:
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
 
+    _build()
     with global_compiler_lock:  # as numba holds it around its own set-up
         ctx = cpu_target.target_context
         ctx.codegen()
-        if _LoadOnly is None or not _ready_to_run(ctx):  # pragma: no cover - another numba
+        if _cache_classes()[1] is None or not _ready_to_run(
+            ctx
+        ):  # pragma: no cover - another numba
             cpu_target.typing_context.refresh()
             ctx.refresh()
 

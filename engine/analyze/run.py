@@ -20,7 +20,7 @@ from engine.analyze.options import AnalyzeOptions, Hooks
 from engine.analyze.output.export import write_outputs
 from engine.analyze.remote import expand_url, is_url, local_copy, url_name
 from engine.analyze.warm import kernels
-from engine.jit import cold, compile_elsewhere, interpreted, wait_compiled
+from engine.jit import cold, compile_elsewhere, interpreted, numba_in_use, wait_compiled
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular
 from engine.trace.formats import carries, is_trace_folder, listed, suffixes
@@ -186,6 +186,26 @@ def load_trace(
 INTERPRET_MAX_ROWS = 30_000
 
 
+#: A file up to this size, in a process that has not loaded numba yet, is read and analysed
+#: interpreted (engine.jit.interpreted), first run or not: numba is then never imported, which
+#: with loading its kernels' machine code is ~0.25 s of a small analysis, more than
+#: interpreting its rows costs (benchmarks/results/fixed_cost.md has the measurement behind
+#: both numbers). A file that turns out to hold more than LEAN_MAX_ROWS GPU rows is analysed
+#: compiled after all.
+LEAN_MAX_BYTES = 256 * 1024
+LEAN_MAX_ROWS = 1_000
+
+
+def lean(path: str) -> bool:
+    """Whether ``path`` is read and analysed without numba (see LEAN_MAX_BYTES)."""
+    if numba_in_use() or is_url(path):
+        return False
+    try:
+        return os.stat(path).st_size <= LEAN_MAX_BYTES
+    except OSError:
+        return False
+
+
 class FirstRun:
     """A first run after an install, when kernels are missing from numba's disk cache: a child
     compiles them for the next run (engine.analyze.warm), while this run reads with the JSON
@@ -251,6 +271,13 @@ def read_and_analyse(
     p = Path(url_name(path) if is_url(path) else path)
     hardware, top, counting = options.hardware, options.top, options.counting
     say = stage or (lambda _line: None)
+    merge = exact_at if counting == "exact" else None  # (see below)
+    if lean(path):  # a small file: no numba at all (LEAN_MAX_BYTES)
+        say(f"reading {p.name}…")
+        try:
+            return _lean_analysis(path, options, say, on_trace, peers)
+        except _NeedsNumba:  # the twin declined it: the compiled reader says what is wrong
+            pass
     cold_read = first is not None and first.read_cold()
     note = " — first run, kernels compiling in the background for the next run" if cold_read else ""
     say(f"reading {p.name}{note}…")
@@ -261,7 +288,6 @@ def read_and_analyse(
 
     # every call, as read, when counting as HTA does (it counts host events); otherwise runs of
     # calls that only take host time as one row each, exact for the levers' replay window
-    merge = exact_at if counting == "exact" else None
     trace = load_trace(path, interpreted=cold_read, declined=declined, merge_idle=merge)
     if on_trace is not None:
         on_trace(trace)
@@ -273,6 +299,38 @@ def read_and_analyse(
     if first is not None:
         first.wait_analysis(say)
     say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
+    return analyze_trace(trace, hardware, top, counting, peers)
+
+
+class _NeedsNumba(Exception):
+    """The scanner's Python twin declined a small file (bad JSON, a limit passed): read it
+    through numba, whose reader says what is wrong where it finds it."""
+
+
+def _decline() -> None:
+    raise _NeedsNumba
+
+
+def _lean_analysis(
+    path: str,
+    options: AnalyzeOptions,
+    say: Callable[[str], None],
+    on_trace: Callable[[Trace], None] | None,
+    peers: PeerBounds | None,
+) -> AnalysisResult:
+    """read_and_analyse of a small file without numba (``lean``): read and analysed with every
+    kernel interpreted — analysed compiled after all past LEAN_MAX_ROWS GPU rows; _NeedsNumba
+    when the twin declines the file."""
+    merge = exact_at if options.counting == "exact" else None
+    hardware, top, counting = options.hardware, options.top, options.counting
+    with interpreted():
+        trace = load_trace(path, interpreted=True, declined=_decline, merge_idle=merge)
+        if on_trace is not None:
+            on_trace(trace)
+        rows = len(trace.segments)
+        say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
+        if rows <= LEAN_MAX_ROWS:
+            return analyze_trace(trace, hardware, top, counting, peers)
     return analyze_trace(trace, hardware, top, counting, peers)
 
 
@@ -354,7 +412,20 @@ def cpu_outcome(
     and, under ``options.out_root``, cpu_summary.json; or its one error line (neither CPU
     operators nor ProfilerSteps in it, a file that cannot be read). ``device_rows_ok`` False:
     the file is read here first (cpu_trace.cpu_profile), and None is returned when it holds a
-    device row after all."""
+    device row after all. A small file is read without numba (``lean``)."""
+    p = Path(url_name(path) if is_url(path) else path)
+    if stage is not None:
+        said = "a CPU-only profile" if not device_rows_ok else "no GPU rows"
+        stage(f"{p.name}: {said} — reading its CPU operators and steps…")
+    # a small file: the scanner's twin (the rest of the CPU summary runs no kernel)
+    cold_read = lean(path) or (first is not None and first.read_cold())
+    return _cpu_outcome(path, options, out_name, device_rows_ok, cold_read)
+
+
+def _cpu_outcome(
+    path: str, options: AnalyzeOptions, out_name: str | None, device_rows_ok: bool, cold: bool
+) -> FileOutcome | None:
+    """cpu_outcome's reading and writing (``cold``: the reader's Python twin)."""
     import json
 
     from engine.analyze.breakdown.cpu_trace import cpu_dict, read_cpu_profile, read_cpu_summary
@@ -362,10 +433,7 @@ def cpu_outcome(
     from engine.text import escape_json_text
 
     p = Path(url_name(path) if is_url(path) else path)
-    if stage is not None:
-        said = "a CPU-only profile" if not device_rows_ok else "no GPU rows"
-        stage(f"{p.name}: {said} — reading its CPU operators and steps…")
-    cold_read = first is not None and first.read_cold()
+    cold_read = cold
     try:
         if is_url(path):
             with local_copy(path) as copy:
@@ -427,7 +495,9 @@ def analyze_files(
         # run in a child. Files for a local cluster are analysed here only while that child
         # compiles: the workers then load its kernels from the cache instead of each compiling
         # every kernel first (20 s on a core here, with no file analysed meanwhile)
-        first = FirstRun() if options.first_run else None
+        # (not for one small file: it is analysed without numba, whose cache is then not asked)
+        alone = here and len(files) == 1 and lean(files[0])
+        first = FirstRun() if options.first_run and not alone else None
         ranks = options.ranks and len(files) > 1
         try:
             for f in files:
