@@ -504,6 +504,45 @@ def compile_elsewhere(module: str, *args: str) -> subprocess.Popen[bytes] | None
         return None
 
 
+def _compile_lock(kind: str) -> Path:
+    """The lock file ``one_compiler(kind)`` holds: per kind, checkout and NUMBA_CACHE_DIR."""
+    import hashlib
+
+    from platformdirs import user_cache_path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    key = hashlib.sha256(f"{root}\0{os.environ.get('NUMBA_CACHE_DIR', '')}".encode())
+    return user_cache_path("gitm-tui") / f"compile-{kind}-{key.hexdigest()[:16]}.lock"
+
+
+def compiling_since(kind: str) -> float | None:
+    """Seconds since the holder of ``one_compiler(kind)`` took it, if another process holds it
+    now (a compile child an earlier run started); else None."""
+    if not compiling_elsewhere(kind):
+        return None
+    try:
+        return max(0.0, time.time() - os.stat(_compile_lock(kind)).st_mtime)
+    except OSError:
+        return 0.0
+
+
+def compiling_elsewhere(kind: str) -> bool:
+    """Whether another process holds ``one_compiler(kind)`` now (a compile child started by an
+    earlier run, still compiling). False where it cannot be told."""
+    try:
+        import fcntl
+
+        with open(_compile_lock(kind), "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+    except (ImportError, OSError):
+        pass
+    return False
+
+
 @contextlib.contextmanager
 def one_compiler(kind: str, wait_s: float = 300.0) -> Iterator[None]:
     """Within, this process is the only one compiling ``kind``'s kernels into this numba cache
@@ -514,16 +553,10 @@ def one_compiler(kind: str, wait_s: float = 300.0) -> Iterator[None]:
     once on two cores (the runs took 2.6, 4.3 and 3.9 s). After ``wait_s`` (a holder that
     hangs) it goes on without the lock; where no lock can be taken (no fcntl, no writable cache
     directory) nothing waits. Not re-entrant: a process holding it must not enter it again."""
-    import hashlib
-
     try:
         import fcntl
 
-        from platformdirs import user_cache_path
-
-        root = str(Path(__file__).resolve().parent.parent)
-        key = hashlib.sha256(f"{root}\0{os.environ.get('NUMBA_CACHE_DIR', '')}".encode())
-        where = user_cache_path("gitm-tui") / f"compile-{kind}-{key.hexdigest()[:16]}.lock"
+        where = _compile_lock(kind)
         where.parent.mkdir(parents=True, exist_ok=True)
         f = open(where, "a")  # noqa: SIM115 - held until the block ends
     except (ImportError, OSError):  # pragma: no cover - not POSIX, or nowhere to write
@@ -534,6 +567,8 @@ def one_compiler(kind: str, wait_s: float = 300.0) -> Iterator[None]:
         while True:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                with contextlib.suppress(OSError):  # when it started (compiling_since)
+                    os.utime(where)
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:

@@ -20,7 +20,15 @@ from engine.analyze.options import AnalyzeOptions, Hooks
 from engine.analyze.output.export import write_outputs
 from engine.analyze.remote import expand_url, is_url, local_copy, url_name
 from engine.analyze.warm import kernels
-from engine.jit import cold, compile_elsewhere, interpreted, numba_in_use, wait_compiled
+from engine.jit import (
+    cold,
+    compile_elsewhere,
+    compiling_elsewhere,
+    compiling_since,
+    interpreted,
+    numba_in_use,
+    wait_compiled,
+)
 from engine.trace.errors import TraceImportError
 from engine.trace.files import not_regular
 from engine.trace.formats import carries, is_trace_folder, listed, suffixes
@@ -210,17 +218,39 @@ class FirstRun:
     """A first run after an install, when kernels are missing from numba's disk cache: a child
     compiles them for the next run (engine.analyze.warm), while this run reads with the JSON
     scanner's Python twin and analyses a small trace with interpreted kernels — the same
-    results, without waiting. Only a large trace waits for the analysis kernels."""
+    results, without waiting. Only a large trace waits for the analysis kernels. A run that
+    finds an earlier run's child still compiling starts none of its own (each extra child
+    waited on the first's lock holding its own memory: six runs in a row after an install had
+    six, at 2.2-3.7 s and 245 MB each) and waits on that child where it would wait on its own."""
 
     def __init__(self) -> None:
         self.read = cold(kernels("import"))
         self.analysis = cold(kernels("analysis"))
         kinds = [k for k, c in (("analysis", self.analysis), ("import", self.read)) if c]
-        self.child = compile_elsewhere("engine.analyze.warm", *kinds) if kinds else None
+        #: seconds the earlier run's child has been compiling, when one is
+        self.since = compiling_since("analyze") if kinds else None
+        self.child = None
+        if kinds and self.since is None:
+            self.child = compile_elsewhere("engine.analyze.warm", *kinds)
+
+    def note(self) -> str:
+        """What the reading line says of the compile (empty when the cache is warm)."""
+        if self.since is not None:
+            return (
+                " — first runs: kernels still compiling in the background (an earlier run's, "
+                f"{self.since:.0f} s so far; about 20 s on 2 cores, once)"
+            )
+        return " — first run, kernels compiling in the background for the next run (once)"
+
+    def _compiler_alive(self) -> bool:
+        if self.child is not None:
+            return self.child.poll() is None
+        return self.since is not None and compiling_elsewhere("analyze")
 
     def compiling(self) -> bool:
-        """Whether the child is still compiling kernels the cache lacks."""
-        if self.child is None or self.child.poll() is not None:
+        """Whether a child (this run's or an earlier run's) still compiles kernels the cache
+        lacks."""
+        if not self._compiler_alive():
             return False
         return cold(kernels("analysis")) or cold(kernels("import"))
 
@@ -237,13 +267,14 @@ class FirstRun:
 
     def wait_analysis(self, say: Callable[[str], None]) -> None:
         """Wait until the child has compiled the analysis kernels (or has stopped)."""
-        if not self.analysis or self.child is None:
+        if not self.analysis or (self.child is None and self.since is None):
             return
         say("first run: waiting for the analysis kernels to compile (once)…")
         deadline = time.monotonic() + 180
-        while cold(kernels("analysis")) and self.child.poll() is None:
+        while cold(kernels("analysis")) and self._compiler_alive():
             if time.monotonic() > deadline:
-                wait_compiled(self.child, 0)  # stops it: what is missing compiles here
+                if self.child is not None:
+                    wait_compiled(self.child, 0)  # stops it: what is missing compiles here
                 return
             time.sleep(0.05)
         self.analysis = False
@@ -279,7 +310,7 @@ def read_and_analyse(
         except _NeedsNumba:  # the twin declined it: the compiled reader says what is wrong
             pass
     cold_read = first is not None and first.read_cold()
-    note = " — first run, kernels compiling in the background for the next run" if cold_read else ""
+    note = first.note() if first is not None and cold_read else ""
     say(f"reading {p.name}{note}…")
 
     def declined() -> None:  # a large file: the reader compiles here, this run waits

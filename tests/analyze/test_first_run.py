@@ -202,3 +202,36 @@ def test_the_analysis_screen_loads_a_first_run_as_the_command_does(tmp_path):
     assert second["cold_before"] == [False, False]
     assert not any("first run" in s for s in second["stages"])
     assert first["analysis"] == second["analysis"]
+
+
+def test_a_run_that_finds_an_earlier_runs_child_compiling_starts_none_and_says_so(
+    tmp_path, monkeypatch
+):
+    """Six runs in a row after an install had six compile children (each waiting on the first's
+    lock with its own memory). A run that finds one compiling starts none, says how long it has
+    been compiling, and counts it as compiling; once it is gone, a run starts its own."""
+    from engine.analyze import run
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))  # (the lock's key)
+    monkeypatch.setattr(run, "cold", lambda _kernels: True)
+    started: list[tuple[str, ...]] = []
+    monkeypatch.setattr(run, "compile_elsewhere", lambda *a: started.append(a))
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom engine.jit import one_compiler\n"
+         "with one_compiler('analyze'):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        first = run.FirstRun()
+        assert started == [] and first.child is None and first.since is not None
+        assert "still compiling in the background (an earlier run's" in first.note()
+        assert first.compiling()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not first.compiling()  # its compiler is gone
+    again = run.FirstRun()
+    assert again.since is None and len(started) == 1  # no child compiling: this run starts one
