@@ -392,7 +392,7 @@ def critical_markdown(cp: CriticalPath) -> list[str]:
 def perfetto_events(cp: Path, dag: ReplayDag, pid: int = 1 << 20) -> list[str]:
     """The path as one Chrome-trace track (a process named 'critical path'): one slice per run
     of intervals of one part and one row, on the trace's clock (µs)."""
-    from engine.text import us_text
+    from engine.text import us_texts
 
     names = list(PARTS)
     out = [
@@ -401,15 +401,22 @@ def perfetto_events(cp: Path, dag: ReplayDag, pid: int = 1 << 20) -> list[str]:
         json.dumps({"ph": "M", "name": "process_sort_index", "pid": pid,
                     "args": {"sort_index": -1}}),
     ]  # fmt: skip
-    for i in range(len(cp.start)):
-        part = names[int(cp.part[i])]
-        d = int(cp.dev[i])
-        what = PARTS[part] + (f": {dag.d_name[d]}" if d >= 0 else "")
-        a = round(float(cp.start[i]) + cp.t0_ns)  # (whole ns, written exactly: us_text)
-        b = round(float(cp.end[i]) + cp.t0_ns)
-        name = json.dumps(valid_unicode(what))
-        out.append(
-            f'{{"ph":"X","cat":"critical_path","name":{name},"pid":{pid},"tid":0,'
-            f'"ts":{us_text(a)},"dur":{us_text(max(0, b - a))},"args":{{"part":"{part}"}}}}'
+    if not len(cp.start):
+        return out
+    # whole ns, written exactly (us_texts); np.rint rounds half to even, as round() does
+    a = np.rint(cp.start.astype(np.float64) + cp.t0_ns).astype(np.int64)
+    b = np.rint(cp.end.astype(np.float64) + cp.t0_ns).astype(np.int64)
+    said: dict[tuple[int, int], str] = {}  # (part, row) → its name, JSON-encoded once
+    parts, devs = cp.part.astype(np.int64).tolist(), cp.dev.astype(np.int64).tolist()
+    for key in set(zip(parts, devs, strict=True)):
+        p, d = key
+        what = PARTS[names[p]] + (f": {dag.d_name[d]}" if d >= 0 else "")
+        said[key] = json.dumps(valid_unicode(what))
+    out += [
+        f'{{"ph":"X","cat":"critical_path","name":{said[(p, d)]},"pid":{pid},"tid":0,'
+        f'"ts":{ts},"dur":{dur},"args":{{"part":"{names[p]}"}}}}'
+        for p, d, ts, dur in zip(
+            parts, devs, us_texts(a), us_texts(np.maximum(0, b - a)), strict=True
         )
+    ]
     return out
