@@ -79,6 +79,21 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<kernel {self.__qualname__}{'' if self.disp is None else ' (built)'}>"
 
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        """Pickled by name, as a function is (a process pool, Dask): the kernel its module names
+        in the process that loads it."""
+        return (_named, (self.py_func.__module__, self.py_func.__qualname__))
+
+
+def _named(module: str, qualname: str) -> Any:
+    """What ``module`` names ``qualname`` (an unpickled Kernel: a Kernel or a dispatcher)."""
+    import importlib
+
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
 
 class Deferred:
     """A numba object (an intrinsic) that only compiled code uses, made by ``factory`` when

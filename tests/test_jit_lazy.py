@@ -92,3 +92,15 @@ def test_importing_the_analysis_and_the_cli_does_not_import_numba():
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.strip() == "[]"
+
+
+def test_a_kernel_is_pickled_by_name():
+    import pickle
+
+    from engine import jit
+    from engine.trace import idle_calls
+
+    named = idle_calls._runs  # the Kernel, or its dispatcher once numba is in use here
+    k = named if type(named) is jit.Kernel else jit._OWNER[id(named)]
+    assert type(k) is jit.Kernel
+    assert pickle.loads(pickle.dumps(k)) is named  # what its module names in this process

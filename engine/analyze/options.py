@@ -30,8 +30,10 @@ class AnalyzeOptions:
     #: several files: "local" (a local Dask cluster, the default) or a scheduler's address
     cluster: str | None = None
     #: a first run after an install answers without waiting for numba: the JSON scanner's
-    #: Python twin and interpreted kernels while a child compiles (engine.analyze.run.FirstRun).
-    #: False: compiled kernels only, no child (what a program's own capture analyses with)
+    #: Python twin and interpreted kernels while a child compiles (engine.analyze.run.FirstRun);
+    #: and a small file is analysed without numba at all (engine.analyze.run.lean). False:
+    #: compiled kernels only, no child (what a program's own capture analyses with: its other
+    #: threads may be running kernels, which an interpreted analysis would swap to Python)
     first_run: bool = True
     #: several files: keep each file's rank summary and cross the ranks (engine.analyze.ranks.ranks)
     ranks: bool = True

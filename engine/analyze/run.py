@@ -303,7 +303,7 @@ def read_and_analyse(
     hardware, top, counting = options.hardware, options.top, options.counting
     say = stage or (lambda _line: None)
     merge = exact_at if counting == "exact" else None  # (see below)
-    if lean(path):  # a small file: no numba at all (LEAN_MAX_BYTES)
+    if options.first_run and lean(path):  # a small file: no numba at all (LEAN_MAX_BYTES)
         say(f"reading {p.name}…")
         try:
             return _lean_analysis(path, options, say, on_trace, peers)
@@ -449,7 +449,8 @@ def cpu_outcome(
         said = "a CPU-only profile" if not device_rows_ok else "no GPU rows"
         stage(f"{p.name}: {said} — reading its CPU operators and steps…")
     # a small file: the scanner's twin (the rest of the CPU summary runs no kernel)
-    cold_read = lean(path) or (first is not None and first.read_cold())
+    small = options.first_run and lean(path)
+    cold_read = small or (first is not None and first.read_cold())
     return _cpu_outcome(path, options, out_name, device_rows_ok, cold_read)
 
 

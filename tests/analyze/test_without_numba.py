@@ -69,7 +69,7 @@ def _small_traces() -> list[Path]:
 
 def _outcome(path: Path, lean: bool, monkeypatch) -> str:
     monkeypatch.setattr(run, "lean", lambda _p: lean)
-    out = run.analyze_file(str(path), AnalyzeOptions(out_root=None, first_run=False))
+    out = run.analyze_file(str(path), AnalyzeOptions(out_root=None))
     if out.error is not None:
         return "error: " + out.error
     if out.cpu is not None:
@@ -108,7 +108,27 @@ def test_a_file_with_more_rows_than_the_lean_limit_is_analysed_compiled(monkeypa
     monkeypatch.setattr(run, "analyze_trace", spy)
     monkeypatch.setattr(run, "lean", lambda _p: True)
     monkeypatch.setattr(run, "LEAN_MAX_ROWS", 0)
-    run.read_and_analyse(str(path), AnalyzeOptions(out_root=None, first_run=False))
+    run.read_and_analyse(str(path), AnalyzeOptions(out_root=None))
     monkeypatch.setattr(run, "LEAN_MAX_ROWS", 10**9)
+    run.read_and_analyse(str(path), AnalyzeOptions(out_root=None))
+    assert seen == [False, True]
+
+
+def test_a_programs_own_capture_is_never_analysed_interpreted(monkeypatch):
+    """first_run=False (the torch loop analysing its program's capture, whose other threads
+    may run kernels meanwhile): compiled, however small the file."""
+    path = TRACES / "kineto" / "a100_triton_one_kernel.json.gz"
+    seen: list[bool] = []
+    real = run.analyze_trace
+
+    def spy(*args, **kwargs):
+        from engine.jit import interpreting
+
+        seen.append(interpreting())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run, "analyze_trace", spy)
+    monkeypatch.setattr(run, "lean", lambda _p: True)
     run.read_and_analyse(str(path), AnalyzeOptions(out_root=None, first_run=False))
+    run.read_and_analyse(str(path), AnalyzeOptions(out_root=None))
     assert seen == [False, True]
