@@ -18,7 +18,6 @@ rest of the wall time is Python's start, reading, analysing and printing.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import subprocess
@@ -33,6 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
+from bench_analyze import _timed  # noqa: E402  (a fresh child, its peak RSS)
 from dataset_pins import LEAN_LADDER, SMALL_TRACES  # noqa: E402
 
 #: (label, path) of each small real trace, pinned in benchmarks/datasets.json
@@ -52,26 +52,6 @@ LEAN_DRIVER = (
     "sys.argv = ['gitm-tui', 'analyze', sys.argv[2], '--no-write']\n"
     "sys.exit(main())\n"
 )
-
-WRAPPER = (
-    "import resource, subprocess, sys, time, json\n"
-    "t = time.perf_counter()\n"
-    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
-    "dt = time.perf_counter() - t\n"
-    "r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
-    "print(json.dumps({'seconds': dt, 'peak_mib': r, 'rc': p.returncode,"
-    " 'err': p.stderr.decode(errors='replace')[-300:]}))\n"
-)
-
-
-def _timed(argv: list[str]) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, check=True, cwd=HERE
-    )
-    r = json.loads(out.stdout.strip().splitlines()[-1])
-    if r["rc"] != 0:
-        raise SystemExit(f"benchmarks: {argv[-3:]} failed (exit {r['rc']}): {r['err']}")
-    return r
 
 
 def imports(argv: list[str]) -> tuple[float, dict[str, float], list[tuple[str, float]]]:

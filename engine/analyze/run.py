@@ -195,7 +195,8 @@ INTERPRET_MAX_ROWS = 30_000
 
 
 #: A file up to this size, in a process that has not loaded numba yet, is read and analysed
-#: interpreted (engine.jit.interpreted), first run or not: numba is then never imported, which
+#: interpreted (engine.jit.interpreted) where AnalyzeOptions.first_run allows: numba is then
+#: never imported, which
 #: with loading its kernels' machine code is ~0.25 s of a small analysis, more than
 #: interpreting its rows costs (benchmarks/results/fixed_cost.md has the measurement behind
 #: both numbers). A file that turns out to hold more than LEAN_MAX_ROWS GPU rows is analysed
@@ -302,11 +303,13 @@ def read_and_analyse(
     p = Path(url_name(path) if is_url(path) else path)
     hardware, top, counting = options.hardware, options.top, options.counting
     say = stage or (lambda _line: None)
-    merge = exact_at if counting == "exact" else None  # (see below)
+    # every call, as read, when counting as HTA does (it counts host events); otherwise runs of
+    # calls that only take host time as one row each, exact for the levers' replay window
+    merge = exact_at if counting == "exact" else None
     if options.first_run and lean(path):  # a small file: no numba at all (LEAN_MAX_BYTES)
         say(f"reading {p.name}…")
         try:
-            return _lean_analysis(path, options, say, on_trace, peers)
+            return _lean_analysis(path, options, merge, say, on_trace, peers)
         except _NeedsNumba:  # the twin declined it: the compiled reader says what is wrong
             pass
     cold_read = first is not None and first.read_cold()
@@ -317,8 +320,6 @@ def read_and_analyse(
         if cold(kernels("import")):
             say(f"reading {p.name} — first run: compiling the trace reader (once)…")
 
-    # every call, as read, when counting as HTA does (it counts host events); otherwise runs of
-    # calls that only take host time as one row each, exact for the levers' replay window
     trace = load_trace(path, interpreted=cold_read, declined=declined, merge_idle=merge)
     if on_trace is not None:
         on_trace(trace)
@@ -345,6 +346,7 @@ def _decline() -> None:
 def _lean_analysis(
     path: str,
     options: AnalyzeOptions,
+    merge: Callable[[Trace], Sequence[int]] | None,
     say: Callable[[str], None],
     on_trace: Callable[[Trace], None] | None,
     peers: PeerBounds | None,
@@ -352,7 +354,6 @@ def _lean_analysis(
     """read_and_analyse of a small file without numba (``lean``): read and analysed with every
     kernel interpreted — analysed compiled after all past LEAN_MAX_ROWS GPU rows; _NeedsNumba
     when the twin declines the file."""
-    merge = exact_at if options.counting == "exact" else None
     hardware, top, counting = options.hardware, options.top, options.counting
     with interpreted():
         trace = load_trace(path, interpreted=True, declined=_decline, merge_idle=merge)
@@ -443,21 +444,7 @@ def cpu_outcome(
     and, under ``options.out_root``, cpu_summary.json; or its one error line (neither CPU
     operators nor ProfilerSteps in it, a file that cannot be read). ``device_rows_ok`` False:
     the file is read here first (cpu_trace.cpu_profile), and None is returned when it holds a
-    device row after all. A small file is read without numba (``lean``)."""
-    p = Path(url_name(path) if is_url(path) else path)
-    if stage is not None:
-        said = "a CPU-only profile" if not device_rows_ok else "no GPU rows"
-        stage(f"{p.name}: {said} — reading its CPU operators and steps…")
-    # a small file: the scanner's twin (the rest of the CPU summary runs no kernel)
-    small = options.first_run and lean(path)
-    cold_read = small or (first is not None and first.read_cold())
-    return _cpu_outcome(path, options, out_name, device_rows_ok, cold_read)
-
-
-def _cpu_outcome(
-    path: str, options: AnalyzeOptions, out_name: str | None, device_rows_ok: bool, cold: bool
-) -> FileOutcome | None:
-    """cpu_outcome's reading and writing (``cold``: the reader's Python twin)."""
+    device row after all. A small file is read by the scanner's twin (``lean``)."""
     import json
 
     from engine.analyze.breakdown.cpu_trace import cpu_dict, read_cpu_profile, read_cpu_summary
@@ -465,7 +452,11 @@ def _cpu_outcome(
     from engine.text import escape_json_text
 
     p = Path(url_name(path) if is_url(path) else path)
-    cold_read = cold
+    if stage is not None:
+        said = "a CPU-only profile" if not device_rows_ok else "no GPU rows"
+        stage(f"{p.name}: {said} — reading its CPU operators and steps…")
+    small = options.first_run and lean(path)
+    cold_read = small or (first is not None and first.read_cold())
     try:
         if is_url(path):
             with local_copy(path) as copy:

@@ -92,10 +92,9 @@ def test_every_small_real_trace_reads_and_analyses_the_same_without_numba(monkey
     assert analysed >= 10
 
 
-def test_a_file_with_more_rows_than_the_lean_limit_is_analysed_compiled(monkeypatch):
-    """The rows are known only once read: past LEAN_MAX_ROWS the analysis runs compiled (the
-    replays of a few thousand rows interpreted would cost more than numba's start)."""
-    path = TRACES / "kineto" / "a100_event_sync_multistream.json.gz"
+def _interpreted_analyses(monkeypatch) -> list[bool]:
+    """Every file taken as small enough for the lean path; the list returned fills, per
+    analysis, with whether it ran interpreted."""
     seen: list[bool] = []
     real = run.analyze_trace
 
@@ -107,6 +106,14 @@ def test_a_file_with_more_rows_than_the_lean_limit_is_analysed_compiled(monkeypa
 
     monkeypatch.setattr(run, "analyze_trace", spy)
     monkeypatch.setattr(run, "lean", lambda _p: True)
+    return seen
+
+
+def test_a_file_with_more_rows_than_the_lean_limit_is_analysed_compiled(monkeypatch):
+    """The rows are known only once read: past LEAN_MAX_ROWS the analysis runs compiled (the
+    replays of a few thousand rows interpreted would cost more than numba's start)."""
+    path = TRACES / "kineto" / "a100_event_sync_multistream.json.gz"
+    seen = _interpreted_analyses(monkeypatch)
     monkeypatch.setattr(run, "LEAN_MAX_ROWS", 0)
     run.read_and_analyse(str(path), AnalyzeOptions(out_root=None))
     monkeypatch.setattr(run, "LEAN_MAX_ROWS", 10**9)
@@ -118,17 +125,7 @@ def test_a_programs_own_capture_is_never_analysed_interpreted(monkeypatch):
     """first_run=False (the torch loop analysing its program's capture, whose other threads
     may run kernels meanwhile): compiled, however small the file."""
     path = TRACES / "kineto" / "a100_triton_one_kernel.json.gz"
-    seen: list[bool] = []
-    real = run.analyze_trace
-
-    def spy(*args, **kwargs):
-        from engine.jit import interpreting
-
-        seen.append(interpreting())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(run, "analyze_trace", spy)
-    monkeypatch.setattr(run, "lean", lambda _p: True)
+    seen = _interpreted_analyses(monkeypatch)
     run.read_and_analyse(str(path), AnalyzeOptions(out_root=None, first_run=False))
     run.read_and_analyse(str(path), AnalyzeOptions(out_root=None))
     assert seen == [False, True]
