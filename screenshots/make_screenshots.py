@@ -130,7 +130,9 @@ async def shoot_ranks() -> None:
         cpu = HERE.parent / "tests" / "data" / "traces" / "cpu" / "cpu_only_train_small.json.gz"
         shutil.copy(cpu, Path(d) / "cpu_only.json.gz")
 
-        def load(progress: Callable[[int, int, str], None], _dashboard: object) -> Analyzed:
+        def load(
+            progress: Callable[[int, int, str], None], _dashboard: object, _stage: object
+        ) -> Analyzed:
             return analyze([d], AnalyzeOptions(workers=1), Hooks(progress=progress))
 
         app = make_ranks_app(load, "ranks/ (SYNTHETIC, one CPU-only)")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from engine.analyze.breakdown.cpu_trace import CpuSummary
     from engine.analyze.breakdown.model import Analysis
     from engine.analyze.compute import AnalysisResult
+    from engine.analyze.output.rank_export import PartRunner
     from engine.analyze.ranks.ranks import CrossRank, RankSummary
     from engine.analyze.run import FileOutcome
 
@@ -178,36 +179,113 @@ def analyze(
     Several files with ``options.ranks``: the ranks are crossed (engine.analyze.ranks.ranks) and,
     under ``options.out_root``, cross_rank.json, cross_rank.md and ranks.perfetto.json.gz are
     written (engine.analyze.output.rank_export)."""
-    from engine.analyze.run import analyze_files
+    from engine.analyze.run import analyze_listed, expand
 
     options = options or AnalyzeOptions()
-    outcomes = analyze_files(list(paths), options, hooks)
+    hooks = hooks or Hooks()
+    files, listed = expand(list(paths))
     claimed = len(paths) == 1 and Path(paths[0]).is_dir()
-    got = Analyzed(outcomes, one_job_claimed=claimed, paths=tuple(paths))
-    if not options.ranks or len(got.summaries) < 2:
-        return got  # nothing to cross (and a file alone never imports the cross-rank module)
-    from engine.analyze.ranks.ranks import cross_rank
+    if not options.ranks or len(files) < 2:  # a file alone never imports the cross-rank module
+        outcomes = listed + analyze_listed(files, options, hooks)
+        return Analyzed(outcomes, one_job_claimed=claimed, paths=tuple(paths))
+    return _job(files, listed, options, hooks, claimed, tuple(paths))
 
-    crossed = cross_rank(got.summaries)
-    if crossed is None and got.not_one_job is not None:
-        from engine.analyze.ranks.ranks import job_groups
 
-        jobs = tuple(c for g in job_groups(got.summaries) if (c := cross_rank(g)) is not None)
-        return Analyzed(outcomes, None, claimed, paths=tuple(paths), jobs=jobs)
-    if crossed is not None:  # a second pass: each rank's replay held to its peers
-        from engine.analyze.job import hold_to_peers
+def _job(
+    files: list[str],
+    listed: list[FileOutcome],
+    options: AnalyzeOptions,
+    hooks: Hooks,
+    claimed: bool,
+    paths: tuple[str, ...],
+) -> Analyzed:
+    """Several files, ranks crossed, in two rounds on one set of workers (engine.analyze.job):
+    each file read for its rank summary; the ranks crossed; each rank analysed once, held to its
+    peers where they are known; the cross-rank outputs written, the merged Perfetto file's parts
+    made by the workers."""
+    from engine.analyze.run import forget_kept, output_names
 
-        outcomes, line = hold_to_peers(outcomes, crossed, options, hooks.stage if hooks else None)
-        crossed.notes.append(line)
-        got = Analyzed(outcomes, one_job_claimed=claimed, paths=tuple(paths))
-    if crossed is None or options.out_root is None:
-        return Analyzed(outcomes, crossed, claimed, paths=tuple(paths))
-    written, unwritten, failed = _write_cross_rank(crossed, options.out_root, got.good)
-    return Analyzed(outcomes, crossed, claimed, written, unwritten, failed, tuple(paths))
+    names = output_names(files)
+    try:
+        return _rounds(files, listed, options, hooks, claimed, paths, names)
+    finally:
+        forget_kept()  # what the first round kept here and the second did not take
+
+
+def _rounds(
+    files: list[str],
+    listed: list[FileOutcome],
+    options: AnalyzeOptions,
+    hooks: Hooks,
+    claimed: bool,
+    paths: tuple[str, ...],
+    names: dict[str, str],
+) -> Analyzed:
+    from dataclasses import replace
+
+    from engine.analyze.cluster import Workers
+    from engine.analyze.job import held_note, peers_by_file
+    from engine.analyze.run import analyze_listed
+
+    with Workers(options, len(files), hooks.dashboard) as pool:
+        first = analyze_listed(
+            files, options, _reading(hooks), names=names, pool=pool, summary_only=True
+        )
+        sums = [o.summary for o in first if o.summary is not None]
+        crossed: CrossRank | None = None
+        jobs: tuple[CrossRank, ...] = ()
+        if len(sums) >= 2:
+            from engine.analyze.ranks.ranks import cross_rank, job_groups, not_one_job
+
+            crossed = cross_rank(sums)
+            if crossed is None and not_one_job(sums) is not None:
+                jobs = tuple(c for g in job_groups(sums) if (c := cross_rank(g)) is not None)
+        peers = peers_by_file(first, crossed) if crossed is not None else {}
+        todo = [o.path for o in first if o.summary is not None]
+        if hooks.stage is not None and peers:
+            hooks.stage(f"{len(todo):,} ranks: analysing each, its collectives held to its peers…")
+        settled = len(first) - len(todo)  # files the first round ended (an error, CPU-only)
+        said = hooks.progress
+
+        def counted(done: int, _total: int, path: str) -> None:  # of all the files
+            if said is not None:
+                said(settled + done, len(files), path)
+
+        if not todo and said is not None and files:
+            said(len(files), len(files), files[-1])
+        hooked = replace(hooks, progress=counted)
+        second = iter(
+            analyze_listed(
+                todo, options, hooked, names=names, pool=pool, peers=peers, summaries=False
+            )
+        )
+        outcomes = listed + [
+            replace(next(second), summary=o.summary) if o.summary is not None else o for o in first
+        ]
+        if crossed is not None:
+            crossed.notes.append(held_note(outcomes, crossed, peers))
+        got = Analyzed(outcomes, crossed, claimed, paths=paths, jobs=jobs)
+        if crossed is None or options.out_root is None:
+            return got
+        run = pool.map if pool.started and pool.local else None  # (remote: files elsewhere)
+        written, unwritten, failed = _write_cross_rank(crossed, options.out_root, got.good, run)
+    return Analyzed(outcomes, crossed, claimed, written, unwritten, failed, paths)
+
+
+def _reading(hooks: Hooks) -> Hooks:
+    """The job's first round as the listeners hear it: its progress is a stage line (the
+    analysis's own progress is the second round's)."""
+    stage = hooks.stage
+
+    def read(done: int, total: int, _path: str) -> None:
+        if stage is not None:
+            stage(f"collectives: {done:,} of {total:,} ranks read…")
+
+    return Hooks(stage=stage, progress=read, dashboard=hooks.dashboard)
 
 
 def _write_cross_rank(
-    crossed: CrossRank, out: str, good: list[FileOutcome]
+    crossed: CrossRank, out: str, good: list[FileOutcome], run: PartRunner | None = None
 ) -> tuple[tuple[Path, ...], tuple[str, ...], str | None]:
     """OUT/cross_rank.json (schema: manifests/schemas/cross_rank.schema.json), cross_rank.md and
     ranks.perfetto.json.gz (engine.analyze.output.rank_export). Returns what was written, the lines
@@ -222,7 +300,7 @@ def _write_cross_rank(
         if p.endswith("perfetto.json")
     ]
     try:
-        written, problems = write_rank_outputs(crossed, Path(out), perfetto)
+        written, problems = write_rank_outputs(crossed, Path(out), perfetto, run)
     except OSError as e:
         return (), (), f"cannot write the cross-rank outputs to {out}: {e.strerror or e}"
     return tuple(written), tuple(problems), None

@@ -12,14 +12,18 @@ analysed. ``progress(done, total, path)`` is called as each file finishes.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.analyze.options import AnalyzeOptions
 from engine.analyze.remote import url_name
-from engine.analyze.run import FileOutcome, analyze_file, output_names
+from engine.analyze.run import FileOutcome, analyze_file, forget_kept, output_names
+
+if TYPE_CHECKING:
+    from engine.analyze.advice.peers import PeerBounds
 
 #: how often the scheduler re-runs a file's task whose worker died before giving up on it
 RETRIES = 2
@@ -42,64 +46,165 @@ def analyze_on_cluster(
     scheduler serves one (a running cluster's; the local one starts without). ``names``: each
     file's output folder (default: ``output_names(files)``; given when these files are part of
     a larger set, whose names do not collide)."""
-    import os
+    with Workers(options, len(files), dashboard) as pool:
+        out = pool.analyze(files, options, progress, names)
+        if worker_peaks is not None:
+            worker_peaks.update(pool.peaks())
+        return out
 
-    from distributed import Client, LocalCluster, as_completed
 
-    cluster, workers = options.cluster or "local", options.workers
-    options = replace(options, keep_arrays=False)  # a worker's arrays stay where it is
-    local = None
-    restore = _terminate_cleanly()
-    try:
-        if cluster == "local":
-            n = max(1, min(len(files), workers or os.cpu_count() or 1))
-            local = LocalCluster(
+class Workers:
+    """A Dask cluster held for several rounds of tasks (a job's ranks: their collectives first,
+    then each rank's analysis held to its peers, then the merged Perfetto file's parts), so its
+    worker processes start — and import, and load the compiled kernels — once. Started on
+    entry (``options.cluster``: "local", the default, or an address; ``options.workers``
+    local workers, default one per core, never more than ``files``); ConnectionError (one line)
+    when the scheduler cannot be reached."""
+
+    def __init__(
+        self,
+        options: AnalyzeOptions,
+        files: int,
+        dashboard: Callable[[str], None] | None = None,
+    ) -> None:
+        self._cluster, self._workers = options.cluster or "local", options.workers
+        self._files, self._dashboard = files, dashboard
+        self.local = self._cluster == "local"
+        self._local: Any = None
+        self._client: Any = None
+        self._restore: Callable[[], None] = lambda: None
+        #: the worker that read each file in a first round (it keeps the trace for the second)
+        self._where: dict[str, str] = {}
+
+    def __enter__(self) -> Workers:
+        return self
+
+    @property
+    def started(self) -> bool:
+        """Whether the cluster is started (it starts with the first round that needs it)."""
+        return self._client is not None
+
+    def _start(self) -> Any:
+        """The client, the cluster started on first use."""
+        if self._client is not None:
+            return self._client
+        import os
+
+        from distributed import Client, LocalCluster
+
+        self._restore = _terminate_cleanly()
+        if self.local:
+            n = max(1, min(self._files, self._workers or os.cpu_count() or 1))
+            self._local = LocalCluster(
                 n_workers=n,
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
                 silence_logs=50,  # CRITICAL only: the terminal is ours
             )
-            client = Client(local)
+            self._client = Client(self._local)
         else:
-            client = _connect(Client, cluster)
+            self._client = _connect(Client, self._cluster)
+        link = _dashboard_link(self._client) if self._dashboard is not None else None
+        if link and self._dashboard is not None:
+            self._dashboard(link)
+        return self._client
+
+    def __exit__(self, *_exc: object) -> None:
+        client, local, restore = self._client, self._local, self._restore
+        self._client, self._local, self._restore = None, None, lambda: None
         try:
-            link = _dashboard_link(client) if dashboard is not None else None
-            if link and dashboard is not None:
-                dashboard(link)
-            names = names or output_names(files)
-            futs = {
-                client.submit(
-                    analyze_file,
-                    f,
-                    options,
-                    out_name=names[f],
-                    key=f"gitm-analyze-{i}-{url_name(f)}",
-                    pure=False,
-                    retries=RETRIES,
-                ): i
-                for i, f in enumerate(files)
-            }
-            out: list[FileOutcome | None] = [None] * len(files)
-            for done, fut in enumerate(as_completed(futs), 1):
-                i = futs[fut]
-                try:
-                    out[i] = fut.result()
-                except Exception as e:  # the task itself failed on every try (a worker died)
-                    out[i] = FileOutcome(
-                        files[i], error=f"{files[i]}: not analysed on the cluster: {e!r}"[:400]
-                    )
-                if progress is not None:
-                    progress(done, len(files), files[i])
-            if worker_peaks is not None:
-                worker_peaks.update(client.run(_peak_mib))
-            return [o for o in out if o is not None]
+            if client is not None:
+                if self._where and local is None:  # a running cluster's workers go on
+                    with contextlib.suppress(Exception):
+                        client.run(forget_kept)
+                client.close()
         finally:
-            client.close()
-    finally:
-        if local is not None:
-            local.close()
-        restore()
+            try:
+                if local is not None:
+                    local.close()
+            finally:
+                restore()
+
+    def analyze(
+        self,
+        files: list[str],
+        options: AnalyzeOptions,
+        progress: Callable[[int, int, str], None] | None = None,
+        names: dict[str, str] | None = None,
+        peers: dict[str, PeerBounds] | None = None,
+        summary_only: bool = False,
+        ranks: bool | None = None,
+    ) -> list[FileOutcome]:
+        """Each file's outcome (input order), one task per file (engine.analyze.run.analyze_file
+        where the worker is, ``peers``, ``summary_only`` and ``ranks`` as it takes them); a task
+        that failed on every try is that file's error line."""
+        client = self._start()
+        options = replace(options, keep_arrays=False)  # a worker's arrays stay where it is
+        names = names or output_names(files)
+        peers = peers or {}
+        tag = "gitm-collectives" if summary_only else "gitm-analyze"
+
+        def submit(i: int, f: str) -> Any:
+            # a second round's task goes where the first read the file (it kept the trace:
+            # engine.analyze.run.keep_trace), or to any worker when that one is busy or gone
+            where = self._where.get(f)
+            return client.submit(
+                _analyze_where, f, options, out_name=names[f], ranks=ranks, peers=peers.get(f),
+                summary_only=summary_only, key=f"{tag}-{i}-{url_name(f)}", pure=False,
+                retries=RETRIES,
+                **({"workers": [where], "allow_other_workers": True} if where else {}),
+            )  # fmt: skip
+
+        def failed(f: str, e: Exception) -> FileOutcome:
+            return FileOutcome(f, error=f"{f}: not analysed on the cluster: {e!r}"[:400])
+
+        out = self._each(files, submit, failed, progress)
+        for f, (o, where) in zip(files, out, strict=True):
+            if summary_only and o.summary is not None and where:
+                self._where[f] = where
+        return [o for o, _ in out]
+
+    def map(self, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> list[Any]:
+        """``fn(*a)`` for each ``a`` on the workers, in order; a task's exception is raised."""
+        client = self._start()
+        futs = [
+            client.submit(fn, *a, key=f"gitm-{fn.__name__}-{i}", pure=False)
+            for i, a in enumerate(args)
+        ]
+        return list(client.gather(futs))
+
+    def peaks(self) -> dict[str, float]:
+        """Each worker's peak resident memory (MiB) so far."""
+        return dict(self._start().run(_peak_mib))
+
+    def _each(
+        self,
+        items: list[str],
+        submit: Callable[[int, str], Any],
+        failed: Callable[[str, Exception], FileOutcome],
+        progress: Callable[[int, int, str], None] | None,
+    ) -> list[tuple[FileOutcome, str | None]]:
+        from distributed import as_completed
+
+        futs = {submit(i, f): i for i, f in enumerate(items)}
+        out: list[tuple[FileOutcome, str | None] | None] = [None] * len(items)
+        for done, fut in enumerate(as_completed(futs), 1):
+            i = futs[fut]
+            try:
+                out[i] = fut.result()
+            except Exception as e:  # the task itself failed on every try (a worker died)
+                out[i] = (failed(items[i], e), None)
+            if progress is not None:
+                progress(done, len(items), items[i])
+        return [o for o in out if o is not None]
+
+
+def _analyze_where(path: str, options: AnalyzeOptions, **kw: Any) -> tuple[FileOutcome, str]:
+    """analyze_file on a worker, and the worker's address (where its kept trace is)."""
+    from distributed import get_worker
+
+    return analyze_file(path, options, **kw), get_worker().address
 
 
 #: seconds to wait for a scheduler's first answer (connect and handshake): a listener that

@@ -10,72 +10,60 @@ second pass analyses each such rank again with its collectives held to them
 off the rank's span with its peers as observed (a rank that is never last gains nothing beyond
 the time after its last collective), and its critical path shows the waits for its peers.
 
-The second pass reads each rank's trace again, here, one after another (the first pass may
-have run on Dask; its results are a few kB each, not the traces): on the machine's two cores
-that is the first pass's time again, which the command says while it works.
+The job runs in two rounds on the same workers (engine.analyze.api): the first reads each rank
+for its summary alone (a few kB: its collectives, steps and span), the ranks are crossed, and
+the second reads and analyses each rank once, held to its peers where they are known — each
+rank's analysis is made once, never thrown away and made again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.analyze.advice.peers import PeerBounds
-from engine.analyze.options import AnalyzeOptions
 from engine.analyze.ranks.ranks import CrossRank, peer_bounds
-from engine.analyze.run import FileOutcome, analyze_file
+from engine.analyze.run import FileOutcome
 
 
-def hold_to_peers(
-    outcomes: list[FileOutcome],
-    crossed: CrossRank,
-    options: AnalyzeOptions,
-    stage: Callable[[str], None] | None = None,
-) -> tuple[list[FileOutcome], str]:
-    """``outcomes`` with each rank whose collectives were matched analysed again, held to its
-    peers (its outputs rewritten where the first pass wrote them), and one line saying what was
-    done. Nothing changes where the clocks are not trusted or nothing was matched."""
-    summaries = [o.summary for o in outcomes if o.summary is not None]
+def peers_by_file(first: list[FileOutcome], crossed: CrossRank) -> dict[str, PeerBounds]:
+    """Per file of the job's first round (``summary`` kept), the bounds its collectives are
+    held to in its analysis: each rank whose collectives were matched, with clocks trusted
+    (none otherwise)."""
+    summaries = [o.summary for o in first if o.summary is not None]
     bounds = peer_bounds(summaries, crossed)
-    if not bounds:
+    return {
+        o.path: b
+        for o in first
+        if o.summary is not None
+        and o.summary.rank is not None
+        and (b := bounds.get(o.summary.rank)) is not None
+        and len(b)
+    }
+
+
+def held_note(outcomes: list[FileOutcome], crossed: CrossRank, peers: dict[str, PeerBounds]) -> str:
+    """The line saying how the ranks' levers were replayed (``peers``: what each file's was held
+    to), the job's critical path set on ``crossed`` where the ranks were held."""
+    if not peers:
         why = "clocks not trusted" if not crossed.trusted else "no collective matched"
-        return outcomes, f"levers replayed rank by rank, peers unknown ({why})"
-    out = []
-    held = 0
-    for o in outcomes:
-        rank = o.analysis.rank if o.analysis is not None else None
-        b = bounds.get(rank) if rank is not None else None
-        if o.error or b is None or not len(b):
-            out.append(o)
-            continue
-        if stage is not None:
-            stage(
-                f"rank {rank}: replaying its levers with its peers held ({len(b):,} collectives)…"
-            )
-        name = _out_name(o)
-        again = analyze_file(o.path, options, stage, None, name, ranks=False, peers=b)
-        if again.error or again.analysis is None:
-            out.append(o)  # the first pass stands; its line says peers unknown
-            continue
-        out.append(replace(again, summary=o.summary))
-        held += 1
-    spans = {
-        o.analysis.rank: (o.summary.first_ns, o.summary.first_ns + o.summary.span_ns)
+        return f"levers replayed rank by rank, peers unknown ({why})"
+    held = sum(1 for o in outcomes if o.path in peers and o.analysis is not None)
+    bounds = {
+        o.summary.rank: peers[o.path]
         for o in outcomes
-        if o.analysis is not None and o.analysis.rank is not None and o.summary is not None
+        if o.path in peers and o.summary is not None and o.summary.rank is not None
+    }
+    spans = {
+        o.summary.rank: (o.summary.first_ns, o.summary.first_ns + o.summary.span_ns)
+        for o in outcomes
+        if o.summary is not None and o.summary.rank is not None
     }
     path = job_path(bounds, spans)
     if path is not None:
         crossed.job_path = path.headline()
-    return out, f"levers of {held} rank(s) replayed with their collectives held to their peers"
-
-
-def _out_name(o: FileOutcome) -> str | None:
-    """The output folder the first pass wrote this rank into (None: it wrote none)."""
-    return Path(o.outputs[0]).parent.name if o.outputs else None
+    return f"levers of {held} rank(s) replayed with their collectives held to their peers"
 
 
 @dataclass(frozen=True)

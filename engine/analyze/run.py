@@ -38,6 +38,7 @@ from engine.trace.trace import Trace
 if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
     from engine.analyze.advice.peers import PeerBounds
     from engine.analyze.breakdown.cpu_trace import CpuSummary
+    from engine.analyze.cluster import Workers
     from engine.analyze.ranks.ranks import RankSummary
 
 #: what a remote folder's listing takes (engine.trace.formats: every format's suffixes)
@@ -205,6 +206,58 @@ LEAN_MAX_BYTES = 256 * 1024
 LEAN_MAX_ROWS = 1_000
 
 
+#: a job's first round (engine.analyze.api) keeps each trace it read for the second, which
+#: analyses it, up to this many bytes of arrays in a process (a worker's, or this one's when
+#: the files are analysed here): a 109k-event rank's trace is ~2 MB (its host rows merged), so
+#: the ranks a worker reads are all kept until they outgrow it; past it, a rank is read again
+KEEP_BYTES = 256 << 20
+_kept: dict[tuple[str, int, int, str], tuple[Trace, int]] = {}
+
+
+def _kept_key(path: str, options: AnalyzeOptions) -> tuple[str, int, int, str] | None:
+    if is_url(path):
+        return None  # its local copy is gone: read again
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (path, st.st_mtime_ns, st.st_size, options.counting)
+
+
+def _nbytes(trace: Trace) -> int:
+    """The bytes of the trace's columns (what keeping it holds)."""
+    total = 0
+    for part in (trace.segments, trace.host, trace.top_ops, trace.names):
+        for v in vars(part).values() if hasattr(part, "__dict__") else ():
+            total += getattr(v, "nbytes", 0)
+    return total
+
+
+def keep_trace(path: str, options: AnalyzeOptions, trace: Trace) -> bool:
+    """Keep ``trace`` (read from ``path``) for the job's second round, if it fits KEEP_BYTES."""
+    key = _kept_key(path, options)
+    size = _nbytes(trace)
+    if key is None or sum(n for _, n in _kept.values()) + size > KEEP_BYTES:
+        return False
+    _kept[key] = (trace, size)
+    return True
+
+
+def kept_trace(path: str, options: AnalyzeOptions) -> Trace | None:
+    """The trace the job's first round kept for ``path`` (taken: kept once), if the file is
+    unchanged since."""
+    key = _kept_key(path, options)
+    got = _kept.pop(key, None) if key is not None else None
+    return got[0] if got is not None else None
+
+
+def forget_kept() -> int:
+    """Drop every trace kept (the job is over); how many there were."""
+    n = len(_kept)
+    _kept.clear()
+    return n
+
+
 def lean(path: str) -> bool:
     """Whether ``path`` is read and analysed without numba (see LEAN_MAX_BYTES)."""
     if numba_in_use() or is_url(path):
@@ -300,16 +353,54 @@ def read_and_analyse(
     FirstRun: the twin reader, interpreted kernels or a wait for the child, each said);
     ``on_trace`` sees the trace before it is analysed; ``peers``: its collectives' peers
     (engine.analyze.job: the replay holds the collectives to them)."""
-    p = Path(url_name(path) if is_url(path) else path)
     hardware, top, counting = options.hardware, options.top, options.counting
     say = stage or (lambda _line: None)
+    trace, was_lean = read_only(path, options, say, first, on_trace)
+    rows = len(trace.segments)
+    if was_lean:  # a small file: no numba at all (LEAN_MAX_BYTES), unless it holds many rows
+        say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
+        if rows <= LEAN_MAX_ROWS:
+            with interpreted():
+                return analyze_trace(trace, hardware, top, counting, peers)
+        return analyze_trace(trace, hardware, top, counting, peers)
+    if first is not None and first.interpret(rows):
+        say(f"{rows:,} GPU rows: decoding regimes, replaying levers (first run: interpreted)…")
+        with interpreted():
+            return analyze_trace(trace, hardware, top, counting, peers)
+    if first is not None:
+        first.wait_analysis(say)
+    say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
+    return analyze_trace(trace, hardware, top, counting, peers)
+
+
+def read_only(
+    path: str,
+    options: AnalyzeOptions,
+    say: Callable[[str], None],
+    first: FirstRun | None = None,
+    on_trace: Callable[[Trace], None] | None = None,
+) -> tuple[Trace, bool]:
+    """Read one file as read_and_analyse reads it — a small file without numba (``lean``; then
+    ``on_trace`` runs interpreted too), a first run's with the scanner's twin — and return the
+    trace and whether it was read lean; raise TraceImportError."""
+    p = Path(url_name(path) if is_url(path) else path)
+    was = kept_trace(path, options)
+    if was is not None:  # read by the job's first round, here
+        say(f"{p.name}: read in the first round…")
+        if on_trace is not None:
+            on_trace(was)
+        return was, options.first_run and lean(path)
     # every call, as read, when counting as HTA does (it counts host events); otherwise runs of
     # calls that only take host time as one row each, exact for the levers' replay window
-    merge = exact_at if counting == "exact" else None
-    if options.first_run and lean(path):  # a small file: no numba at all (LEAN_MAX_BYTES)
+    merge = exact_at if options.counting == "exact" else None
+    if options.first_run and lean(path):
         say(f"reading {p.name}…")
         try:
-            return _lean_analysis(path, options, merge, say, on_trace, peers)
+            with interpreted():
+                trace = load_trace(path, interpreted=True, declined=_decline, merge_idle=merge)
+                if on_trace is not None:
+                    on_trace(trace)
+            return trace, True
         except _NeedsNumba:  # the twin declined it: the compiled reader says what is wrong
             pass
     cold_read = first is not None and first.read_cold()
@@ -323,15 +414,7 @@ def read_and_analyse(
     trace = load_trace(path, interpreted=cold_read, declined=declined, merge_idle=merge)
     if on_trace is not None:
         on_trace(trace)
-    rows = len(trace.segments)
-    if first is not None and first.interpret(rows):
-        say(f"{rows:,} GPU rows: decoding regimes, replaying levers (first run: interpreted)…")
-        with interpreted():
-            return analyze_trace(trace, hardware, top, counting, peers)
-    if first is not None:
-        first.wait_analysis(say)
-    say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
-    return analyze_trace(trace, hardware, top, counting, peers)
+    return trace, False
 
 
 class _NeedsNumba(Exception):
@@ -343,29 +426,6 @@ def _decline() -> None:
     raise _NeedsNumba
 
 
-def _lean_analysis(
-    path: str,
-    options: AnalyzeOptions,
-    merge: Callable[[Trace], Sequence[int]] | None,
-    say: Callable[[str], None],
-    on_trace: Callable[[Trace], None] | None,
-    peers: PeerBounds | None,
-) -> AnalysisResult:
-    """read_and_analyse of a small file without numba (``lean``): read and analysed with every
-    kernel interpreted — analysed compiled after all past LEAN_MAX_ROWS GPU rows; _NeedsNumba
-    when the twin declines the file."""
-    hardware, top, counting = options.hardware, options.top, options.counting
-    with interpreted():
-        trace = load_trace(path, interpreted=True, declined=_decline, merge_idle=merge)
-        if on_trace is not None:
-            on_trace(trace)
-        rows = len(trace.segments)
-        say(f"{rows:,} GPU rows: decoding regimes, replaying levers…")
-        if rows <= LEAN_MAX_ROWS:
-            return analyze_trace(trace, hardware, top, counting, peers)
-    return analyze_trace(trace, hardware, top, counting, peers)
-
-
 def analyze_file(
     path: str,
     options: AnalyzeOptions,
@@ -374,6 +434,7 @@ def analyze_file(
     out_name: str | None = None,
     ranks: bool | None = None,
     peers: PeerBounds | None = None,
+    summary_only: bool = False,
 ) -> FileOutcome:
     """Import, analyse and write (under ``options.out_root``) one file — a path, or a URL read
     here through fsspec; never raises for bad input (returns the error line). ``stage`` hears
@@ -381,7 +442,11 @@ def analyze_file(
     folder under ``out_root`` (default: the file's name without its suffixes; see
     ``output_names``); ``ranks``: keep what crossing ranks needs (``FileOutcome.summary``;
     default ``options.ranks``; a file analysed alone has no other rank to cross: 40-50 ms
-    saved on a 2 M-event trace); ``peers``: its collectives' peers (see read_and_analyse)."""
+    saved on a 2 M-event trace); ``peers``: its collectives' peers (see read_and_analyse).
+    ``summary_only``: a job's first round (engine.analyze.api) — a GPU trace is read for its
+    rank summary alone (an outcome with ``summary`` and no analysis: its analysis comes once
+    the ranks are crossed); any other file gets its whole outcome (its error line, its CPU
+    summary), as without it."""
     p = Path(url_name(path) if is_url(path) else path)
     summaries: list[RankSummary] = []
     keep = options.ranks if ranks is None else ranks
@@ -406,6 +471,19 @@ def analyze_file(
             got = cpu_outcome(path, options, stage, first, out_name, device_rows_ok=False)
             if got is not None:
                 return got  # (None: a device row after all, the GPU reader's)
+    if summary_only:
+        keep = True
+        try:
+            trace, _ = read_only(path, options, stage or (lambda _line: None), first, seen)
+        except TraceImportError as e:
+            if not (gpu_free and gpu_free[0]):
+                return FileOutcome(path, error=str(e))  # (else: its CPU events, below)
+        else:
+            if summaries and len(trace.segments):
+                keep_trace(path, options, trace)
+                return FileOutcome(path, summary=summaries[0])
+        summaries.clear()  # not a GPU rank: its whole outcome, as without summary_only
+        gpu_free.clear()
     try:
         res = read_and_analyse(path, options, stage, first, seen, peers)
         summary = summaries[0] if summaries else None
@@ -501,18 +579,41 @@ def analyze_files(
     paths: list[str], options: AnalyzeOptions, hooks: Hooks | None = None
 ) -> list[FileOutcome]:
     """Every file's outcome, in input order (engine.analyze.api.analyze is the front door: it
-    crosses the ranks too). One file (or ``workers=1``) runs here; several run on Dask —
-    ``options.cluster`` "local" (the default: a local cluster of worker processes) or a
-    scheduler's address (engine.analyze.cluster) — except on a first run (kernels missing from
-    numba's cache: FirstRun), when files bound for a local cluster are analysed here while a
-    child compiles the kernels, and only the rest go to the workers."""
+    crosses the ranks too): the paths listed (``expand``), then ``analyze_listed``."""
+    files, outcomes = expand(paths)
+    return outcomes + analyze_listed(files, options, hooks)
+
+
+def analyze_listed(
+    files: list[str],
+    options: AnalyzeOptions,
+    hooks: Hooks | None = None,
+    *,
+    names: dict[str, str] | None = None,
+    pool: Workers | None = None,
+    peers: dict[str, PeerBounds] | None = None,
+    summary_only: bool = False,
+    summaries: bool | None = None,
+) -> list[FileOutcome]:
+    """The outcome of each of ``files`` (listed already), in order. One file (or ``workers=1``)
+    runs here; several run on Dask — ``pool`` when given (a job's rounds share one cluster),
+    else one started for them: ``options.cluster`` "local" (the default: a local cluster of
+    worker processes) or a scheduler's address (engine.analyze.cluster) — except on a first run
+    (kernels missing from numba's cache: FirstRun), when files bound for a local cluster are
+    analysed here while a child compiles the kernels, and only the rest go to the workers.
+    ``names``: each file's output folder (default ``output_names(files)``); ``peers`` (by file)
+    and ``summary_only``: as analyze_file takes them — a job's rounds (engine.analyze.api);
+    ``summaries``: keep each file's rank summary (default: ``options.ranks`` and several
+    files; a job's second round keeps none: its first round's are crossed already)."""
     hooks = hooks or Hooks()
     stage, progress = hooks.stage, hooks.progress
     cluster, workers = options.cluster, options.workers
-    files, outcomes = expand(paths)
-    names = output_names(files)
+    names = names or output_names(files)
+    peers = peers or {}
     here = cluster is None and (len(files) <= 1 or workers == 1)
+    outcomes: list[FileOutcome] = []
     done = 0
+    ranks = options.ranks and len(files) > 1 if summaries is None else summaries
     if files and (here or cluster in (None, "local")):
         # a first run answers without waiting for numba (FirstRun), which compiles for the next
         # run in a child. Files for a local cluster are analysed here only while that child
@@ -521,13 +622,14 @@ def analyze_files(
         # (not for one small file: it is analysed without numba, whose cache is then not asked)
         alone = here and len(files) == 1 and lean(files[0])
         first = FirstRun() if options.first_run and not alone else None
-        ranks = options.ranks and len(files) > 1
         try:
             for f in files:
                 if not here and (first is None or not first.compiling()):
                     break
                 try:
-                    got = analyze_file(f, options, stage, first, names[f], ranks)
+                    got = analyze_file(
+                        f, options, stage, first, names[f], ranks, peers.get(f), summary_only
+                    )
                 except Exception as e:  # a bug (bad input is analyze_file's error line)
                     if len(files) == 1:
                         raise  # one file: the command's own crash report
@@ -542,9 +644,9 @@ def analyze_files(
     rest = files[done:]
     if not rest:
         return outcomes
-    from engine.analyze.cluster import analyze_on_cluster
+    from engine.analyze.cluster import Workers
 
-    if stage is not None:
+    if stage is not None and (pool is None or not pool.started):
         local = cluster in (None, "local")
         where = "a local Dask cluster (its workers starting)" if local else f"Dask at {cluster}"
         stage(f"{len(rest):,} file{'s' if len(rest) != 1 else ''} on {where}…")
@@ -553,7 +655,7 @@ def analyze_files(
         if progress is not None:
             progress(done + n, len(files), f)
 
-    outcomes += analyze_on_cluster(
-        rest, options, counted, dashboard=hooks.dashboard, names=names
-    )  # fmt: skip
-    return outcomes
+    if pool is not None:
+        return outcomes + pool.analyze(rest, options, counted, names, peers, summary_only, ranks)
+    with Workers(options, len(rest), hooks.dashboard) as own:
+        return outcomes + own.analyze(rest, options, counted, names, peers, summary_only, ranks)

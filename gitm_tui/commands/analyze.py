@@ -310,9 +310,11 @@ def ranks_app(ns: argparse.Namespace, files: list[str]) -> tuple[GitmApp, list[s
     failures: list[str] = []
 
     def load(
-        progress: Callable[[int, int, str], None], dashboard: Callable[[str], None]
+        progress: Callable[[int, int, str], None],
+        dashboard: Callable[[str], None],
+        stage: Callable[[str], None],
     ) -> Analyzed:
-        got = analyze(files, options, Hooks(progress=progress, dashboard=dashboard))
+        got = analyze(files, options, Hooks(stage=stage, progress=progress, dashboard=dashboard))
         said.extend(got.cross_unwritten)
         failures.extend([got.cross_failed] if got.cross_failed else [])
         return got

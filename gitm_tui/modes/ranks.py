@@ -37,8 +37,9 @@ from gitm_tui.widgets.fit import NARROW
 
 #: progress(done, total, path) and the Dask dashboard's address when the cluster has one
 Progress = Callable[[int, int, str], None]
-#: the ranks' loader: what the analysis's front door returns (engine.analyze.api.analyze)
-Loader = Callable[[Progress, Callable[[str], None]], Analyzed]
+#: the ranks' loader: what the analysis's front door returns (engine.analyze.api.analyze), told
+#: where to send the progress, the dashboard's address and the stage lines (a job's first round)
+Loader = Callable[[Progress, Callable[[str], None], Callable[[str], None]], Analyzed]
 #: a rank's own analysis, loaded when asked (the client holds summaries, not events)
 OpenRank = Callable[[str, Callable[[str], None]], AnalysisResult]
 
@@ -83,13 +84,18 @@ class RanksScreen(Screen[None]):
             super().__init__()
             self.link = link
 
+    class Staged(Message):
+        def __init__(self, line: str) -> None:
+            super().__init__()
+            self.line = line
+
     class Done(Message):
         def __init__(self, result: Analyzed | None, error: str | None) -> None:
             super().__init__()
             self.result, self.error = result, error
 
     def __init__(self, load: Loader, source: str, open_rank: OpenRank | None = None) -> None:
-        """Run ``load(progress, dashboard)`` in a thread and show what it returns;
+        """Run ``load(progress, dashboard, stage)`` in a thread and show what it returns;
         ``open_rank(path, progress)`` analyses one rank again here when the user opens it."""
         super().__init__(id="ranks")
         self._load = load
@@ -194,12 +200,24 @@ class RanksScreen(Screen[None]):
             return self._load(
                 lambda d, n, p: post_from_thread(self, self.Progressed(d, n, p)),
                 lambda link: post_from_thread(self, self.Dashboard(link)),
+                lambda line: post_from_thread(self, self.Staged(line)),
             )
 
         load_in_thread(self, work, self.Done, name="gitm-ranks-load")
 
     def on_ranks_screen_dashboard(self, message: Dashboard) -> None:
         self._dashboard = message.link
+
+    def on_ranks_screen_staged(self, message: Staged) -> None:
+        """A line of what the job is going through before its ranks are analysed (the first
+        round: each rank read for its collectives)."""
+        stage = self.query("#ranks-stage")
+        if stage:
+            line = outside_text(message.line)
+            if self._dashboard:
+                line.append("\nDask dashboard: ")
+                line.append_text(outside_text(self._dashboard))
+            stage.first(Static).update(line)
 
     def on_ranks_screen_progressed(self, message: Progressed) -> None:
         bars = self.query("#ranks-progress")

@@ -5,6 +5,7 @@ The stages are said, and the result is the one a warm run gives."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -113,13 +114,14 @@ def test_a_first_run_of_several_ranks_analyses_them_here_while_the_kernels_compi
 
 def test_ranks_go_to_the_cluster_once_the_compile_child_is_done(tmp_path, monkeypatch):
     """The split: files are analysed here while FirstRun says the child compiles, the rest on
-    the cluster — in input order, progress counted over all of them, no output folder shared."""
+    the cluster — in input order, progress counted over all of them, no output folder shared.
+    Each of the job's two rounds (collectives, then the analyses) splits so."""
     from engine.analyze import run
     from engine.analyze.api import AnalyzeOptions, Hooks, analyze
     from engine.analyze.ranks.synth_ranks import write_ranks
 
     paths = write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
-    answers = iter([True, False])
+    answers = itertools.cycle([True, False])  # each round: one file here, then the cluster
     monkeypatch.setattr(run.FirstRun, "compiling", lambda self: next(answers))
     stages, seen = [], []
     outs = analyze(

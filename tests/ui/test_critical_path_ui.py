@@ -135,7 +135,7 @@ def _rows(app) -> int:
 async def test_the_ranks_screen_shows_each_ranks_path_and_the_straggler(tmp_path: Path):
     write_ranks(tmp_path, ranks=4, steps=2, straggler=2)  # SYNTHETIC ranks
 
-    def load(progress, dashboard):
+    def load(progress, dashboard, stage=None):
         return analyze([str(tmp_path)], AnalyzeOptions(workers=1))
 
     app = make_ranks_app(load, "ranks/ (SYNTHETIC)")

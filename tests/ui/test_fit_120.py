@@ -136,7 +136,7 @@ async def test_the_ranks_table_fits_120(tmp_path):
 
     write_ranks(tmp_path, ranks=4, steps=2, straggler=1)  # SYNTHETIC ranks
 
-    def load(progress, dashboard):
+    def load(progress, dashboard, stage=None):
         return analyze([str(tmp_path)], AnalyzeOptions(workers=1))
 
     app = make_ranks_app(load, "ranks/ (SYNTHETIC)")

@@ -28,7 +28,7 @@ async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tm
     paths = write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=2, slow_link=(0, 1))
     gate = threading.Event()
 
-    def load(progress, dashboard):
+    def load(progress, dashboard, stage=None):
         assert threading.current_thread() is not threading.main_thread()
         dashboard("http://127.0.0.1:8787/status")
         progress(1, 4, str(paths[0]))
@@ -68,7 +68,7 @@ async def test_ranks_screen_shows_progress_then_ranks_straggler_and_slow_link(tm
 
 
 async def test_a_loader_that_fails_ends_the_app_with_its_line():
-    def load(progress, dashboard):
+    def load(progress, dashboard, stage=None):
         raise ConnectionError("cannot reach the Dask scheduler at tcp://127.0.0.1:1")
 
     app = make_ranks_app(load, source="ranks/")
@@ -81,7 +81,7 @@ async def test_a_loader_that_fails_ends_the_app_with_its_line():
 async def test_a_rank_that_cannot_be_opened_is_a_notice_not_the_end(tmp_path):
     write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=None)
 
-    def load(progress, dashboard):
+    def load(progress, dashboard, stage=None):
         return analyze([str(tmp_path / "ranks")], AnalyzeOptions(workers=1))
 
     tried: list[str] = []
@@ -137,7 +137,7 @@ async def test_a_cpu_only_rank_has_its_own_line_not_a_failure(tmp_path):
     write_ranks(ranks, ranks=2, steps=1)
     shutil.copy(TRACES / "cpu" / "cpu_only_train_small.json.gz", ranks / "cpu_rank.json.gz")
 
-    def load(progress, dashboard):
+    def load(progress, dashboard, stage=None):
         return analyze([str(ranks)], AnalyzeOptions(workers=1), Hooks(progress=progress))
 
     app = make_ranks_app(load, source=str(ranks))
@@ -149,4 +149,29 @@ async def test_a_cpu_only_rank_has_its_own_line_not_a_failure(tmp_path):
         assert "cpu_rank.json.gz: CPU-only (no GPU rows; " in findings
         assert "steps, median" in findings and "not among the ranks" in findings
         assert "gitm-tui analyze cpu_rank.json.gz prints its CPU summary" in findings
+        await pilot.press("q")
+
+
+async def test_the_first_rounds_stage_lines_are_shown_while_the_ranks_are_read(tmp_path):
+    """A job's first round (each rank read for its collectives) says how far it is on the
+    screen, cleaned, before any rank is analysed."""
+    go = threading.Event()
+    write_ranks(tmp_path / "ranks", ranks=2, steps=2, straggler=None)
+
+    def load(progress, dashboard, stage):
+        stage("collectives: 1 of 2 ranks read…\x1b[31m")
+        go.wait(10)
+        return analyze([str(tmp_path / "ranks")], AnalyzeOptions(workers=1))
+
+    app = make_ranks_app(load, source="ranks/")
+    async with app.run_test(size=(120, 30)) as pilot:
+        stage = app.query_one("#ranks-stage", Static)
+
+        def shown() -> str:
+            return str(stage.render())
+
+        await until(pilot, lambda: "collectives: 1 of 2 ranks read" in shown(), what="the stage")
+        assert "\x1b" not in shown()
+        go.set()
+        await until(pilot, lambda: _rows(app) == 2, what="the ranks table's 2 rows")
         await pilot.press("q")

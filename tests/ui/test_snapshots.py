@@ -146,7 +146,7 @@ def test_snapshot_ranks(snap_compare, tmp_path):
 
     write_ranks(tmp_path, ranks=8, steps=3, straggler=5, slow_link=(2, 3))
 
-    def load(progress, dashboard):
+    def load(progress, dashboard, stage=None):
         return analyze([str(tmp_path)], AnalyzeOptions(workers=1))
 
     app = make_ranks_app(load, "ranks/ (SYNTHETIC)")

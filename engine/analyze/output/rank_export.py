@@ -6,16 +6,22 @@
 * ``ranks.perfetto.json.gz`` — every rank's perfetto.json in one file, one process per rank, its
   times moved onto the reference rank's clock (the offsets of the cross-rank analysis), so the
   ranks line up in Perfetto. Merged line by line from the files already written: the events are
-  streamed, never held.
+  streamed, never held, and each rank's part is made on its own (on a job's workers, side by
+  side), then joined into one gzip member.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import re
+import shutil
+import struct
+import time
+import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from engine.analyze.ranks.ranks import STRAGGLER_SHARE, CrossRank
 from engine.store.runs import atomic_write_text
@@ -182,65 +188,170 @@ def _us_shift(ts: bytes, ns: int) -> bytes:
     return us_text(v).encode()
 
 
-def merge_perfetto(parts: list[tuple[int, Path]], offsets: dict[int, int], out: Path) -> Path:
+#: what runs each rank's part of the merged file: ``run(perfetto_part, [args, …])`` → results
+#: in order (a job's Dask workers, engine.analyze.cluster.Workers.map; default: here, in turn)
+PartRunner = Callable[[Callable[..., tuple[int, int]], list[tuple[Any, ...]]], list[Any]]
+
+#: raw deflate (no zlib or gzip framing): each rank's part is a run of deflate blocks of its own
+_RAW = -15
+
+
+def merge_perfetto(
+    parts: list[tuple[int, Path]],
+    offsets: dict[int, int],
+    out: Path,
+    run: PartRunner | None = None,
+) -> Path:
     """Merge the ranks' perfetto.json files (written by engine.analyze.output.export) into ``out``
-    (gzip): process = rank, times + the rank's clock offset. Raises OSError; a file not in our
-    own format raises ValueError."""
+    (gzip): process = rank, times + the rank's clock offset. Each rank's part is converted and
+    compressed on its own (``run``: on the job's workers, side by side), then the parts are
+    joined into one gzip member — raw deflate blocks ended by a sync flush follow one another,
+    as pigz writes them, and the member's CRC is combined from the parts' (Perfetto reads one
+    member only: google/perfetto#872). Raises OSError; a file not in our own format raises
+    ValueError."""
     tmp = out.with_name(out.name + ".tmp")
+    scratch = out.with_name(f".{out.name}.parts")
     try:
-        _merge(parts, offsets, tmp)
+        scratch.mkdir(exist_ok=True)
+        jobs = [
+            (rank, str(path), offsets.get(rank, 0), str(scratch / f"rank{rank}.deflate"), i > 0)
+            for i, (rank, path) in enumerate(sorted(parts))
+        ]
+        sums = (run or _in_turn)(perfetto_part, jobs)
+        _join(tmp, [Path(j[3]) for j in jobs], sums)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    finally:
+        for f in scratch.glob("rank*.deflate"):
+            with contextlib.suppress(OSError):
+                f.unlink()
+        with contextlib.suppress(OSError):
+            scratch.rmdir()
     tmp.replace(out)
     return out
 
 
-def _merge(parts: list[tuple[int, Path]], offsets: dict[int, int], tmp: Path) -> None:
-    first = True
-    with gzip.open(tmp, "wb", compresslevel=1) as w:
-        w.write(b'{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze (ranks)"},')
-        w.write(b'"traceEvents":[\n')
+def _in_turn(fn: Callable[..., tuple[int, int]], jobs: list[tuple[Any, ...]]) -> list[Any]:
+    return [fn(*j) for j in jobs]
 
-        def emit(line: bytes) -> None:
-            nonlocal first
-            if not first:
-                w.write(b",\n")
-            w.write(line)
-            first = False
 
-        for rank, path in sorted(parts):
-            shift = offsets.get(rank, 0)
-            emit(json.dumps(
-                {"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}}
-            ).encode())  # fmt: skip
-            emit(json.dumps(
-                {"ph": "M", "name": "process_sort_index", "pid": rank,
-                 "args": {"sort_index": rank}}
-            ).encode())  # fmt: skip
-            with path.open("rb") as f:
-                for raw in f:
-                    line = raw.rstrip(b"\r\n").rstrip(b",")
-                    if not line.startswith(b'{"ph"'):
-                        continue  # the file's opening and closing lines
-                    m = _X.match(line)
-                    if m is not None:
-                        dev, tid = int(m.group(1)), int(m.group(2))
-                        new = b'"pid":%d,"tid":%d,"ts":%s,' % (
-                            rank,
-                            _tid(dev, tid),
-                            _us_shift(m.group(3), shift),
-                        )
-                        emit(line[: m.start(1) - 6] + new + line[m.end(3) + 1 :])
-                        continue
+_HEAD = b'{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze (ranks)"},'
+_HEAD += b'"traceEvents":[\n'
+_SEP, _TAIL = b",\n", b"\n]}\n"
+
+
+def _join(tmp: Path, parts: list[Path], sums: list[tuple[int, int]]) -> None:
+    """One gzip member: the opening, each part (raw deflate, sync-flushed; each after the first
+    starts with its comma), the closing and the final block; CRC-32 and length combined from
+    the parts'."""
+    crc, size = zlib.crc32(_HEAD), len(_HEAD)
+    with tmp.open("wb") as w:
+        w.write(b"\x1f\x8b\x08\x00" + struct.pack("<I", int(time.time())) + b"\x00\xff")
+        c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
+        w.write(c.compress(_HEAD) + c.flush(zlib.Z_SYNC_FLUSH))
+        for part, (pcrc, plen) in zip(parts, sums, strict=True):
+            with part.open("rb") as f:
+                shutil.copyfileobj(f, w, 1 << 20)
+            crc, size = crc32_combine(crc, pcrc, plen), size + plen
+        c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
+        w.write(c.compress(_TAIL) + c.flush(zlib.Z_FINISH))
+        crc, size = crc32_combine(crc, zlib.crc32(_TAIL), len(_TAIL)), size + len(_TAIL)
+        w.write(struct.pack("<II", crc, size & 0xFFFFFFFF))
+
+
+def perfetto_part(
+    rank: int, src: str, shift: int, dest: str, comma: bool = False
+) -> tuple[int, int]:
+    """Rank ``rank``'s perfetto.json (``src``) as the merged file holds it — its process named,
+    its threads in the rank's bands, its times moved by ``shift`` ns; after a comma when
+    ``comma`` (not the first part) — written to ``dest`` as raw deflate ended by a sync flush (a
+    part for ``merge_perfetto`` to join); returns the CRC-32 and the length of what was
+    compressed. Runs where the file is (a job's worker)."""
+    crc, size = 0, 0
+    c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
+    out: list[bytes] = [
+        json.dumps(
+            {"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}}
+        ).encode(),
+        json.dumps(
+            {"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}}
+        ).encode(),
+    ]
+    with Path(src).open("rb") as f, Path(dest).open("wb") as w:
+
+        def put() -> None:
+            nonlocal crc, size
+            data = (_SEP if size or comma else b"") + _SEP.join(out)
+            crc, size = zlib.crc32(data, crc), size + len(data)
+            w.write(c.compress(data))
+            out.clear()
+
+        match, add = _X.match, out.append
+        while lines := f.readlines(_BLOCK_BYTES):
+            for raw in lines:
+                line = raw.rstrip(b"\r\n").rstrip(b",")
+                m = match(line)
+                if m is not None:
+                    add(line[: m.start(1) - 6] + b'"pid":%d,"tid":%d,"ts":%s,' % (
+                        rank, _tid(int(m.group(1)), int(m.group(2))),
+                        _us_shift(m.group(3), shift),
+                    ) + line[m.end(3) + 1 :])  # fmt: skip
+                elif line.startswith(b'{"ph"'):
                     ev = json.loads(line)
                     if not isinstance(ev, dict) or ev.get("ph") != "M":
-                        raise ValueError(f"{path}: not a perfetto.json written by gitm-tui")
-                    out = _meta(ev, rank)
-                    if out is not None:
-                        emit(json.dumps(out).encode())
-        w.write(b"\n]}\n")
+                        raise ValueError(f"{src}: not a perfetto.json written by gitm-tui")
+                    meta = _meta(ev, rank)
+                    if meta is not None:
+                        add(json.dumps(meta).encode())
+                # (else: the file's opening and closing lines)
+            if out:
+                put()
+        w.write(c.flush(zlib.Z_SYNC_FLUSH))
+    return crc, size
+
+
+#: bytes of perfetto.json converted at a time (whole lines)
+_BLOCK_BYTES = 8 << 20
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of A + B from A's (``crc1``), B's (``crc2``) and B's length (``len2``): A's
+    CRC times x^(8·len2) modulo the CRC polynomial, plus B's (zlib's crc32_combine, which
+    Python's zlib does not expose)."""
+    return _multmodp(_x2nmodp(len2, 3), crc1) ^ crc2
+
+
+_POLY = 0xEDB88320  # CRC-32's polynomial, bit-reflected (x^0 is the top bit)
+
+
+def _multmodp(a: int, b: int) -> int:
+    """a × b modulo the polynomial (reflected)."""
+    m, p = 1 << 31, 0
+    while True:
+        if a & m:
+            p ^= b
+            if not a & (m - 1):
+                return p
+        m >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
+
+
+_X2N = [1 << 30]  # x^(2^k) modulo the polynomial, k = 0 … 31 (x^1 first)
+for _ in range(31):
+    _X2N.append(_multmodp(_X2N[-1], _X2N[-1]))
+
+
+def _x2nmodp(n: int, k: int) -> int:
+    """x^(n·2^k) modulo the polynomial."""
+    p = 1 << 31  # x^0
+    while n:
+        if n & 1:
+            p = _multmodp(_X2N[k & 31], p)
+        n >>= 1
+        k += 1
+    return p
 
 
 def _meta(ev: dict, rank: int) -> dict | None:
@@ -265,10 +376,11 @@ def _meta(ev: dict, rank: int) -> dict | None:
 
 
 def write_rank_outputs(
-    c: CrossRank, out_dir: Path, perfetto: list[tuple[int, Path]]
+    c: CrossRank, out_dir: Path, perfetto: list[tuple[int, Path]], run: PartRunner | None = None
 ) -> tuple[list[Path], list[str]]:
     """Write cross_rank.json, cross_rank.md and (when every rank's perfetto.json is here)
-    ranks.perfetto.json.gz into ``out_dir``; return what was written and one line per problem."""
+    ranks.perfetto.json.gz into ``out_dir`` (its ranks' parts made by ``run``: see
+    merge_perfetto); return what was written and one line per problem."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "cross_rank.json", out_dir / "cross_rank.md"]
     atomic_write_text(written[0], c.model_dump_json(indent=1))
@@ -294,7 +406,7 @@ def write_rank_outputs(
     offsets = {p.rank: p.clock_offset_ns for p in c.per_rank}
     merged = out_dir / "ranks.perfetto.json.gz"
     try:
-        written.append(merge_perfetto(perfetto, offsets, merged))
+        written.append(merge_perfetto(perfetto, offsets, merged, run))
     except (ValueError, KeyError, TypeError) as e:
         problems.append(f"ranks.perfetto.json.gz not written: {e}")
         _stale(merged, problems)

@@ -423,3 +423,50 @@ def second_rank(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
     return out
+
+
+def real_ranks(
+    src: Path,
+    out_dir: Path,
+    ranks: int,
+    straggler: int | None = 1,
+    late_us: float = 400.0,
+    seed: int = 0,
+) -> list[Path]:
+    """Write ``ranks`` SYNTHETIC rank traces made from one real Kineto trace (e.g. HTA's A100
+    rank, a100_training_3streams.json.gz): each is the real rank's events with its own rank
+    number in ``distributedInfo`` (world size ``ranks``), every time moved by a clock offset of
+    its own (another host's clock, up to ±50 ms, drawn from ``seed``), and — on every rank but
+    ``straggler`` — every NCCL kernel starting ``late_us`` earlier but ending when the
+    straggler's does (those ranks arrived first and waited). What a real job's ranks differ by
+    beyond that (their own kernels' times) is not made up: the compute is the real rank's on
+    every rank. Each file says it is synthetic (``"synthetic": true`` and the generator).
+    Returns the paths, rank order (``rank0000.json.gz`` …)."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = [e for e in doc.get("traceEvents", []) if isinstance(e, dict)]
+    doc["traceEvents"] = events
+    timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
+    ts0 = [float(e["ts"]) for e in timed]
+    dur0 = [e.get("dur") for e in timed]
+    comm = [e.get("cat") == "kernel" and str(e.get("name", "")).startswith("nccl") for e in timed]
+    info = doc.get("distributedInfo") or {}
+    doc["synthetic"] = True
+    doc["generator"] = "engine/analyze/ranks/synth_ranks.py:real_ranks"
+    offsets = np.random.default_rng(seed).uniform(-50_000.0, 50_000.0, ranks)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for r in range(ranks):
+        doc["distributedInfo"] = {**info, "rank": r, "world_size": ranks}
+        shift, waits = float(offsets[r]), r != straggler and late_us > 0
+        for e, t, d, c in zip(timed, ts0, dur0, comm, strict=True):
+            if c and waits:
+                e["ts"] = round(t - late_us + shift, 3)
+                e["dur"] = float(d or 0) + late_us
+            else:
+                e["ts"] = round(t + shift, 3)
+                if d is not None:
+                    e["dur"] = d
+        path = out_dir / f"rank{r:04d}.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+        paths.append(path)
+    return paths
