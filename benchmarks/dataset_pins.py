@@ -41,6 +41,8 @@ class Spec:
 #: the benchmarks' defaults the pins are made for (each named where the benchmark sets it)
 TILED_EVENTS = (2_000_000, 10_000_000)  # bench_import/analyze/memory --events, --memory-events
 RANKS, RANK_EVENTS = 64, 200_000  # bench_ranks --ranks 16,32,64 (links into the 64), --events
+#: bench_ranks_real: --ranks 8,32,128 (links into the 128) at ×1, --tiles 2,4 at 8 ranks
+REAL_RANKS = ((128, 1), (8, 2), (8, 4))
 DECODE_ROWS = (1_000_000, 10_000_000)  # bench_decode --sizes 1e6 1e7
 LOAD_PER = 1250  # bench_dashboard --rate 1000000 --streams 4: round(rate × 5 ms ÷ streams)
 SIM_WORKLOADS = ("hft-lob", "af2", "kitti")  # bench_replay / bench_search WORKLOADS
@@ -164,6 +166,22 @@ def specs() -> list[Spec]:
             "ring exchange, a planted straggler and slow link",
         )
     )
+    for n, tile in REAL_RANKS:
+        out.append(
+            Spec(
+                ds.real_ranks_name(n, tile),
+                ("bench_ranks_real",),
+                "files",
+                path=f"benchmarks/.cache/{ds.real_ranks_name(n, tile)}",
+                generator="benchmarks.bench_ranks_real:make_ranks",
+                params={"ranks": n, "tile": tile, "straggler": 1, "late_us": 400.0},
+                seed=0,  # the ranks' clock offsets: numpy's default_rng(0)
+                source=f"SYNTHETIC ranks made from a REAL trace: the A100 rank ({kineto}, "
+                f"HTA test data, MIT) ×{tile} in time, one copy per rank with its own rank number "
+                "and clock offset, a planted straggler (rank 1: the others' NCCL kernels start "
+                "400 µs earlier)",
+            )
+        )
     for n in DECODE_ROWS:
         out.append(
             Spec(
@@ -239,6 +257,13 @@ def _make(spec: Spec, scratch: Path) -> dict[str, Any]:
 
         kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in p.items()}
         write_ranks(scratch / "ranks", **kw)
+        sha, size, per = ds._files_digest(scratch / "ranks")
+        return {"sha256": sha, "size": size, "files": per}
+    if spec.generator == "benchmarks.bench_ranks_real:make_ranks":
+        from bench_ranks_real import make_ranks
+
+        make_ranks(scratch / "ranks", int(p["ranks"]), int(p["tile"]), int(p["straggler"]),
+                   float(p["late_us"]))  # fmt: skip
         sha, size, per = ds._files_digest(scratch / "ranks")
         return {"sha256": sha, "size": size, "files": per}
     chunks: Iterable[Any]

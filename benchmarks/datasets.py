@@ -86,6 +86,11 @@ def ranks_name(ranks: int, events: int) -> str:
     return f"ranks-{ranks}x{events}"
 
 
+def real_ranks_name(ranks: int, tile: int) -> str:
+    """The SYNTHETIC ranks bench_ranks_real makes from the real A100 rank (tiled ``tile`` times)."""
+    return f"real-ranks-{ranks}x{tile}"
+
+
 def segments_name(rows: int) -> str:
     """bench_decode's in-memory rows (the simulated workloads, tiled)."""
     return f"decode-segments-{rows}"

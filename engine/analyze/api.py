@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from engine.analyze.breakdown.cpu_trace import CpuSummary
     from engine.analyze.breakdown.model import Analysis
     from engine.analyze.compute import AnalysisResult
-    from engine.analyze.output.rank_export import PartRunner
+    from engine.analyze.output.rank_export import Made, PartRunner
     from engine.analyze.ranks.ranks import CrossRank, RankSummary
-    from engine.analyze.run import FileOutcome
+    from engine.analyze.run import FileOutcome, Part
 
 __all__ = [
     "AnalysisFailed",
@@ -210,6 +210,10 @@ def _job(
         return _rounds(files, listed, options, hooks, claimed, paths, names)
     finally:
         forget_kept()  # what the first round kept here and the second did not take
+        if options.out_root is not None:  # parts the merge did not take (it was not reached)
+            from engine.analyze.output.rank_export import forget_parts
+
+            forget_parts(Path(options.out_root) / "ranks.perfetto.json.gz")
 
 
 def _rounds(
@@ -254,22 +258,57 @@ def _rounds(
         if not todo and said is not None and files:
             said(len(files), len(files), files[-1])
         hooked = replace(hooks, progress=counted)
-        second = iter(
-            analyze_listed(
-                todo, options, hooked, names=names, pool=pool, peers=peers, summaries=False
-            )
-        )
+        parts = _parts(first, crossed, options)
+        done = analyze_listed(
+            todo, options, hooked, names=names, pool=pool, peers=peers, summaries=False,
+            parts=parts,
+        )  # fmt: skip
+        second = iter(done)
         outcomes = listed + [
             replace(next(second), summary=o.summary) if o.summary is not None else o for o in first
         ]
+        made = {
+            parts[o.path][0]: (Path(parts[o.path][2]), *o.part)
+            for o in outcomes
+            if o.path in parts and o.part is not None
+        }
         if crossed is not None:
             crossed.notes.append(held_note(outcomes, crossed, peers))
         got = Analyzed(outcomes, crossed, claimed, paths=paths, jobs=jobs)
         if crossed is None or options.out_root is None:
             return got
         run = pool.map if pool.started and pool.local else None  # (remote: files elsewhere)
-        written, unwritten, failed = _write_cross_rank(crossed, options.out_root, got.good, run)
+        written, unwritten, failed = _write_cross_rank(
+            crossed, options.out_root, got.good, run, made
+        )  # fmt: skip
     return Analyzed(outcomes, crossed, claimed, written, unwritten, failed, paths)
+
+
+def _parts(
+    first: list[FileOutcome], crossed: CrossRank | None, options: AnalyzeOptions
+) -> dict[str, Part]:
+    """Per file, its part of the merged Perfetto file for the second round to make from its
+    analysis: where the ranks were crossed, outputs are written here or by local workers (a
+    running cluster's write where they run), and each file is a rank of its own."""
+    if crossed is None or options.out_root is None or options.cluster not in (None, "local"):
+        return {}
+    from engine.analyze.output.rank_export import part_path
+
+    ranks = {o.path: o.summary.rank for o in first if o.summary is not None}
+    if None in ranks.values() or len(set(ranks.values())) != len(ranks) or not ranks:
+        return {}
+    merged = Path(options.out_root) / "ranks.perfetto.json.gz"
+    try:
+        part_path(merged, 0).parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return {}  # the merge says why it cannot be written, if it cannot
+    offsets = {p.rank: p.clock_offset_ns for p in crossed.per_rank}
+    low = min(r for r in ranks.values() if r is not None)
+    return {
+        path: (r, offsets.get(r, 0), str(part_path(merged, r)), r != low)
+        for path, r in ranks.items()
+        if r is not None
+    }
 
 
 def _reading(hooks: Hooks) -> Hooks:
@@ -285,7 +324,11 @@ def _reading(hooks: Hooks) -> Hooks:
 
 
 def _write_cross_rank(
-    crossed: CrossRank, out: str, good: list[FileOutcome], run: PartRunner | None = None
+    crossed: CrossRank,
+    out: str,
+    good: list[FileOutcome],
+    run: PartRunner | None = None,
+    made: Made | None = None,
 ) -> tuple[tuple[Path, ...], tuple[str, ...], str | None]:
     """OUT/cross_rank.json (schema: manifests/schemas/cross_rank.schema.json), cross_rank.md and
     ranks.perfetto.json.gz (engine.analyze.output.rank_export). Returns what was written, the lines
@@ -300,7 +343,7 @@ def _write_cross_rank(
         if p.endswith("perfetto.json")
     ]
     try:
-        written, problems = write_rank_outputs(crossed, Path(out), perfetto, run)
+        written, problems = write_rank_outputs(crossed, Path(out), perfetto, run, made)
     except OSError as e:
         return (), (), f"cannot write the cross-rank outputs to {out}: {e.strerror or e}"
     return tuple(written), tuple(problems), None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.analyze.options import AnalyzeOptions
 from engine.analyze.remote import url_name
-from engine.analyze.run import FileOutcome, analyze_file, forget_kept, output_names
+from engine.analyze.run import FileOutcome, Part, analyze_file, forget_kept, output_names
 
 if TYPE_CHECKING:
     from engine.analyze.advice.peers import PeerBounds
@@ -135,14 +135,15 @@ class Workers:
         peers: dict[str, PeerBounds] | None = None,
         summary_only: bool = False,
         ranks: bool | None = None,
+        parts: dict[str, Part] | None = None,
     ) -> list[FileOutcome]:
         """Each file's outcome (input order), one task per file (engine.analyze.run.analyze_file
-        where the worker is, ``peers``, ``summary_only`` and ``ranks`` as it takes them); a task
+        where the worker is, ``peers``, ``summary_only``, ``ranks`` and ``parts`` as it takes them); a task
         that failed on every try is that file's error line."""
         client = self._start()
         options = replace(options, keep_arrays=False)  # a worker's arrays stay where it is
         names = names or output_names(files)
-        peers = peers or {}
+        peers, parts = peers or {}, parts or {}
         tag = "gitm-collectives" if summary_only else "gitm-analyze"
 
         def submit(i: int, f: str) -> Any:
@@ -151,7 +152,8 @@ class Workers:
             where = self._where.get(f)
             return client.submit(
                 _analyze_where, f, options, out_name=names[f], ranks=ranks, peers=peers.get(f),
-                summary_only=summary_only, key=f"{tag}-{i}-{url_name(f)}", pure=False,
+                summary_only=summary_only, part=parts.get(f), key=f"{tag}-{i}-{url_name(f)}",
+                pure=False,
                 retries=RETRIES,
                 **({"workers": [where], "allow_other_workers": True} if where else {}),
             )  # fmt: skip

@@ -41,6 +41,9 @@ if TYPE_CHECKING:  # (a file analysed alone never imports the cross-rank module)
     from engine.analyze.cluster import Workers
     from engine.analyze.ranks.ranks import RankSummary
 
+#: a rank's part of a job's merged Perfetto file: (rank, clock shift ns, its file, after a comma)
+Part = tuple[int, int, str, bool]
+
 #: what a remote folder's listing takes (engine.trace.formats: every format's suffixes)
 TRACE_SUFFIXES = suffixes()
 
@@ -61,6 +64,9 @@ class FileOutcome:
     #: a Kineto trace with no GPU row: what its CPU events say (engine.analyze.breakdown.cpu_trace), in
     #: place of an analysis — not an error, and never crossed with the ranks
     cpu: CpuSummary | None = None
+    #: its part of the job's merged Perfetto file, made (``analyze_file``'s ``part``): CRC-32
+    #: and length (engine.analyze.output.rank_export.write_part)
+    part: tuple[int, int] | None = None
 
 
 def expand(paths: list[str]) -> tuple[list[str], list[FileOutcome]]:
@@ -435,6 +441,7 @@ def analyze_file(
     ranks: bool | None = None,
     peers: PeerBounds | None = None,
     summary_only: bool = False,
+    part: Part | None = None,
 ) -> FileOutcome:
     """Import, analyse and write (under ``options.out_root``) one file — a path, or a URL read
     here through fsspec; never raises for bad input (returns the error line). ``stage`` hears
@@ -446,7 +453,9 @@ def analyze_file(
     ``summary_only``: a job's first round (engine.analyze.api) — a GPU trace is read for its
     rank summary alone (an outcome with ``summary`` and no analysis: its analysis comes once
     the ranks are crossed); any other file gets its whole outcome (its error line, its CPU
-    summary), as without it."""
+    summary), as without it. ``part``: (rank, clock shift in ns, where, after a comma) — with
+    its outputs, its part of the job's merged Perfetto file is made from the analysis
+    (``FileOutcome.part``; a part that cannot be written is left to the merge to make)."""
     p = Path(url_name(path) if is_url(path) else path)
     summaries: list[RankSummary] = []
     keep = options.ranks if ranks is None else ranks
@@ -507,7 +516,19 @@ def analyze_file(
                 summary=summary,
                 result=kept,
             )
-    return FileOutcome(path, analysis=res.analysis, outputs=outputs, summary=summary, result=kept)
+    made = None
+    if part is not None and outputs:
+        from engine.analyze.output.export import perfetto_events
+        from engine.analyze.output.rank_export import write_part
+
+        rank, shift, dest, comma = part
+        try:
+            made = write_part(perfetto_events(res, rank, shift), dest, comma)
+        except OSError:
+            made = None  # the merge converts the rank's perfetto.json instead
+    return FileOutcome(
+        path, analysis=res.analysis, outputs=outputs, summary=summary, result=kept, part=made
+    )
 
 
 def cpu_outcome(
@@ -594,6 +615,7 @@ def analyze_listed(
     peers: dict[str, PeerBounds] | None = None,
     summary_only: bool = False,
     summaries: bool | None = None,
+    parts: dict[str, Part] | None = None,
 ) -> list[FileOutcome]:
     """The outcome of each of ``files`` (listed already), in order. One file (or ``workers=1``)
     runs here; several run on Dask — ``pool`` when given (a job's rounds share one cluster),
@@ -604,12 +626,13 @@ def analyze_listed(
     ``names``: each file's output folder (default ``output_names(files)``); ``peers`` (by file)
     and ``summary_only``: as analyze_file takes them — a job's rounds (engine.analyze.api);
     ``summaries``: keep each file's rank summary (default: ``options.ranks`` and several
-    files; a job's second round keeps none: its first round's are crossed already)."""
+    files; a job's second round keeps none: its first round's are crossed already);
+    ``parts`` (by file): the merged Perfetto file's parts to make (see analyze_file)."""
     hooks = hooks or Hooks()
     stage, progress = hooks.stage, hooks.progress
     cluster, workers = options.cluster, options.workers
     names = names or output_names(files)
-    peers = peers or {}
+    peers, parts = peers or {}, parts or {}
     here = cluster is None and (len(files) <= 1 or workers == 1)
     outcomes: list[FileOutcome] = []
     done = 0
@@ -628,8 +651,9 @@ def analyze_listed(
                     break
                 try:
                     got = analyze_file(
-                        f, options, stage, first, names[f], ranks, peers.get(f), summary_only
-                    )
+                        f, options, stage, first, names[f], ranks, peers.get(f), summary_only,
+                        parts.get(f),
+                    )  # fmt: skip
                 except Exception as e:  # a bug (bad input is analyze_file's error line)
                     if len(files) == 1:
                         raise  # one file: the command's own crash report
@@ -656,6 +680,10 @@ def analyze_listed(
             progress(done + n, len(files), f)
 
     if pool is not None:
-        return outcomes + pool.analyze(rest, options, counted, names, peers, summary_only, ranks)
+        return outcomes + pool.analyze(
+            rest, options, counted, names, peers, summary_only, ranks, parts
+        )  # fmt: skip
     with Workers(options, len(rest), hooks.dashboard) as own:
-        return outcomes + own.analyze(rest, options, counted, names, peers, summary_only, ranks)
+        return outcomes + own.analyze(
+            rest, options, counted, names, peers, summary_only, ranks, parts
+        )  # fmt: skip

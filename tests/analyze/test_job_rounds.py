@@ -132,3 +132,43 @@ def test_a_part_of_a_file_not_ours_is_refused(tmp_path):
     src.write_text('{"traceEvents":[\n{"ph": "B", "name": "x", "pid": 0, "ts": 1}\n]}\n')
     with pytest.raises(ValueError, match=r"not a perfetto\.json written by gitm-tui"):
         perfetto_part(0, str(src), 0, str(tmp_path / "p.deflate"))
+
+
+def _merged(out):
+    return gzip.decompress((out / "ranks.perfetto.json.gz").read_bytes())
+
+
+def test_the_second_round_makes_each_ranks_part_from_its_analysis(tmp_path, monkeypatch):
+    """The parts are made from the analyses (export.perfetto_events with a rank), not by
+    converting the files back: the same bytes as converting them, no file converted, no
+    scratch folder left. A part that cannot be written is converted from the file instead."""
+    from engine.analyze.output import rank_export
+
+    write_ranks(tmp_path / "ranks", ranks=3, steps=2, straggler=0)
+    converted = []
+    real_part = rank_export.perfetto_part
+    monkeypatch.setattr(
+        rank_export, "perfetto_part", lambda *a: converted.append(a[0]) or real_part(*a)
+    )
+    out = tmp_path / "made"
+    got = analyze([str(tmp_path / "ranks")], AnalyzeOptions(workers=1, out_root=str(out)))
+    assert got.crossed is not None and not got.cross_unwritten
+    assert converted == []  # every part made by the second round
+    assert not list(out.glob(".*"))
+    offsets = {p.rank: p.clock_offset_ns for p in got.crossed.per_rank}
+    assert any(offsets.values())  # the clocks differ: the parts are moved
+    files = [(r, out / f"rank{r:04d}" / "perfetto.json") for r in range(3)]
+    ref = merge_perfetto(files, offsets, tmp_path / "ref.json.gz")
+    assert converted == [0, 1, 2]
+    assert _merged(out) == gzip.decompress(ref.read_bytes())
+
+    def cannot(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rank_export, "write_part", cannot)
+    converted.clear()
+    again = tmp_path / "converted"
+    got = analyze([str(tmp_path / "ranks")], AnalyzeOptions(workers=1, out_root=str(again)))
+    assert not got.cross_unwritten and converted == [0, 1, 2]
+    assert _merged(again) == _merged(out)
+    assert not list(again.glob(".*"))

@@ -389,23 +389,35 @@ def critical_markdown(cp: CriticalPath) -> list[str]:
     return lines
 
 
-def perfetto_events(cp: Path, dag: ReplayDag, pid: int = 1 << 20) -> list[str]:
+def critical_metas(pid: int = 1 << 20) -> list[dict[str, object]]:
+    """The critical path's track: its process named and sorted first."""
+    return [
+        {"ph": "M", "name": "process_name", "pid": pid,
+         "args": {"name": "critical path (no-lever replay)"}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": -1}},
+    ]  # fmt: skip
+
+
+def perfetto_events(
+    cp: Path,
+    dag: ReplayDag,
+    pid: int = 1 << 20,
+    tid: int = 0,
+    shift_ns: int = 0,
+    metas: bool = True,
+) -> list[str]:
     """The path as one Chrome-trace track (a process named 'critical path'): one slice per run
-    of intervals of one part and one row, on the trace's clock (µs)."""
+    of intervals of one part and one row, on the trace's clock (µs) moved by ``shift_ns``, on
+    process ``pid``, thread ``tid`` (``metas``: with the lines naming the process)."""
     from engine.text import us_texts
 
     names = list(PARTS)
-    out = [
-        json.dumps({"ph": "M", "name": "process_name", "pid": pid,
-                    "args": {"name": "critical path (no-lever replay)"}}),
-        json.dumps({"ph": "M", "name": "process_sort_index", "pid": pid,
-                    "args": {"sort_index": -1}}),
-    ]  # fmt: skip
+    out = [json.dumps(m) for m in critical_metas(pid)] if metas else []
     if not len(cp.start):
         return out
     # whole ns, written exactly (us_texts); np.rint rounds half to even, as round() does
-    a = np.rint(cp.start.astype(np.float64) + cp.t0_ns).astype(np.int64)
-    b = np.rint(cp.end.astype(np.float64) + cp.t0_ns).astype(np.int64)
+    a = np.rint(cp.start.astype(np.float64) + cp.t0_ns).astype(np.int64) + shift_ns
+    b = np.rint(cp.end.astype(np.float64) + cp.t0_ns).astype(np.int64) + shift_ns
     said: dict[tuple[int, int], str] = {}  # (part, row) → its name, JSON-encoded once
     parts, devs = cp.part.astype(np.int64).tolist(), cp.dev.astype(np.int64).tolist()
     for key in set(zip(parts, devs, strict=True)):
@@ -413,7 +425,7 @@ def perfetto_events(cp: Path, dag: ReplayDag, pid: int = 1 << 20) -> list[str]:
         what = PARTS[names[p]] + (f": {dag.d_name[d]}" if d >= 0 else "")
         said[key] = json.dumps(valid_unicode(what))
     out += [
-        f'{{"ph":"X","cat":"critical_path","name":{said[(p, d)]},"pid":{pid},"tid":0,'
+        f'{{"ph":"X","cat":"critical_path","name":{said[(p, d)]},"pid":{pid},"tid":{tid},'
         f'"ts":{ts},"dur":{dur},"args":{{"part":"{names[p]}"}}}}'
         for p, d, ts, dur in zip(
             parts, devs, us_texts(a), us_texts(np.maximum(0, b - a)), strict=True

@@ -68,10 +68,69 @@ def analysis_json(a: Analysis) -> str:
     return escape_json_text(text)
 
 
+#: in a job's merged Perfetto file (engine.analyze.output.rank_export) the rank is the process:
+#: thread ids of a rank's second and later GPUs are moved by this much, and a perfetto.json
+#: process at or above OVERLAY_PID (an overlay track: the critical path) is a thread band of
+#: its own at OVERLAY_TID
+DEVICE_TID = 100_000_000
+OVERLAY_PID = 1 << 20
+OVERLAY_TID = 1_000 * DEVICE_TID
+
+
+def merged_tid(dev: int, tid: int) -> int:
+    """A thread's id in the merged file, where the rank is the process: each GPU's streams in
+    their own band, an overlay track's in another."""
+    return tid + (OVERLAY_TID if dev >= OVERLAY_PID else dev * DEVICE_TID)
+
+
+def merged_meta(ev: dict, rank: int) -> dict | None:
+    """A metadata event of a rank's perfetto.json as the merged file holds it (None: dropped).
+    The rank is the process (named once, first); a GPU's process name is dropped and its
+    threads say which GPU; an overlay track's process name becomes its thread's name."""
+    dev = int(ev.get("pid", 0))
+    name = ev.get("name")
+    if dev >= OVERLAY_PID and name in ("process_name", "process_sort_index"):
+        if name == "process_sort_index":
+            return None
+        return {"ph": "M", "name": "thread_name", "pid": rank, "tid": merged_tid(dev, 0),
+                "args": ev.get("args", {})}  # fmt: skip
+    if name == "process_name":
+        return None  # one process per rank, named above
+    ev["pid"] = rank
+    if "tid" in ev:
+        ev["tid"] = merged_tid(dev, int(ev["tid"]))
+    if 0 < dev < OVERLAY_PID and name == "thread_name":
+        ev["args"] = {"name": f"GPU {dev} · {ev['args']['name']}"}
+    return ev
+
+
+def rank_process(rank: int) -> list[str]:
+    """The merged file's two lines naming a rank's process."""
+    return [
+        json.dumps(
+            {"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}}
+        ),
+        json.dumps(
+            {"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}}
+        ),
+    ]
+
+
 def perfetto_json(res: AnalysisResult) -> str:
     """Return Chrome-trace JSON: the original GPU rows plus one merged regime track per stream."""
+    return (
+        '{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze"},'
+        '"traceEvents":[\n' + ",\n".join(perfetto_events(res)) + "\n]}\n"
+    )
+
+
+def perfetto_events(res: AnalysisResult, rank: int | None = None, shift_ns: int = 0) -> list[str]:
+    """perfetto.json's events, one JSON object each; with ``rank``: as the job's merged file
+    holds them (engine.analyze.output.rank_export — the rank is the process, its threads in
+    its bands, every time moved by ``shift_ns``), line for line what converting the rank's own
+    perfetto.json gives, made from the columns instead."""
     rows = res.rows
-    out: list[str] = []
+    metas: list[dict] = []
     named: set[int] = set()  # devices whose process is named
     pairs = np.unique(
         np.stack([rows.device, rows.stream]).astype(np.int64), axis=1, return_index=True
@@ -80,66 +139,53 @@ def perfetto_json(res: AnalysisResult) -> str:
         dev, st = int(rows.device[i]), int(rows.stream[i])
         if dev not in named:
             named.add(dev)
-            out.append(
-                json.dumps(
-                    {"ph": "M", "name": "process_name", "pid": dev, "args": {"name": f"GPU {dev}"}}
-                )
+            metas.append(
+                {"ph": "M", "name": "process_name", "pid": dev, "args": {"name": f"GPU {dev}"}}
             )
-        out.append(
-            json.dumps(
-                {
-                    "ph": "M",
-                    "name": "thread_name",
-                    "pid": dev,
-                    "tid": st,
-                    "args": {"name": f"stream {st}"},
-                }
-            )
-        )
-        out.append(
-            json.dumps(
-                {
-                    "ph": "M",
-                    "name": "thread_name",
-                    "pid": dev,
-                    "tid": _REGIME_TID + st,
-                    "args": {"name": f"stream {st} · regime"},
-                }
-            )
-        )
-        out.append(
-            json.dumps(
-                {
-                    "ph": "M",
-                    "name": "thread_sort_index",
-                    "pid": dev,
-                    "tid": _REGIME_TID + st,
-                    "args": {"sort_index": 2 * st + 1},
-                }
-            )
-        )
-        out.append(
-            json.dumps(
-                {
-                    "ph": "M",
-                    "name": "thread_sort_index",
-                    "pid": dev,
-                    "tid": st,
-                    "args": {"sort_index": 2 * st},
-                }
-            )
-        )
+        metas += [
+            {"ph": "M", "name": "thread_name", "pid": dev, "tid": st,
+             "args": {"name": f"stream {st}"}},
+            {"ph": "M", "name": "thread_name", "pid": dev, "tid": _REGIME_TID + st,
+             "args": {"name": f"stream {st} · regime"}},
+            {"ph": "M", "name": "thread_sort_index", "pid": dev, "tid": _REGIME_TID + st,
+             "args": {"sort_index": 2 * st + 1}},
+            {"ph": "M", "name": "thread_sort_index", "pid": dev, "tid": st,
+             "args": {"sort_index": 2 * st}},
+        ]  # fmt: skip
+    out = [] if rank is None else rank_process(rank)
+    out += _metas(metas, rank)
     order = np.lexsort((rows.start_ns, rows.stream, rows.device))
-    out += _row_events(res, order)
-    out += _regime_events(res, order)
+    out += _row_events(res, order, rank, shift_ns)
+    out += _regime_events(res, order, rank, shift_ns)
     if res.path is not None:  # the critical path, its own track above the streams
-        from engine.analyze.breakdown.critical import perfetto_events
+        from engine.analyze.breakdown.critical import critical_metas
+        from engine.analyze.breakdown.critical import perfetto_events as path_events
 
-        out += perfetto_events(*res.path)
-    return (
-        '{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze"},'
-        '"traceEvents":[\n' + ",\n".join(out) + "\n]}\n"
-    )
+        if rank is None:
+            out += path_events(*res.path)
+        else:
+            out += _metas(critical_metas(OVERLAY_PID), rank)
+            out += path_events(
+                *res.path, pid=rank, tid=merged_tid(OVERLAY_PID, 0), shift_ns=shift_ns,
+                metas=False,
+            )  # fmt: skip
+    return out
+
+
+def _metas(metas: list[dict], rank: int | None) -> list[str]:
+    """The metadata events as lines: as they are, or as the merged file holds them."""
+    if rank is None:
+        return [json.dumps(m) for m in metas]
+    return [json.dumps(m) for ev in metas if (m := merged_meta(ev, rank)) is not None]
+
+
+def _placed(dev: np.ndarray, tid: np.ndarray, rank: int | None) -> tuple[list[int], list[int]]:
+    """The process and thread columns: the rows' own, or the merged file's (rank, band)."""
+    if rank is None:
+        return dev.tolist(), tid.tolist()
+    d = dev.astype(np.int64)
+    band = np.where(d >= OVERLAY_PID, OVERLAY_TID, d * DEVICE_TID)
+    return [rank] * len(d), (tid.astype(np.int64) + band).tolist()
 
 
 #: rows formatted a column at a time per chunk: the columns of a chunk as lists, never of all
@@ -164,7 +210,9 @@ def _lookup(table: dict[int, str], codes: np.ndarray) -> list[str]:
     return list(lut[codes])
 
 
-def _row_events(res: AnalysisResult, order: np.ndarray) -> list[str]:
+def _row_events(
+    res: AnalysisResult, order: np.ndarray, rank: int | None = None, shift_ns: int = 0
+) -> list[str]:
     """Every GPU row as a slice with its regime, tier, confidence and κ, in ``order``. Column
     at a time: each name JSON-encoded once, the numbers formatted from lists (a per-row loop
     over numpy scalars took 15 µs a row)."""
@@ -187,13 +235,14 @@ def _row_events(res: AnalysisResult, order: np.ndarray) -> list[str]:
     for lo in range(0, len(order), _CHUNK):  # columns of a chunk at a time: bounded memory
         o, hi = order[lo : lo + _CHUNK], lo + _CHUNK
         start, end = rows.start_ns[o], rows.end_ns[o]
+        pids, tids = _placed(rows.device[o], rows.stream[o], rank)
         out += [
             _ROW % t
             for t in zip(
                 list(encoded[where[lo:hi]]),
-                rows.device[o].tolist(),
-                rows.stream[o].tolist(),
-                us_texts(start),
+                pids,
+                tids,
+                us_texts(start.astype(np.int64) + shift_ns) if shift_ns else us_texts(start),
                 us_texts(end - start),
                 _lookup(label_names, labels[lo:hi]),
                 _lookup(tier_names, tier_code[lo:hi]),
@@ -209,7 +258,9 @@ def _row_events(res: AnalysisResult, order: np.ndarray) -> list[str]:
     return out
 
 
-def _regime_events(res: AnalysisResult, order: np.ndarray) -> list[str]:
+def _regime_events(
+    res: AnalysisResult, order: np.ndarray, rank: int | None = None, shift_ns: int = 0
+) -> list[str]:
     """Per stream, each run of consecutive rows of one regime as one slice, streams in
     (device, stream) order — ``order`` sorts by them, so every run is a slice of it (one pass
     over all streams: a pass per stream took 0.1 s on a trace of 567 streams)."""
@@ -228,14 +279,15 @@ def _regime_events(res: AnalysisResult, order: np.ndarray) -> list[str]:
     regime = lab[first]
     name = {int(v): Label(int(v)).name for v in np.unique(regime)}
     colour = {int(v): _CNAME[Label(int(v))] for v in np.unique(regime)}
+    pids, tids = _placed(dev[first], st[first].astype(np.int64) + _REGIME_TID, rank)
     return [
         _RUN % t
         for t in zip(
             _lookup(name, regime),
             _lookup(colour, regime),
-            dev[first].tolist(),
-            (st[first].astype(np.int64) + _REGIME_TID).tolist(),
-            us_texts(s),
+            pids,
+            tids,
+            us_texts(s + shift_ns),
             us_texts(np.maximum(0, e - s)),
             np.diff(np.append(first, n)).tolist(),
             low.tolist(),

@@ -17,31 +17,19 @@ import json
 import re
 import shutil
 import struct
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.analyze.output.export import merged_meta, merged_tid, rank_process
 from engine.analyze.ranks.ranks import STRAGGLER_SHARE, CrossRank
 from engine.store.runs import atomic_write_text
 from engine.text import md_code, md_text, us_text
 
-#: thread ids of a rank's second and later GPUs are moved by this much (one process per rank)
-_DEVICE_TID = 100_000_000
-#: a perfetto.json process id at or above this is an overlay track, not a GPU (the critical
-#: path: engine.analyze.breakdown.critical.perfetto_events); its threads move into their own band
-_OVERLAY_PID = 1 << 20
-_OVERLAY_TID = 1_000 * _DEVICE_TID
 _X = re.compile(
     rb'^\{"ph":"X","cat":"[A-Za-z_]+","name":.*?,"pid":(-?\d+),"tid":(-?\d+),"ts":(-?\d+\.\d{3}),'
 )
-
-
-def _tid(dev: int, tid: int) -> int:
-    """A thread's id in the merged file, where the rank is the process: each GPU's streams in
-    their own band, an overlay track's in another."""
-    return tid + (_OVERLAY_TID if dev >= _OVERLAY_PID else dev * _DEVICE_TID)
 
 
 def _ms(ns: float) -> str:
@@ -194,6 +182,17 @@ PartRunner = Callable[[Callable[..., tuple[int, int]], list[tuple[Any, ...]]], l
 
 #: raw deflate (no zlib or gzip framing): each rank's part is a run of deflate blocks of its own
 _RAW = -15
+_GZIP = 31  # zlib's gzip framing
+
+
+#: a part a job's second round made already, by rank: its file, CRC-32 and length
+Made = dict[int, tuple[Path, int, int]]
+
+
+def part_path(out: Path, rank: int) -> Path:
+    """Where rank ``rank``'s part of the merged file ``out`` is made (a scratch folder beside
+    it, removed once the file is written)."""
+    return out.with_name(f".{out.name}.parts") / f"rank{rank}.deflate"
 
 
 def merge_perfetto(
@@ -201,36 +200,50 @@ def merge_perfetto(
     offsets: dict[int, int],
     out: Path,
     run: PartRunner | None = None,
+    made: Made | None = None,
 ) -> Path:
     """Merge the ranks' perfetto.json files (written by engine.analyze.output.export) into ``out``
-    (gzip): process = rank, times + the rank's clock offset. Each rank's part is converted and
-    compressed on its own (``run``: on the job's workers, side by side), then the parts are
-    joined into one gzip member — raw deflate blocks ended by a sync flush follow one another,
-    as pigz writes them, and the member's CRC is combined from the parts' (Perfetto reads one
-    member only: google/perfetto#872). Raises OSError; a file not in our own format raises
-    ValueError."""
+    (gzip): process = rank, times + the rank's clock offset. Each rank's part is made on its
+    own — by the job's second round from the rank's analysis (``made``, where every rank's is),
+    else converted from its file (``run``: on the job's workers, side by side) — then the parts
+    are joined into one gzip member: raw deflate blocks ended by a sync flush follow one
+    another, as pigz writes them, and the member's CRC is combined from the parts' (Perfetto
+    reads one member only: google/perfetto#872). Raises OSError; a file not in our own format
+    raises ValueError."""
     tmp = out.with_name(out.name + ".tmp")
-    scratch = out.with_name(f".{out.name}.parts")
+    scratch = part_path(out, 0).parent
     try:
-        scratch.mkdir(exist_ok=True)
-        jobs = [
-            (rank, str(path), offsets.get(rank, 0), str(scratch / f"rank{rank}.deflate"), i > 0)
-            for i, (rank, path) in enumerate(sorted(parts))
-        ]
-        sums = (run or _in_turn)(perfetto_part, jobs)
-        _join(tmp, [Path(j[3]) for j in jobs], sums)
+        ranks = sorted(parts)
+        if made is not None and sorted(made) == [r for r, _ in ranks]:
+            files = [made[r][0] for r, _ in ranks]
+            sums = [made[r][1:] for r, _ in ranks]
+        else:
+            scratch.mkdir(exist_ok=True)
+            jobs = [
+                (rank, str(path), offsets.get(rank, 0), str(part_path(out, rank)), i > 0)
+                for i, (rank, path) in enumerate(ranks)
+            ]
+            sums = (run or _in_turn)(perfetto_part, jobs)
+            files = [Path(j[3]) for j in jobs]
+        _join(tmp, files, sums)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     finally:
-        for f in scratch.glob("rank*.deflate"):
-            with contextlib.suppress(OSError):
-                f.unlink()
-        with contextlib.suppress(OSError):
-            scratch.rmdir()
+        forget_parts(out)
     tmp.replace(out)
     return out
+
+
+def forget_parts(out: Path) -> None:
+    """Remove the scratch folder of ``out``'s parts (they are in the file, or of no use)."""
+    scratch = part_path(out, 0).parent
+    for f in scratch.glob("rank*.deflate"):
+        with contextlib.suppress(OSError):
+            f.unlink()
+    with contextlib.suppress(OSError):
+        scratch.rmdir()
 
 
 def _in_turn(fn: Callable[..., tuple[int, int]], jobs: list[tuple[Any, ...]]) -> list[Any]:
@@ -248,8 +261,8 @@ def _join(tmp: Path, parts: list[Path], sums: list[tuple[int, int]]) -> None:
     the parts'."""
     crc, size = zlib.crc32(_HEAD), len(_HEAD)
     with tmp.open("wb") as w:
-        w.write(b"\x1f\x8b\x08\x00" + struct.pack("<I", int(time.time())) + b"\x00\xff")
-        c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
+        # zlib's gzip framing writes the member's header; the opening follows, sync-flushed
+        c = zlib.compressobj(1, zlib.DEFLATED, _GZIP)
         w.write(c.compress(_HEAD) + c.flush(zlib.Z_SYNC_FLUSH))
         for part, (pcrc, plen) in zip(parts, sums, strict=True):
             with part.open("rb") as f:
@@ -271,14 +284,7 @@ def perfetto_part(
     compressed. Runs where the file is (a job's worker)."""
     crc, size = 0, 0
     c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
-    out: list[bytes] = [
-        json.dumps(
-            {"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}}
-        ).encode(),
-        json.dumps(
-            {"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}}
-        ).encode(),
-    ]
+    out: list[bytes] = [line.encode() for line in rank_process(rank)]
     with Path(src).open("rb") as f, Path(dest).open("wb") as w:
 
         def put() -> None:
@@ -295,19 +301,37 @@ def perfetto_part(
                 m = match(line)
                 if m is not None:
                     add(line[: m.start(1) - 6] + b'"pid":%d,"tid":%d,"ts":%s,' % (
-                        rank, _tid(int(m.group(1)), int(m.group(2))),
+                        rank, merged_tid(int(m.group(1)), int(m.group(2))),
                         _us_shift(m.group(3), shift),
                     ) + line[m.end(3) + 1 :])  # fmt: skip
                 elif line.startswith(b'{"ph"'):
                     ev = json.loads(line)
                     if not isinstance(ev, dict) or ev.get("ph") != "M":
                         raise ValueError(f"{src}: not a perfetto.json written by gitm-tui")
-                    meta = _meta(ev, rank)
+                    meta = merged_meta(ev, rank)
                     if meta is not None:
                         add(json.dumps(meta).encode())
                 # (else: the file's opening and closing lines)
             if out:
                 put()
+        w.write(c.flush(zlib.Z_SYNC_FLUSH))
+    return crc, size
+
+
+def write_part(lines: list[str], dest: str | Path, comma: bool = False) -> tuple[int, int]:
+    """A part for ``merge_perfetto`` to join, from its event lines as the merged file holds them
+    (engine.analyze.output.export.perfetto_events with a rank: a job's second round writes its
+    part so, from the analysis it has just made): after a comma when ``comma``, raw deflate
+    ended by a sync flush; returns its CRC-32 and length."""
+    c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
+    crc, size = 0, 0
+    with Path(dest).open("wb") as w:
+        for lo in range(0, len(lines), 1 << 16):
+            data = (_SEP if size or comma else b"") + _SEP.join(
+                x.encode() for x in lines[lo : lo + (1 << 16)]
+            )
+            crc, size = zlib.crc32(data, crc), size + len(data)
+            w.write(c.compress(data))
         w.write(c.flush(zlib.Z_SYNC_FLUSH))
     return crc, size
 
@@ -354,29 +378,12 @@ def _x2nmodp(n: int, k: int) -> int:
     return p
 
 
-def _meta(ev: dict, rank: int) -> dict | None:
-    """A metadata event of a rank's perfetto.json as the merged file holds it (None: dropped).
-    The rank is the process (named once, above); a GPU's process name is dropped and its
-    threads say which GPU; an overlay track's process name becomes its thread's name."""
-    dev = int(ev.get("pid", 0))
-    name = ev.get("name")
-    if dev >= _OVERLAY_PID and name in ("process_name", "process_sort_index"):
-        if name == "process_sort_index":
-            return None
-        return {"ph": "M", "name": "thread_name", "pid": rank, "tid": _tid(dev, 0),
-                "args": ev.get("args", {})}  # fmt: skip
-    if name == "process_name":
-        return None  # one process per rank, named above
-    ev["pid"] = rank
-    if "tid" in ev:
-        ev["tid"] = _tid(dev, int(ev["tid"]))
-    if 0 < dev < _OVERLAY_PID and name == "thread_name":
-        ev["args"] = {"name": f"GPU {dev} · {ev['args']['name']}"}
-    return ev
-
-
 def write_rank_outputs(
-    c: CrossRank, out_dir: Path, perfetto: list[tuple[int, Path]], run: PartRunner | None = None
+    c: CrossRank,
+    out_dir: Path,
+    perfetto: list[tuple[int, Path]],
+    run: PartRunner | None = None,
+    made: Made | None = None,
 ) -> tuple[list[Path], list[str]]:
     """Write cross_rank.json, cross_rank.md and (when every rank's perfetto.json is here)
     ranks.perfetto.json.gz into ``out_dir`` (its ranks' parts made by ``run``: see
@@ -396,6 +403,7 @@ def write_rank_outputs(
             "write them where they run)"
         )
         _stale(out_dir / "ranks.perfetto.json.gz", problems)
+        forget_parts(out_dir / "ranks.perfetto.json.gz")
         return written, problems
     if c.ranks_lost:
         problems.append(
@@ -406,7 +414,7 @@ def write_rank_outputs(
     offsets = {p.rank: p.clock_offset_ns for p in c.per_rank}
     merged = out_dir / "ranks.perfetto.json.gz"
     try:
-        written.append(merge_perfetto(perfetto, offsets, merged, run))
+        written.append(merge_perfetto(perfetto, offsets, merged, run, made))
     except (ValueError, KeyError, TypeError) as e:
         problems.append(f"ranks.perfetto.json.gz not written: {e}")
         _stale(merged, problems)
