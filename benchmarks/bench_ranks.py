@@ -106,13 +106,18 @@ def _data(ranks: int, events: int) -> Path:
     datasets.verify(name, at=full)
     if ranks == top:
         return full
-    sub = HERE / ".cache" / f"ranks-{ranks}of{top}x{events}"
+    sub = first_links(full, HERE / ".cache" / f"ranks-{ranks}of{top}x{events}", ranks)
+    datasets.verify(name, at=sub)
+    return sub
+
+
+def first_links(full: Path, sub: Path, ranks: int) -> Path:
+    """``sub``: links to the first ``ranks`` rank files of ``full``."""
     sub.mkdir(parents=True, exist_ok=True)
     for r in range(ranks):
         link = sub / f"rank{r:04d}.json.gz"
         if not link.exists():
             link.symlink_to(full / f"rank{r:04d}.json.gz")
-    datasets.verify(name, at=sub)
     return sub
 
 

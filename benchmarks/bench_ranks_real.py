@@ -48,7 +48,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import datasets  # noqa: E402  (benchmarks/datasets.py: the pinned inputs)
 from bench_analyze import HTA_SCRIPT  # noqa: E402
-from bench_ranks import _tree  # noqa: E402
+from bench_ranks import _tree, first_links  # noqa: E402
 
 #: the largest directory made (the smaller ones link to its first files)
 TOP = 128
@@ -83,12 +83,7 @@ def data(ranks: int, tile: int) -> Path:
     datasets.verify(name, at=full)
     if ranks == top:
         return full
-    sub = HERE / ".cache" / f"{name}-first{ranks}"
-    sub.mkdir(parents=True, exist_ok=True)
-    for r in range(ranks):
-        link = sub / f"rank{r:04d}.json.gz"
-        if not link.exists():
-            link.symlink_to(full / f"rank{r:04d}.json.gz")
+    sub = first_links(full, HERE / ".cache" / f"{name}-first{ranks}", ranks)
     datasets.verify(name, at=sub)
     return sub
 

@@ -203,85 +203,74 @@ def _job(
     each file read for its rank summary; the ranks crossed; each rank analysed once, held to its
     peers where they are known; the cross-rank outputs written, the merged Perfetto file's parts
     made by the workers."""
-    from engine.analyze.run import forget_kept, output_names
+    from dataclasses import replace
+
+    from engine.analyze.cluster import Workers
+    from engine.analyze.job import held_note, peers_by_file
+    from engine.analyze.run import analyze_listed, forget_kept, output_names
 
     names = output_names(files)
     try:
-        return _rounds(files, listed, options, hooks, claimed, paths, names)
+        with Workers(options, len(files), hooks.dashboard) as pool:
+            first = analyze_listed(
+                files, options, _reading(hooks), names=names, pool=pool, summary_only=True
+            )
+            sums = [o.summary for o in first if o.summary is not None]
+            crossed: CrossRank | None = None
+            jobs: tuple[CrossRank, ...] = ()
+            if len(sums) >= 2:
+                from engine.analyze.ranks.ranks import cross_rank, job_groups, not_one_job
+
+                crossed = cross_rank(sums)
+                if crossed is None and not_one_job(sums) is not None:
+                    jobs = tuple(c for g in job_groups(sums) if (c := cross_rank(g)) is not None)
+            peers = peers_by_file(first, crossed) if crossed is not None else {}
+            todo = [o.path for o in first if o.summary is not None]
+            if hooks.stage is not None and peers:
+                hooks.stage(
+                    f"{len(todo):,} ranks: analysing each, its collectives held to its peers…"
+                )
+            settled = len(first) - len(todo)  # files the first round ended (an error, CPU-only)
+            said = hooks.progress
+
+            def counted(done: int, _total: int, path: str) -> None:  # of all the files
+                if said is not None:
+                    said(settled + done, len(files), path)
+
+            if not todo and said is not None and files:
+                said(len(files), len(files), files[-1])
+            hooked = replace(hooks, progress=counted)
+            parts = _parts(first, crossed, options)
+            done = analyze_listed(
+                todo, options, hooked, names=names, pool=pool, peers=peers, summaries=False,
+                parts=parts,
+            )  # fmt: skip
+            second = iter(done)
+            outcomes = listed + [
+                replace(next(second), summary=o.summary) if o.summary is not None else o
+                for o in first
+            ]
+            made = {
+                parts[o.path][0]: (Path(parts[o.path][2]), *o.part)
+                for o in outcomes
+                if o.path in parts and o.part is not None
+            }
+            if crossed is not None:
+                crossed.notes.append(held_note(outcomes, crossed, peers))
+            got = Analyzed(outcomes, crossed, claimed, paths=paths, jobs=jobs)
+            if crossed is None or options.out_root is None:
+                return got
+            run = pool.map if pool.started and pool.local else None  # (remote: files elsewhere)
+            written, unwritten, failed = _write_cross_rank(
+                crossed, options.out_root, got.good, run, made
+            )  # fmt: skip
+        return Analyzed(outcomes, crossed, claimed, written, unwritten, failed, paths)
     finally:
         forget_kept()  # what the first round kept here and the second did not take
         if options.out_root is not None:  # parts the merge did not take (it was not reached)
             from engine.analyze.output.rank_export import forget_parts
 
             forget_parts(Path(options.out_root) / "ranks.perfetto.json.gz")
-
-
-def _rounds(
-    files: list[str],
-    listed: list[FileOutcome],
-    options: AnalyzeOptions,
-    hooks: Hooks,
-    claimed: bool,
-    paths: tuple[str, ...],
-    names: dict[str, str],
-) -> Analyzed:
-    from dataclasses import replace
-
-    from engine.analyze.cluster import Workers
-    from engine.analyze.job import held_note, peers_by_file
-    from engine.analyze.run import analyze_listed
-
-    with Workers(options, len(files), hooks.dashboard) as pool:
-        first = analyze_listed(
-            files, options, _reading(hooks), names=names, pool=pool, summary_only=True
-        )
-        sums = [o.summary for o in first if o.summary is not None]
-        crossed: CrossRank | None = None
-        jobs: tuple[CrossRank, ...] = ()
-        if len(sums) >= 2:
-            from engine.analyze.ranks.ranks import cross_rank, job_groups, not_one_job
-
-            crossed = cross_rank(sums)
-            if crossed is None and not_one_job(sums) is not None:
-                jobs = tuple(c for g in job_groups(sums) if (c := cross_rank(g)) is not None)
-        peers = peers_by_file(first, crossed) if crossed is not None else {}
-        todo = [o.path for o in first if o.summary is not None]
-        if hooks.stage is not None and peers:
-            hooks.stage(f"{len(todo):,} ranks: analysing each, its collectives held to its peers…")
-        settled = len(first) - len(todo)  # files the first round ended (an error, CPU-only)
-        said = hooks.progress
-
-        def counted(done: int, _total: int, path: str) -> None:  # of all the files
-            if said is not None:
-                said(settled + done, len(files), path)
-
-        if not todo and said is not None and files:
-            said(len(files), len(files), files[-1])
-        hooked = replace(hooks, progress=counted)
-        parts = _parts(first, crossed, options)
-        done = analyze_listed(
-            todo, options, hooked, names=names, pool=pool, peers=peers, summaries=False,
-            parts=parts,
-        )  # fmt: skip
-        second = iter(done)
-        outcomes = listed + [
-            replace(next(second), summary=o.summary) if o.summary is not None else o for o in first
-        ]
-        made = {
-            parts[o.path][0]: (Path(parts[o.path][2]), *o.part)
-            for o in outcomes
-            if o.path in parts and o.part is not None
-        }
-        if crossed is not None:
-            crossed.notes.append(held_note(outcomes, crossed, peers))
-        got = Analyzed(outcomes, crossed, claimed, paths=paths, jobs=jobs)
-        if crossed is None or options.out_root is None:
-            return got
-        run = pool.map if pool.started and pool.local else None  # (remote: files elsewhere)
-        written, unwritten, failed = _write_cross_rank(
-            crossed, options.out_root, got.good, run, made
-        )  # fmt: skip
-    return Analyzed(outcomes, crossed, claimed, written, unwritten, failed, paths)
 
 
 def _parts(
