@@ -118,7 +118,7 @@ def specs() -> list[Spec]:
     out = [
         Spec(
             ds.REAL_TRACE,
-            ("bench_analyze", "bench_import", "bench_memory"),
+            ("bench_analyze", "bench_first_runs", "bench_import", "bench_memory"),
             "bytes",
             path=f"../shared/traces/{kineto}",
             source="PyTorch profiler, A100, 109k events: Holistic Trace Analysis test data (MIT, "
