@@ -499,6 +499,8 @@ class MeasurementParams(_Strict):
     max_plausible_gain: float = Field(gt=0.0, lt=1.0)
     warmup_max_share: float = Field(gt=0.0, le=0.9)
     warmup_batch: int = Field(ge=1)
+    launch_warmup_max_launches: int = Field(ge=4)
+    launch_warmup_max_share: float = Field(gt=0.0, le=0.9)
 
     @model_validator(mode="after")
     def _ordered(self) -> MeasurementParams:

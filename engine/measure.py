@@ -92,6 +92,193 @@ def steady_mean(xs: Sequence[float] | np.ndarray) -> tuple[float, int]:
     return float(rest.mean()), d
 
 
+# ---------------------------------------------------------------------- warm-up across launches
+def trend(xs: Sequence[float] | np.ndarray, level: float | None = None) -> tuple[float, float]:
+    """(slope, the half-width of its interval at ``level``) of ``xs``, in log terms: the
+    least-squares slope of log(x) against the sample's index (exp(slope) − 1 is the relative
+    change per sample) with its Student-t interval (n − 2 degrees of freedom). (NaN, inf)
+    under 3 positive values."""
+    x = np.asarray(xs, dtype=np.float64)
+    if len(x) < 3 or not (np.isfinite(x).all() and (x > 0).all()):
+        return math.nan, math.inf
+    y = np.log(x)
+    i = np.arange(len(y), dtype=np.float64)
+    i -= i.mean()
+    sxx = float(i @ i)
+    slope = float(i @ (y - y.mean())) / sxx
+    resid = y - y.mean() - slope * i
+    se = math.sqrt(float(resid @ resid) / (len(y) - 2) / sxx)
+    lvl = params().level if level is None else level
+    return slope, _t(len(y) - 2, lvl) * se
+
+
+def settle_point(xs: Sequence[float], need: int) -> tuple[int, bool]:
+    """Where a relaunched program's steady state starts in its launch values ``xs`` (in
+    order), and whether it has been reached. MSER (``steady_start``, the rule for steps within
+    a process) finds where the warm-up ends; the launches after it are steady when there are
+    ``need`` of them, they show no trend (a slope whose interval holds zero, or one that moves
+    them by less than ``min_gain`` over their length) and MSER's start is not at the edge of
+    its search (there it may want to drop more: a warm-up still going on). The start returned
+    is 0 when the launches before MSER's start do not differ from the rest beyond the noise
+    (``warmed``): noise alone moves MSER's start on short series, and is no warm-up."""
+    d = steady_start(xs)
+    warm = warmed(xs, d)
+    at_edge = warm and d >= _search_end(len(xs)) - 1  # it may want to drop more
+    if not warm:
+        d = 0  # a start that drops only noise: none
+    tail = list(xs[d:])  # the trend is judged on what MSER keeps
+    start = _back_to(xs, d) if warm else 0  # the warm-up's own launches
+    if len(xs) - start < need:
+        return start, False
+    slope, half = trend(tail)
+    if not math.isfinite(slope):
+        return start, False
+    moved = abs(math.expm1(slope * (len(tail) - 1)))  # first to last, along the slope
+    flat = abs(slope) <= half or moved < params().min_gain
+    return start, flat and not at_edge
+
+
+def _back_to(xs: Sequence[float], d: int) -> int:
+    """MSER's start moved back over the launches just before it that look like the steady
+    ones (within 4 standard deviations of the steady launches' logs: a warm-up launch lies
+    far outside, a steady one almost never): MSER often drops a steady launch or two with the
+    warm-up, and the report names the warm-up's launches."""
+    y = np.log(np.asarray(xs, dtype=np.float64))
+    rest = y[d:]
+    if len(rest) < 3:
+        return d
+    mid, sd = float(rest.mean()), float(rest.std(ddof=1))
+    reach = 4.0 * sd
+    while d > 0 and abs(y[d - 1] - mid) <= reach:
+        d -= 1
+    return d
+
+
+def _search_end(n: int) -> int:
+    """The first start, in samples, that ``steady_start`` does not search on ``n`` samples."""
+    p = params()
+    m = p.warmup_batch if n >= 10 * p.warmup_batch else 1
+    return max(1, int((n // m) * p.warmup_max_share)) * m
+
+
+def warmed(xs: Sequence[float], d: int) -> bool:
+    """Whether the first ``d`` values differ from the rest beyond the rest's own spread (a t
+    test on logs at ``level``, the rest's spread taken for both) and by at least ``min_gain``."""
+    x = np.asarray(xs, dtype=np.float64)
+    if d <= 0 or len(x) - d < 3 or not (np.isfinite(x).all() and (x > 0).all()):
+        return False
+    y = np.log(x)
+    warm, rest = y[:d], y[d:]
+    diff = float(warm.mean() - rest.mean())
+    sd = float(rest.std(ddof=1))
+    se = sd * math.sqrt(1 / len(warm) + 1 / len(rest))
+    if abs(math.expm1(diff)) < params().min_gain:
+        return False
+    return se == 0 or abs(diff) > _t(len(rest) - 1, params().level) * se
+
+
+class LaunchSeries:
+    """A relaunched program's baseline launches, judged as they come: launched until they look
+    steady (``settle_point`` over at least ``FIRST``, the 2 pairs an A/A needs at the least),
+    then ``aa_pairs`` pairs more. Those later launches test the warm-up too: MSER over every
+    launch must still find the series steady, else the warm-up was longer than it looked (a
+    program slow for its first 8 launches looks steady at launch 4) and launching goes on until
+    the whole series settles. The A/A is then every launch after the warm-up (the latest, an
+    even count). ``add`` each launch's value; ``done`` once the A/A is complete."""
+
+    FIRST = 4
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.steady_at: int | None = None  # how many launches there were when first steady
+        self.start = 0  # the first steady launch (0-based), as last judged
+        self.done = False
+
+    def add(self, value: float) -> bool:
+        """One more launch; True once the A/A is complete."""
+        self.values.append(value)
+        if self.steady_at is None:
+            self.start, ok = settle_point(self.values, self.FIRST)
+            if ok:
+                self.steady_at = len(self.values)
+            return False
+        need = 2 * params().aa_pairs
+        if len(self.values) - self.steady_at < need:
+            return False
+        self.start, self.done = settle_point(self.values, need)
+        return self.done
+
+    def aa(self) -> tuple[int, int]:
+        """(first, end) indices of the launches the A/A pairs: those after the warm-up, the
+        latest of them an even count, at least the last ``FIRST`` (a series that ended
+        unsettled has no steady part to speak of)."""
+        n = len(self.values)
+        first = min(self.start, max(0, n - self.FIRST))
+        return first + (n - first) % 2, n
+
+
+@dataclass(frozen=True)
+class Settling:
+    """A relaunched program's baseline launches until they were steady: their values in
+    order, the first steady launch (0-based: the ones before it are the warm-up), and whether
+    the steady state was reached (None: too few launches fit to tell)."""
+
+    values: tuple[float, ...]
+    start: int
+    settled: bool | None
+    seconds: float = 0.0  # the launches' wall time in all
+    goal: Goal = "min"
+    why: str = ""  # what ended the search when it did not settle
+
+    @property
+    def ratio(self) -> float:
+        """The warm-up's mean over the steady launches' (NaN with no warm-up)."""
+        warm, rest = self.values[: self.start], self.values[self.start :]
+        if not warm or not rest:
+            return math.nan
+        return float(np.mean(warm) / np.mean(rest))
+
+    def text(self) -> str:
+        """What the report and the log say of the warm-up, in launches (1-based)."""
+        n, d = len(self.values), self.start
+        if self.settled is None:
+            return (
+                f"only {n} launches fit in the time ({self.seconds:.1f} s): whether the "
+                "program's launch times settle cannot be told; the A/A takes the last of them"
+            )
+        if self.settled is False:
+            slope, _ = trend(self.values)
+            way = "rising" if slope > 0 else "falling"
+            moved = math.expm1(slope * (n - 1))
+            return (
+                f"the program's metric did not settle over {n} launches ({self.seconds:.1f} s, "
+                f"{self.why}): it kept {way}, by {abs(math.expm1(slope)):.1%} per launch "
+                f"({moved:+.0%} from the first to the last along the trend) — a trend, not noise"
+            )
+        if d == 0:
+            return f"launches steady from the first ({n} launched, no trend)"
+        which = "launch 1 was" if d == 1 else f"launches 1–{d} were"
+        r = self.ratio
+        worse = r >= 1 if self.goal == "min" else r <= 1
+        if self.goal == "min":
+            how = f"{r:.2g}× slower" if r >= 1 else f"{1 / r:.2g}× faster"
+        else:
+            how = f"{1 / r:.2g}× lower" if r <= 1 else f"{r:.2g}× higher"
+        what = "a warm-up" if worse else "not a warm-up: the program or the machine changed"
+        return f"{which} {how} than the rest: {what}; measuring from launch {d + 1}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "launches": len(self.values),
+            "warmup_launches": self.start,
+            "settled": self.settled,
+            "seconds": self.seconds,
+            "values": [finite_or_none(x) for x in self.values],
+            "ratio": finite_or_none(self.ratio),
+            "text": self.text(),
+        }
+
+
 # ---------------------------------------------------------------------- pairs
 def _t(df: int, level: float) -> float:
     from scipy.special import stdtrit
@@ -349,9 +536,12 @@ class NoisePlan:
     #: interval); False: no lever is tried
     triable: bool = True
     tried: str = ""  # what follows for the trials when the target is not measurable
+    #: a relaunched program whose launches did not settle: what was seen (else '')
+    unsettled: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "unsettled": self.unsettled,
             "aa": self.aa.to_json(),
             "pairs": self.pairs,
             "half_width": finite_or_none(self.half),
@@ -405,15 +595,34 @@ def plan(
     pair_s: float,
     time_left_s: float,
     trials: int = 1,
+    settling: Settling | None = None,
 ) -> NoisePlan:
     """Pairs per lever from the A/A's spread: the fewest (at least ``min_pairs``) whose
     interval half-width is at most ``resolution`` × ``target``. Not measurable when that needs
     more than ``max_pairs``, or more time than ``time_left_s`` holds for one trial and the
     final re-measure; the diagnosis then gives the figures and what would help, and levers are
     tried with the pairs that fit only when an effect of up to ``max_plausible_gain`` could
-    clear their interval (``triable``)."""
+    clear their interval (``triable``). A relaunched program whose launches did not settle
+    (``settling``) is not measurable whatever the A/A says: a trend is not noise, and pairs
+    measured on it compare two moments of the trend."""
     p = params()
     goal = aa.goal
+    if settling is not None and settling.settled is False:
+        seen = settling.text()
+        return NoisePlan(
+            aa,
+            p.min_pairs,
+            math.inf,
+            pair_s,
+            False,
+            p.max_pairs,
+            f"a {target:.0%} gain cannot be measured here: {seen}. What would help: a program "
+            "whose launches reach a steady time (warm its caches before the run, or make each "
+            "launch do the same work), or a larger --budget if it settles later",
+            False,
+            "no lever is tried: the launches never settled",
+            seen,
+        )
     sd = aa.sd_log if aa.valid and aa.n >= 2 else math.nan
     want = p.resolution * target
     if not math.isfinite(sd):

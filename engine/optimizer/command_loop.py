@@ -12,11 +12,22 @@ the candidate configuration interleaved in pairs.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.measure import Block, finite_or_none
+import numpy as np
+
+from engine.measure import (
+    Block,
+    Comparison,
+    LaunchSeries,
+    PairedRun,
+    Settling,
+    finite_or_none,
+    params,
+)
 from engine.optimizer.attribution import RankedHypotheses
 from engine.optimizer.gate import LeverCeiling, Reach
 from engine.optimizer.loop import (
@@ -79,14 +90,73 @@ class CommandOptimizer(LoopRun):
     def base_state(self) -> CommandState:
         return self.wl.base
 
-    def warm_up(self) -> str:
-        """One untimed run of the baseline: the first run pays for cold file caches, imports
-        and compile caches that no later run pays for."""
-        r = self.wl.run_once(self.state)
-        self.measurements += 1
-        if not r.ok:
-            self._baseline_failed(r)
-        return "one untimed run of the baseline (cold caches); its metric is not counted"
+    def _aa(self) -> PairedRun:
+        """The warm-up across launches and the A/A in one series of baseline launches
+        (engine.measure.LaunchSeries): launched until steady by MSER, then 4 pairs more that
+        test it; the A/A pairs every launch after the warm-up. Capped in launches and in time
+        (manifests/measurement.json), never under the 4 launches of 2 pairs: a series that
+        ends unsettled pairs its last launches, and says which it was (``settling``)."""
+        p = params()
+        series = LaunchSeries()
+        blocks: list[Block] = []
+        walls: list[float] = []
+        t0 = time.monotonic()
+        cap_s = p.launch_warmup_max_share * max(0.0, self.budget_left())
+        why = ""
+        while True:
+            t = time.monotonic()
+            blk = self.block(self.state)
+            walls.append(time.monotonic() - t)
+            self.measurements += 1
+            if not blk.ok and _budget_ended(blk.reason):
+                # the budget, not the program: the launches so far are what the gate judges
+                # (too few for an A/A is a diagnosis: noise unknown, never "the baseline failed")
+                why = "the budget"
+                break
+            if not blk.ok or not (math.isfinite(blk.value) and blk.value > 0):
+                r = blk.raw.runs[0] if blk.raw else CommandRun(None, 0, False, blk.reason)
+                if blk.ok:  # a value the pairs cannot take (zero, negative)
+                    r = CommandRun(None, 0, False, f"measured {blk.value!r}, not a positive number")
+                self._baseline_failed(r)
+            blocks.append(blk)
+            if series.add(blk.value):
+                break
+            n = len(blocks)
+            if n >= p.launch_warmup_max_launches:
+                why = f"the cap of {p.launch_warmup_max_launches} launches"
+                break
+            if n >= series.FIRST and time.monotonic() - t0 >= cap_s:
+                why = f"the cap of {p.launch_warmup_max_share:.0%} of the budget"
+                break
+            if n >= series.FIRST and self.budget_left() <= 0:
+                why = "the budget"
+                break
+        if not blocks:  # not even one launch fit in the budget
+            self._baseline_failed(
+                CommandRun(None, 0, False, "no launch finished within the run's budget")
+            )
+        first, end = series.aa()
+        settled: bool | None = series.done
+        if not series.done and len(blocks) - series.start < 2 * p.aa_pairs:
+            settled = None  # too few launches after the warm-up to judge a trend
+        self.settling = Settling(
+            tuple(b.value for b in blocks),
+            series.start,
+            settled,
+            time.monotonic() - t0,
+            self.goal,
+            why,
+        )
+        a, b = blocks[first:end:2], blocks[first + 1 : end : 2]
+        self._pair_s = 2 * float(np.mean(walls[first:end]))
+        self.journal.append({"type": "warm_up", "what": self.settling.text(),
+                             **self.settling.to_json()})  # fmt: skip
+        self.say(self.settling.text())
+        return PairedRun(
+            Comparison(tuple(x.value for x in a), tuple(x.value for x in b), self.goal, p.level),
+            a,
+            b,
+        )
 
     def _baseline_failed(self, r: CommandRun) -> None:
         tail = (r.output_tail.strip().splitlines() or [""])[-1][:160]
@@ -258,3 +328,9 @@ class CommandOptimizer(LoopRun):
                 target, res["gain"], "no device trace: the declared levers are all the loop can try"
             )
         return res
+
+
+def _budget_ended(reason: str) -> bool:
+    """Whether a run failed because the run's budget ended (it was stopped, or not started),
+    not by the program's own doing (engine.workloads.command: ``_limit``, ``refusal``)."""
+    return "the run's budget ended" in reason or "the run's budget had ended" in reason

@@ -38,6 +38,7 @@ from engine.measure import (
     Goal,
     NoisePlan,
     PairedRun,
+    Settling,
     finite_or_none,
     interleave,
     pairs_to_decide,
@@ -210,6 +211,8 @@ class LoopRun:
         #: each kept trial's traces (the state before, the trial), where the loop has them:
         #: the report shows what changed between them
         self.trial_traces: dict[str, tuple[Trace, Trace]] = {}
+        #: a relaunched program's warm-up across launches (the command loops' ``_aa``)
+        self.settling: Settling | None = None
         self._save_state("state.json", state)
         self._save_state("state_base.json", state)
 
@@ -269,7 +272,9 @@ class LoopRun:
         target can be measured at all; its blocks become the baseline."""
         aa = run.comparison
         means = [*aa.a, *aa.b]
-        p = plan(aa, self.target, getattr(self, "_pair_s", 0.0), self.time_left())
+        p = plan(
+            aa, self.target, getattr(self, "_pair_s", 0.0), self.time_left(), settling=self.settling
+        )
         self.pairs = max(self.pairs, p.pairs) if p.measurable else max(2, p.pairs)
         aa_gain = aa.gain if math.isfinite(aa.gain) else math.nan
         # an A/A cut short by the budget has no interval: its floor is unknown (NaN), never
@@ -536,6 +541,8 @@ class LoopRun:
                 f"{params().min_gain:.0%}"
             ),
         }
+        if self.settling is not None:  # a relaunched program: its warm-up across launches
+            out["warm_up"] = self.settling.to_json()
         if final is not None and final.valid:
             out["final"] = final.to_json()
             if self.final_extended is not None:

@@ -96,13 +96,25 @@ def _result_lines(res: dict[str, Any]) -> list[str]:
         f"- Target {res['target']:.0%}: **{res.get('verdict', 'met' if met else 'not met')}**. "
         f"Kept: {', '.join(kept) or 'nothing'}."
     )
+    warm = res.get("warm_up") or {}
+    if warm:
+        out.append(
+            f"- Warm-up across launches: {_clean(str(warm.get('text', '')))} — "
+            f"{warm.get('warmup_launches', 0)} of the {warm.get('launches', 0)} baseline launches "
+            "before the A/A's pairs were left out as warm-up."
+        )
     noise = res.get("noise") or {}
     aa = noise.get("aa") or {}
     if aa.get("gain") is not None:
         out.append(
             f"- Noise (A/A, the unchanged workload against itself in {aa.get('pairs', 0)} "
-            f"interleaved pairs): {aa['gain']:+.1%} [{(aa.get('low') or 0):+.1%} … "
-            f"{(aa.get('high') or 0):+.1%}]; each lever got {res.get('pairs_per_lever', 0)} pairs, "
+            f"interleaved pairs): {aa['gain']:+.1%} "
+            + (  # one pair has no interval: never "[+0.0% … +100.0%]"
+                f"[{aa['low']:+.1%} … {aa['high']:+.1%}]"
+                if aa.get("low") is not None and aa.get("high") is not None and aa["pairs"] > 1
+                else "(no interval)"
+            )
+            + f"; each lever got {res.get('pairs_per_lever', 0)} pairs, "
             + (  # a floor the A/A did not resolve (a diagnosed run) is unknown, never "nan"
                 f"an interval of about ±{res['noise_floor']:.1%}."
                 if math.isfinite(res["noise_floor"])
