@@ -251,4 +251,4 @@ class _Prompter:
             if action:
                 self.loop.call_soon_threadsafe(self.engine.decide, action, ev.id, "tty")
             elif answer in ("f", "finish"):  # done deciding: the apply phase ends, the report
-                self.loop.call_soon_threadsafe(self.engine.finish_apply)
+                self.loop.call_soon_threadsafe(self.engine.finish_apply, "tty")

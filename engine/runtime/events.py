@@ -357,6 +357,9 @@ class OptimizeStatus(Event):
     #: how a measurement reads: value / scale in unit (a command's metric has no time unit)
     unit: str = "µs/sample"
     scale: float = 1e3
+    #: the A/A's pair-to-pair spread (standard deviation of its log-ratios; NaN under 2
+    #: pairs): known even where no noise floor is (a target the time left cannot resolve)
+    aa_spread: float = math.nan
 
     def coalesce_key(self) -> tuple[Any, ...]:
         return ("optimize",)

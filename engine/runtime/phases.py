@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import write_refused
-from engine.measure import finite_or_none
+from engine.measure import NoisePlan, finite_or_none
 from engine.runtime.events import (
     EvidenceView,
     GateDecided,
@@ -397,6 +397,7 @@ class OptimizePhases:
                 phase_deadline_s=eng.deadline(phase),
                 unit=opt.unit,
                 scale=opt.scale,
+                aa_spread=_spread(opt.noise.plan),
             )
         )
 
@@ -627,3 +628,10 @@ def _pkg_version() -> str:
         return version("gitm-tui")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def _spread(plan: NoisePlan | None) -> float:
+    """The A/A's pair-to-pair spread in log terms (NaN where it gave none)."""
+    if plan is None or not plan.aa.valid or plan.aa.n < 2:
+        return math.nan
+    return plan.aa.sd_log

@@ -72,7 +72,7 @@ class EngineLike(Protocol):
     def resume(self) -> None: ...
     def stop(self) -> None: ...
     def decide(self, action: str, iid: str, by: str = "operator") -> None: ...
-    def finish_apply(self) -> None: ...
+    def finish_apply(self, by: str = "operator") -> None: ...
     def keep_deciding_on(self, by: str = "operator") -> bool: ...
 
 
@@ -131,6 +131,7 @@ class DashboardScreen(Screen[None]):
         self.write_error: OSError | None = None
         #: the last error the engine logged (the end line repeats it for a failed run)
         self._last_error = ""
+        self._aa_spread = math.nan  # the A/A's pair-to-pair spread (OptimizeStatus)
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -379,6 +380,7 @@ class DashboardScreen(Screen[None]):
         bar.baseline_ns, bar.current_ns, bar.gain = ev.baseline_ns, ev.current_ns, ev.gain
         bar.target, bar.noise, bar.deadline = ev.target, ev.noise_floor, ev.phase_deadline_s
         bar.unit, bar.scale = ev.unit, ev.scale
+        self._aa_spread = ev.aa_spread
         self._show_measured()
 
     def _show_measured(self) -> None:
@@ -395,11 +397,21 @@ class DashboardScreen(Screen[None]):
             t.append("baseline ", style="bold").append(
                 f"{bar.baseline_ns / bar.scale:{fmt}} {bar.unit}"
             )
-            t.append("   A/A spread ", style="bold").append(
-                f"±{bar.noise:.1%} (the noise floor)\n"
-                if math.isfinite(bar.noise)
-                else "unknown (the A/A did not resolve it)\n"
+            spread = self._aa_spread
+            t.append("   A/A ", style="bold").append(
+                "noise floor "
+                + (f"±{bar.noise:.1%}" if math.isfinite(bar.noise) else "unknown")
+                + (
+                    f", pair-to-pair spread {spread:.1%}\n"
+                    if math.isfinite(spread)
+                    else " (the A/A did not resolve it)\n"
+                )
             )
+        elif self.finished is not None:  # ended before its A/A gave a baseline
+            t.append("baseline: not measured — the run ended ", style="bold").append(
+                outside_text(self.finished.status)
+            )
+            t.append(" before its A/A (the Log tab says why)\n")
         else:
             t.append("baseline: being measured (warm-up, then the program against itself)\n")
         for iv in self.query_one(InterventionTable).latest.values():
@@ -472,6 +484,7 @@ class DashboardScreen(Screen[None]):
     def _(self, ev: RunFinished) -> None:
         self.finished = ev
         self._show_end(ev)
+        self._show_measured()  # a baseline never measured is no longer "being measured"
         for line in event_lines(ev):
             self._log_line(line.full, "bold" if line.emphasis else "")
         if ev.status == "failed":  # say it where it cannot be missed, and keep the log in view
@@ -567,7 +580,7 @@ class DashboardScreen(Screen[None]):
 
     def action_finish(self) -> None:
         """Done deciding: the engine moves on to the report phase."""
-        self.engine.finish_apply()
+        self.engine.finish_apply("tui")  # journaled as the dashboard's, as its decisions are
         self._log_line("apply phase finished by the operator")
 
     def action_keep_deciding(self) -> None:

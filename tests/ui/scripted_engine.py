@@ -78,8 +78,8 @@ class ScriptedEngine:
         self.commands.append("stop")
         self._stopped.set()
 
-    def finish_apply(self) -> None:
-        self.commands.append("finish")
+    def finish_apply(self, by: str = "operator") -> None:
+        self.commands.append(f"finish {by}")
 
     def keep_deciding_on(self, by: str = "operator") -> bool:
         self.commands.append("keep_deciding")

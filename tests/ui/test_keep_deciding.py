@@ -79,6 +79,8 @@ async def test_k_keeps_deciding_and_the_end_line_says_how(tmp_path, monkeypatch)
         header = app.query_one(RunHeader)
         assert header.keep_deciding and "keep deciding" in str(header.render())
         assert dash.check_action("keep_deciding", ()) is False  # on: no longer offered
+        await pilot.press("f")  # finished from the dashboard: journaled as the dashboard's
+        await until(pilot, lambda: "finish tui" in engine.commands)
         engine.bus.publish(_finished(str(tmp_path / "report.md")))
         await until(pilot, lambda: dash.finished is not None)
         end = str(app.query_one("#ended", Static).render())
@@ -183,8 +185,8 @@ async def test_f_at_the_headless_prompt_finishes_deciding(monkeypatch):
         def decide(self, action: str, iid: str, by: str = "operator") -> None:
             self.calls.append((action, iid, by))
 
-        def finish_apply(self) -> None:
-            self.calls.append(("finish",))
+        def finish_apply(self, by: str = "operator") -> None:
+            self.calls.append(("finish", by))
 
     monkeypatch.setattr("sys.stdin", io.StringIO("y\nf\n"))
     eng, out = _Engine(), io.StringIO()
@@ -201,5 +203,6 @@ async def test_f_at_the_headless_prompt_finishes_deciding(monkeypatch):
     deadline = time.monotonic() + 10
     while len(eng.calls) < 2 and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
-    assert eng.calls == [("approve", "I1", "tty"), ("finish",)]
+    # journaled as the prompt's, as its decisions are (not the engine's default "operator")
+    assert eng.calls == [("approve", "I1", "tty"), ("finish", "tty")]
     assert "f(inish deciding)" in out.getvalue()

@@ -135,7 +135,7 @@ async def test_a_run_with_no_kernel_trace_shows_what_it_measures(tmp_path, monke
         dash = app.dashboard
         await until(pilot, lambda: "I2" in str(dash.query_one("#measured", Static).render()))
         measured = str(dash.query_one("#measured", Static).render())
-        assert "baseline 3.949 ms/step" in measured and "A/A spread ±20.0%" in measured
+        assert "baseline 3.949 ms/step" in measured and "A/A noise floor ±20.0%" in measured
         assert "I1 threads=1  ROLLED_BACK  measured +3.1%" in measured
         assert "I2 interop_threads=1  PROPOSED  not measured yet" in measured
         assert dash.has_class("-no-trace")
@@ -190,8 +190,15 @@ async def test_an_unresolved_noise_floor_reads_unknown_never_nan(tmp_path, monke
         app.dashboard._show_measured()
         await pilot.pause()
         shown = bar.render().plain + str(app.query_one("#measured", Static).render())
-        assert "noise unknown" in shown and "A/A spread unknown" in shown
+        assert "noise unknown" in shown and "A/A noise floor unknown (the A/A did not" in shown
         assert "nan" not in shown.lower()
+        # a floor the time left cannot resolve, from an A/A that did measure its spread: the
+        # panel gives the spread, as the end line does (it said "A/A spread unknown")
+        app.dashboard._aa_spread = 0.099
+        app.dashboard._show_measured()
+        await pilot.pause()
+        panel = str(app.query_one("#measured", Static).render())
+        assert "A/A noise floor unknown, pair-to-pair spread 9.9%" in panel
         await pilot.press("q")
 
 
@@ -219,3 +226,38 @@ def test_the_bar_says_the_qualification_gates_decision():
     assert "gate" not in bar._figures(compact=False).plain  # before the gate has decided
     bar.gate = "diagnose, forced"
     assert "· gate diagnose, forced" in bar._figures(compact=True).plain
+
+
+async def test_a_run_whose_program_failed_before_its_baseline_does_not_say_being_measured(
+    tmp_path, monkeypatch
+):
+    """A command run that ends workload_failed in its profile phase: the measured panel said
+    "baseline: being measured" after the end line (issue 50)."""
+    from engine.runtime.events import RunStarted
+
+    class _Failed(NoTraceEngine):
+        async def run(self) -> None:
+            self.bus.publish(
+                RunStarted(
+                    t_wall=0.0, run_id="20261207-000000-abcdef", workload="command",
+                    workload_title="a command (scripted)", device="this machine",
+                    simulated=False, budget_s=40.0, seed=0, streams=(), regimes=(),
+                )
+            )  # fmt: skip
+            self.bus.publish(
+                RunFinished(
+                    t_wall=1.0, status="workload_failed", segments=0, iterations=0,
+                    sim_time_ns=0, wall_s=1.0, regime_shares={}, kappa_partition={},
+                    fixed_lag_exact=math.nan, validation={}, dropped_events=0, kernels="",
+                )
+            )  # fmt: skip
+
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    app = make_app(Settings(), _Failed())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.dashboard.finished is not None)
+        await pilot.pause()
+        panel = str(app.query_one("#measured", Static).render())
+        assert "being measured" not in panel
+        assert "baseline: not measured — the run ended workload_failed before its A/A" in panel
+        await pilot.press("q")
