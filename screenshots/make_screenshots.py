@@ -10,6 +10,7 @@ the details screen and the causes tab are captured; af2 and kitti run with ``aut
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -91,7 +92,10 @@ async def shoot_analysis() -> None:
     from engine.trace.kineto.kineto import read_kineto
     from gitm_tui.app import make_analysis_app
 
-    trace = HERE.parent / "tests" / "data" / "traces" / "kineto" / "a100_training_3streams.json.gz"
+    # read by its path from the repository root, as tests/ui/test_snapshots.py reads it: the
+    # header shows that path, and tests/ui/test_screenshots.py holds this picture to that one
+    os.chdir(HERE.parent)
+    trace = "tests/data/traces/kineto/a100_training_3streams.json.gz"
     app = make_analysis_app(analyze_trace(read_kineto(trace), top=200))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.5)

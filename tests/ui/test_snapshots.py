@@ -140,16 +140,21 @@ def test_snapshot_audit(snap_compare):
 
 
 def test_snapshot_ranks(snap_compare, tmp_path):
-    """8 synthetic ranks with a planted straggler and slow link (screenshots/ranks.svg)."""
+    """8 synthetic ranks with a planted straggler and slow link, and the tests' CPU-only trace
+    among them (screenshots/ranks.svg, which tests/ui/test_screenshots.py holds to this)."""
+    import shutil
+
     from engine.analyze.api import AnalyzeOptions, analyze
     from engine.analyze.ranks.synth_ranks import write_ranks
 
     write_ranks(tmp_path, ranks=8, steps=3, straggler=5, slow_link=(2, 3))
+    cpu = ROOT / "tests" / "data" / "traces" / "cpu" / "cpu_only_train_small.json.gz"
+    shutil.copy(cpu, tmp_path / "cpu_only.json.gz")
 
     def load(progress, dashboard, stage=None):
         return analyze([str(tmp_path)], AnalyzeOptions(workers=1))
 
-    app = make_ranks_app(load, "ranks/ (SYNTHETIC)")
+    app = make_ranks_app(load, "ranks/ (SYNTHETIC, one CPU-only)")
 
     async def run_before(pilot):
         def filled() -> bool:
