@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 from functools import lru_cache
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -513,6 +515,56 @@ class MeasurementParams(_Strict):
 def load_measurement() -> MeasurementParams:
     """Return manifests/measurement.json, validated."""
     return MeasurementParams.model_validate(_read("measurement.json"))
+
+
+class CheckClass(_Strict):
+    """One numerics class of manifests/correctness.json: its tolerances and their reason."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    rtol: float = Field(gt=0.0, lt=1.0)
+    atol: float = Field(ge=0.0, lt=1.0)
+    why: str
+
+
+class CorrectnessParams(_Strict):
+    """manifests/correctness.json: how close a lever's step must come to the baseline's, by
+    what the lever does to the arithmetic (engine.workloads.torch_job.Reference.compare)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    rounding_ulps: int = Field(ge=0)
+    classes: dict[str, CheckClass]
+
+
+def load_correctness() -> CorrectnessParams:
+    """manifests/correctness.json, with GITM_CHECK_RTOL's overrides ('reordered=1e-3,…': a
+    class's rtol, its atol rtol / 100); ManifestError names a bad override."""
+    base = _correctness()
+    raw = os.environ.get("GITM_CHECK_RTOL", "").strip()
+    if not raw:
+        return base
+    classes = dict(base.classes)
+    for part in raw.split(","):
+        name, _, value = part.strip().partition("=")
+        try:
+            rtol = float(value)
+        except ValueError:
+            rtol = math.nan
+        if name not in classes or not 0 < rtol < 1:
+            raise ManifestError(
+                f"GITM_CHECK_RTOL: {part.strip()[:60]!r} is not CLASS=RTOL with CLASS one of "
+                f"{', '.join(sorted(classes))} and 0 < RTOL < 1"
+            )
+        classes[name] = CheckClass(
+            rtol=rtol, atol=rtol / 100, why=f"set by GITM_CHECK_RTOL={rtol:g}"
+        )
+    return base.model_copy(update={"classes": classes})
+
+
+@lru_cache(maxsize=1)
+def _correctness() -> CorrectnessParams:
+    return CorrectnessParams.model_validate(_read("correctness.json"))
 
 
 class CriticalPathParams(_Strict):

@@ -42,6 +42,9 @@ class TorchLever:
     #: the library levers (engine/levers/library.py) whose replay on a captured trace predicts
     #: its gain (none: measured only)
     replayed_as: tuple[str, ...] = ()
+    #: what the lever does to the arithmetic, which sets how close its step must come to the
+    #: baseline's (manifests/correctness.json): exact | reordered | fused | reduced_precision
+    numerics: str = "reordered"
 
     def applicable(self, job: TorchJob) -> tuple[bool, str]:
         raise NotImplementedError
@@ -403,12 +406,39 @@ class Compile(TorchLever):
         model = job.model
         before = getattr(model, "_compiled_call_impl", None)
         mode = "reduce-overhead" if on_cuda(job) else "default"
+        # a model that draws random numbers (dropout) draws them, compiled, from Inductor's own
+        # generator: the same RNG state gives other masks, and the correctness check compared
+        # two different dropouts ("out differs by up to 0.0678"). Compiled with eager's random
+        # ops instead, the masks are the baseline's (said in the lever's note).
+        cfg = _inductor_config() if _draws_random(model) else None
+        was = getattr(cfg, "fallback_random", None)
+        if cfg is not None:
+            cfg.fallback_random = True
         model.compile(mode=mode)  # in place: the user's references stay valid
 
         def undo() -> None:  # back to what it ran before; other compiled code is left alone
             model._compiled_call_impl = before
+            if cfg is not None and was is not None:
+                cfg.fallback_random = was
 
         return undo
+
+
+def _draws_random(model: Any) -> bool:
+    """Whether the model holds a dropout layer that draws in training (p > 0)."""
+    torch = _torch()
+    drop = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+            torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)  # fmt: skip
+    return any(isinstance(m, drop) and getattr(m, "p", 0) > 0 for m in model.modules())
+
+
+def _inductor_config() -> Any:
+    """torch._inductor.config, or None where this torch has none."""
+    try:
+        import torch._inductor.config as cfg
+    except Exception:  # pragma: no cover - a torch without Inductor
+        return None
+    return cfg if hasattr(cfg, "fallback_random") else None
 
 
 class LauncherOnly(TorchLever):
@@ -440,6 +470,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         checkable=False,
         via="job.batches",
         replayed_as=("prefetch_depth",),
+        numerics="exact",
     ),
     ForeachOptimizer(
         "fused_optimizer",
@@ -470,6 +501,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "SAFE",
         "torch.backends.cuda.enable_flash_sdp(True), mem-efficient off, math as fallback",
         replayed_as=("sdpa_flash",),
+        numerics="fused",
     ),
     Tf32(
         "tf32",
@@ -477,6 +509,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "NUMERICS",
         "allow_tf32 for matmul and cuDNN; float32_matmul_precision('high')",
         replayed_as=("tf32_matmul",),
+        numerics="reduced_precision",
     ),
     Bf16Autocast(
         "bf16_autocast",
@@ -485,6 +518,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "torch.autocast(device, dtype=torch.bfloat16) around the step",
         via="job.run_step",
         replayed_as=("bf16_autocast",),
+        numerics="reduced_precision",
     ),
     BatchSize(
         "batch_size",
@@ -493,6 +527,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "DataLoader batch_size × 2 (learning rate unchanged)",
         checkable=False,
         via="job.batches",
+        numerics="exact",
     ),
     Compile(
         "torch_compile",
@@ -501,6 +536,7 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "model.compile() (compilation runs in untimed steps first)",
         settle_steps=3,
         replayed_as=("cuda_graphs", "elementwise_fusion"),
+        numerics="fused",
     ),
     LauncherOnly(
         "expandable_segments",
@@ -508,5 +544,6 @@ TORCH_LEVERS: tuple[TorchLever, ...] = (
         "SAFE",
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
         needs="launcher",
+        numerics="exact",
     ),
 )

@@ -136,6 +136,7 @@ class TorchOptimizer(LoopRun):
         self._live: list[tuple[str, Undo]] = []
         self._before: dict[str, Snapshot] = {}  # each kept lever's snapshot from before it
         self.check_note = ""  # why correctness cannot be judged ('' while it can)
+        self.check_said = ""  # what the last correctness check measured, when it passed
         self._lever_of: dict[str, str] = {}
         super().__init__(run_dir, repeats, TorchState(flags=global_flags()))
 
@@ -456,9 +457,11 @@ class TorchOptimizer(LoopRun):
         return out
 
     # ------------------------------------------------------------------ apply
-    def _check(self, safety: str) -> str:
-        """'' when the reference step, run from the baseline's state under the current
-        configuration, matches the baseline's within ``safety``'s tolerance."""
+    def _check(self, numerics: str) -> str:
+        """'' when the reference step, run from the baseline's state (its RNG state too: the
+        same dropout masks) under the current configuration, matches the baseline's within the
+        tolerance of the lever's ``numerics`` class (manifests/correctness.json); what it
+        measured goes in ``check_said`` for the lever's note."""
         assert self.reference is not None and self._ref_state is not None
         snap = Snapshot.take(self.job)
         try:
@@ -468,7 +471,8 @@ class TorchOptimizer(LoopRun):
             return f"the step raised {e!r}"[:300]
         finally:
             snap.restore(self.job)
-        return self.reference.compare(got, safety)
+        why, self.check_said = self.reference.judge(got, numerics)
+        return why
 
     def trial(self, iid: str) -> Intervention:
         """Apply, measure in interleaved pairs against the state before, check, keep or roll
@@ -552,14 +556,16 @@ class TorchOptimizer(LoopRun):
         ):
             why = ident
             checkable = lv.checkable and self.reference and self.reference.checkable
-            if checkable and (bad := self._check(lv.safety)):  # both said where both fail
+            if checkable and (bad := self._check(lv.numerics)):  # both said where both fail
                 why = f"{ident}; correctness check failed too: {bad}"
         elif not lv.checkable:
             unjudged = "correctness not judged: the lever changes only where batches come from"
         elif not self.reference or not self.reference.checkable:
             unjudged = f"correctness not judged: {self.check_note}"
         else:
-            why = self._check(lv.safety)
+            why = self._check(lv.numerics)
+            if not why and self.check_said:
+                unjudged = f"correctness: {self.check_said}"
         gain = c.gain if run.failed is None else None
         iv.measured_gain, iv.measured_ns = gain, c.b_mean
         if math.isfinite(iv.predicted_gain) and gain is not None and c.valid:
@@ -664,6 +670,7 @@ class TorchOptimizer(LoopRun):
         self._use(tuple(self.state.applied), settle=False)  # as the program keeps it
         res = self._result(final, target, note)
         res["final_choice"] = {"applied": list(self.state.applied)}
+        res["correctness"] = self.check_note or correctness_line()
         self.batches.reset()  # the program's loader is its own again
         if not res["target_met"]:
             res["diagnostic"] = self.measured_only_diagnostic(target, res["gain"], NO_TRACE)
@@ -719,3 +726,20 @@ class TorchLaunchOptimizer(CommandOptimizer):
             "safety-class tolerance — a coarse check"
         )
         return res
+
+
+def correctness_line() -> str:
+    """How a live program's trials are checked, with the tolerances in force (the report's
+    Correctness line)."""
+    from engine.manifest import load_correctness
+
+    classes = load_correctness().classes
+    tol = ", ".join(f"{k} rtol {c.rtol:g}" for k, c in classes.items())
+    return (
+        "each trial's step on the reference batch, from the baseline's state and RNG state (the "
+        "same dropout masks; a compiled model draws them from eager's generator), against the "
+        f"baseline's: outputs, gradients, updates and buffers within the tolerance of what the "
+        f"lever does to the arithmetic ({tol}: manifests/correctness.json, settable with "
+        "GITM_CHECK_RTOL); update elements whose gradient is rounding noise are counted, not "
+        "compared"
+    )
