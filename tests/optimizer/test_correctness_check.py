@@ -99,7 +99,7 @@ def test_a_compiled_model_draws_the_baselines_dropout_masks():
     """torch.compile draws dropout from Inductor's own generator: the same RNG state gave
     other masks ("out differs by up to 0.0678"). Compiled with eager's random ops, the step
     matches within the fused tolerance."""
-    why, said = _checked("torch_compile")
+    why, _said = _checked("torch_compile")
     assert why == "", why
     import torch._inductor.config as cfg
 
