@@ -279,6 +279,72 @@ class Settling:
         }
 
 
+def in_time_order(c: Comparison) -> list[float]:
+    """The blocks of ``c`` in the order they were measured (``interleave``: A B, B A, …)."""
+    out: list[float] = []
+    for i in range(c.n):
+        out += [c.a[i], c.b[i]] if i % 2 == 0 else [c.b[i], c.a[i]]
+    return out
+
+
+# ---------------------------------------------------------------------- two speed modes
+#: modes this far apart (ratio of their medians) are two modes, not noise
+MODES_APART = 1.5
+
+
+def two_modes(values: Sequence[float], goal: Goal = "min") -> str:
+    """'' unless the blocks ``values`` (in the order measured) fall in two groups: the widest
+    gap between their sorted logs at least MODES_APART wide and more than 3 times either
+    group's own spread, with at least 2 blocks on each side (one block apart is an outlier,
+    not a mode). Else what was seen — which blocks, how far apart, what their pattern in time
+    points to — for the report: a mean over two modes describes neither."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) < 4 or not (np.isfinite(x).all() and (x > 0).all()):
+        return ""
+    y = np.log(x)
+    order = np.argsort(y, kind="stable")
+    ys = y[order]
+    gaps = np.diff(ys)
+    k = int(np.argmax(gaps))
+    low, high = ys[: k + 1], ys[k + 1 :]
+    if len(low) < 2 or len(high) < 2 or gaps[k] < math.log(MODES_APART):
+        return ""
+    spread = max(float(low.std(ddof=1)), float(high.std(ddof=1)), 0.01)
+    if gaps[k] <= 3 * spread:
+        return ""
+    hi_blocks = sorted(int(i) + 1 for i in order[k + 1 :])  # 1-based, in time order
+    lo_blocks = sorted(int(i) + 1 for i in order[: k + 1])
+    ratio = math.exp(float(np.median(high) - np.median(low)))
+    slow = hi_blocks if goal == "min" else lo_blocks
+    fast = lo_blocks if goal == "min" else hi_blocks
+    first, last = slow[0], slow[-1]
+    if last - first + 1 == len(slow):
+        where = (
+            "they are consecutive: something changed during the run (another job started or "
+            "stopped, the clock or thermal state changed)"
+        )
+    elif all(b % 2 == slow[0] % 2 for b in slow) and len(slow) == len(x) // 2:
+        where = (
+            "they alternate with the others: something the measuring itself does every other block"
+        )
+    else:
+        where = (
+            "they are scattered: something some blocks hit and others do not (a recompile or "
+            "re-autotune on a new shape, a cache or page-cache miss, a data-dependent path such "
+            "as another batch size, or another process taking the cores in bursts)"
+        )
+
+    def _list(b: list[int]) -> str:
+        return ", ".join(map(str, b[:12])) + ("…" if len(b) > 12 else "")
+
+    return (
+        f"two speed modes: A/A blocks {_list(slow)} are {ratio:.3g}× slower than blocks "
+        f"{_list(fast)} (medians {float(np.median(x[[i - 1 for i in slow]])):.4g} and "
+        f"{float(np.median(x[[i - 1 for i in fast]])):.4g}); {where} — no mean of the two is a "
+        "baseline"
+    )
+
+
 # ---------------------------------------------------------------------- pairs
 def _t(df: int, level: float) -> float:
     from scipy.special import stdtrit
@@ -536,7 +602,8 @@ class NoisePlan:
     #: interval); False: no lever is tried
     triable: bool = True
     tried: str = ""  # what follows for the trials when the target is not measurable
-    #: a relaunched program whose launches did not settle: what was seen (else '')
+    #: a baseline with no one value to measure against — a relaunched program whose launches
+    #: did not settle, or blocks in two speed modes: what was seen (else '')
     unsettled: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -607,8 +674,16 @@ def plan(
     measured on it compare two moments of the trend."""
     p = params()
     goal = aa.goal
-    if settling is not None and settling.settled is False:
-        seen = settling.text()
+    modes = two_modes(in_time_order(aa), goal) if aa.valid else ""
+    if modes or (settling is not None and settling.settled is False):
+        seen = modes or (settling.text() if settling is not None else "")
+        helps = (
+            "a machine where every block runs alike (stop what else runs on it), a fixed "
+            "input shape per step, or warm caches and compiled code before the run"
+            if modes
+            else "a program whose launches reach a steady time (warm its caches before the "
+            "run, or make each launch do the same work), or a larger --budget if it settles later"
+        )
         return NoisePlan(
             aa,
             p.min_pairs,
@@ -616,11 +691,9 @@ def plan(
             pair_s,
             False,
             p.max_pairs,
-            f"a {target:.0%} gain cannot be measured here: {seen}. What would help: a program "
-            "whose launches reach a steady time (warm its caches before the run, or make each "
-            "launch do the same work), or a larger --budget if it settles later",
+            f"a {target:.0%} gain cannot be measured here: {seen}. What would help: {helps}",
             False,
-            "no lever is tried: the launches never settled",
+            "no lever is tried: " + ("two speed modes" if modes else "the launches never settled"),
             seen,
         )
     sd = aa.sd_log if aa.valid and aa.n >= 2 else math.nan

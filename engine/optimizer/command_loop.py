@@ -147,7 +147,9 @@ class CommandOptimizer(LoopRun):
             self.goal,
             why,
         )
-        a, b = blocks[first:end:2], blocks[first + 1 : end : 2]
+        # pair i in interleave's order (A B, B A, …): engine.measure.in_time_order reads it so
+        a = [blocks[j + (i % 2)] for i, j in enumerate(range(first, end - 1, 2))]
+        b = [blocks[j + 1 - (i % 2)] for i, j in enumerate(range(first, end - 1, 2))]
         self._pair_s = 2 * float(np.mean(walls[first:end]))
         self.journal.append({"type": "warm_up", "what": self.settling.text(),
                              **self.settling.to_json()})  # fmt: skip

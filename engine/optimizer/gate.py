@@ -246,8 +246,8 @@ def _noise(target: float, p: NoisePlan | None) -> tuple[bool | None, str, float 
     """(measurable, its line, the noise floor) from the A/A's plan."""
     if p is None:
         return None, "noise unknown: no A/A was measured", None
-    if p.unsettled:  # a trend across launches: not noise, and no pairs can measure on it
-        return False, f"launches: {p.unsettled}: not measurable", None
+    if p.unsettled:  # a trend across launches, or two modes: not noise, nothing to pair on
+        return False, f"baseline: {p.unsettled}: not measurable", None
     aa = p.aa
     sd = aa.sd_log if aa.valid and aa.n >= 2 else math.nan
     if not math.isfinite(sd):

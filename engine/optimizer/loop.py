@@ -283,7 +283,9 @@ class LoopRun:
             means, abs(aa_gain), p.half if math.isfinite(p.half) else math.nan, p
         )
         self.current = [b.raw for b in run.a_blocks + run.b_blocks]
-        self.baseline_ns = float(np.mean(means))
+        # blocks in two speed modes have no one baseline: a mean of them describes neither
+        two = p.unsettled.startswith("two speed modes")
+        self.baseline_ns = math.nan if two or not means else float(np.mean(means))
         self.journal.append(
             {
                 "type": "noise_floor",

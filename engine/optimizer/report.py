@@ -52,7 +52,12 @@ def _result_lines(res: dict[str, Any]) -> list[str]:
     out = []
     met = res.get("target_met")
     kept = res.get("kept") or []
-    if "metric" in res:  # a command workload: the user's metric, not time per sample
+    base = res.get("baseline_ns_per_sample")
+    if not isinstance(base, int | float) or not math.isfinite(base):  # two modes: no one value
+        seen = (res.get("noise") or {}).get("unsettled") or "the A/A gave no value"
+        out.append(f"- Baseline: none — {_clean(str(seen))}.")
+        what = final = ""
+    elif "metric" in res:  # a command workload: the user's metric, not time per sample
         what = (
             f"metric {res['baseline_ns_per_sample']:.4g} (goal {res['metric']['goal']}, read with "
             f"`{_code(res['metric']['pattern'])}`)"
@@ -77,11 +82,13 @@ def _result_lines(res: dict[str, Any]) -> list[str]:
             else "the trials' estimates combined (no final re-measure)"
         )
         out.append(f"- Baseline {what}; final ({how}): {final} → **{res['gain']:+.1%}**{iv}.")
-    else:
+    elif what:
         out.append(
             f"- Baseline {what}. Nothing was kept, so the final configuration is the baseline "
             "and no gain is claimed."
         )
+    else:
+        out.append("- Nothing was kept, so the final configuration is the baseline.")
     if res.get("final_choice") and "metric" in res:
         out.append(
             "- Final choices: "

@@ -100,7 +100,11 @@ class OptimizePhases:
         self.status("profile")
         black_box = not opt.traced  # no device trace: measured only
         unit, scale = opt.unit, opt.scale
-        eng.log("info", f"baseline {noise.mean_ns / scale:.4g} {unit}; {opt.noise_text()}")
+        if math.isfinite(opt.baseline_ns):
+            eng.log("info", f"baseline {noise.mean_ns / scale:.4g} {unit}; {opt.noise_text()}")
+        else:  # two speed modes: no one baseline (the plan says which blocks)
+            seen = noise.plan.unsettled if noise.plan is not None else ""
+            eng.log("warning", f"baseline: none — {seen}")
         # the qualification gate: commit to the target, or diagnose why not before any lever
         # is tried (engine/optimizer/gate.py); journaled by ``qualify`` before it is acted on
         gate = await asyncio.to_thread(opt.qualify, cfg.force)

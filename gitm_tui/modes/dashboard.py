@@ -392,7 +392,7 @@ class DashboardScreen(Screen[None]):
         t = Text()
         t.append("No kernel trace: nothing to decode, so the regime, κ and kernel panels are ")
         t.append("hidden. The run times the program itself.\n\n")
-        if bar.baseline_ns:
+        if bar.baseline_ns and math.isfinite(bar.baseline_ns):
             fmt = ".1f" if bar.unit.startswith("µs") else ".4g"
             t.append("baseline ", style="bold").append(
                 f"{bar.baseline_ns / bar.scale:{fmt}} {bar.unit}"

@@ -108,7 +108,7 @@ class OptimizeBar(Static):
             )
             self._best_trial(t)
             t.append(f" · {noise_text(self.noise)}")
-        elif self.baseline_ns:
+        elif self.baseline_ns and math.isfinite(self.baseline_ns):
             hit = self.verdict == "met" if self.verdict else self.gain >= self.target
             b, c = self.baseline_ns / self.scale, self.current_ns / self.scale
             fmt = ".1f" if self.unit.startswith("µs") else ".4g"  # µs: one decimal, as always
