@@ -120,6 +120,7 @@ class Engine:
         #: the operator keeps deciding after the budget would have ended (see keep_deciding_on)
         self.keep_deciding = config.keep_deciding and config.approve == "manual"
         self._paused_s = 0.0
+        self._pause_began: float | None = None  # while wait_paused waits
         self._warm: asyncio.Future[float] | None = None
 
     # ------------------------------------------------------------------ commands
@@ -211,7 +212,11 @@ class Engine:
 
     def elapsed(self) -> float:
         """Return budget seconds used so far (wall time minus paused time)."""
-        return 0.0 if not self._t0 else time.monotonic() - self._t0 - self._paused_s
+        if not self._t0:
+            return 0.0
+        now = time.monotonic()
+        pausing = now - self._pause_began if self._pause_began is not None else 0.0
+        return now - self._t0 - self._paused_s - pausing
 
     def deadline(self, phase: str) -> float:
         """Budget seconds by which ``phase`` must end (cumulative shares of the budget)."""
@@ -232,15 +237,23 @@ class Engine:
         for smp in samples:
             self.bus.publish(TelemetryEvent(t_wall=self.elapsed(), sample=smp))
 
-    async def wait_paused(self) -> None:
-        """Wait while the run is paused (the budget clock stops with it)."""
+    async def wait_paused(self, back_to: str = "profile") -> None:
+        """Wait while the run is paused (the budget clock stops with it), then say the run is
+        back in ``back_to`` (the phase it was paused in)."""
         t = time.monotonic()
         self.bus.publish(PhaseChanged(t_wall=self.elapsed(), phase="paused"))
-        await self._paused.wait()
+        self._pause_began = t  # elapsed() stands still from here, not only once resumed
+        try:
+            await self._paused.wait()
+        finally:
+            self._pause_began = None
         self._paused_s += time.monotonic() - t
         self._sync_deadline()
+        deadline = getattr(self.optimizer, "deadline", None)  # a live program's own clock
+        if isinstance(deadline, float) and self.torch_job is not None:
+            setattr(self.optimizer, "deadline", deadline + time.monotonic() - t)  # noqa: B010
         if not self._stop:
-            self.phase("profile", self.device_label)
+            self.phase(back_to, self.device_label if back_to == "profile" else "")
 
     # ------------------------------------------------------------------ the main loop
     async def run(self) -> RunFinished:

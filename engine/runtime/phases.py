@@ -266,10 +266,13 @@ class OptimizePhases:
                 idle = cfg.approve == "none" or auto_done or not (pending or ready)
                 if idle and not eng.pending_decisions():
                     break
+                if eng.paused:  # p in the apply phase: the budget clock stops, said as paused
+                    await eng.wait_paused("apply")
+                    continue
                 left = deadline - eng.elapsed()
                 if left <= 0:
                     break
-                waits = cfg.approve == "manual" and bool(pending) and not eng.paused
+                waits = cfg.approve == "manual" and bool(pending)
                 t0 = time.monotonic()
                 try:
                     action, iid, by = await asyncio.wait_for(

@@ -207,18 +207,20 @@ class DashboardScreen(Screen[None]):
         elif ev.status != "completed" and self._last_error:  # why it failed, off the Log tab
             text.append(": ").append(outside_text(self._last_error, "bold " + tone("gitm-bad")))
         kept_open = bool(getattr(self.engine, "keep_deciding", False))
+        # f ends the apply phase whatever the budget: then the operator left them, not the clock
+        finished = kept_open or bool(getattr(self.engine, "apply_finished", False))
         if waiting:
             text.append(
                 f" · {len(waiting)} proposal(s) left undecided ({', '.join(waiting[:5])}"
                 + ("…" if len(waiting) > 5 else "")
                 + (
                     "): the apply phase was finished before they were decided"
-                    if kept_open
+                    if finished
                     else "): the budget ended before anyone decided"
                 ),
                 style="bold " + tone("gitm-warn"),
             )
-            if not kept_open:
+            if not finished:
                 text.append(
                     " — to decide after the budget, press k during the run or start it with "
                     "--keep-deciding (docs/optimize.md)",

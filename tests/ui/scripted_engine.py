@@ -80,6 +80,7 @@ class ScriptedEngine:
 
     def finish_apply(self, by: str = "operator") -> None:
         self.commands.append(f"finish {by}")
+        self.apply_finished = True
 
     def keep_deciding_on(self, by: str = "operator") -> bool:
         self.commands.append("keep_deciding")

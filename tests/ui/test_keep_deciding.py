@@ -107,6 +107,62 @@ async def test_an_ended_run_with_undecided_proposals_says_how_to_keep_deciding(
         await pilot.press("q")
 
 
+async def test_f_without_keep_deciding_is_the_reason_not_the_budget(tmp_path, monkeypatch):
+    """f in the apply phase at 6.4 s of a 40 s budget ended with "the budget ended before
+    anyone decided" (issue 50): the operator finished it."""
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    engine = ScriptedEngine()
+    app = make_app(Settings(), engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await run_shown(pilot)
+        await pilot.press("f")
+        await until(pilot, lambda: "finish tui" in engine.commands)
+        engine.bus.publish(_finished(str(tmp_path / "report.md")))
+        await until(pilot, lambda: app.dashboard.finished is not None)
+        end = str(app.query_one("#ended", Static).render())
+        assert "the apply phase was finished before they were decided" in end
+        assert "budget ended" not in end and "--keep-deciding" not in end
+        await pilot.press("q")
+
+
+async def test_p_in_the_apply_phase_pauses_the_budget_and_says_so(tmp_path, monkeypatch):
+    """p while the apply phase waited for a person froze the waiting counter, showed no
+    "paused" and let the budget run (issue 50): now the budget clock stops, the phase reads
+    paused, and on resume it is the apply phase again."""
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    budget = 8.0
+    cfg = RunConfig(workload="hft-lob", budget_s=budget, tick_s=0.05, force=True)
+    eng = Engine(cfg)
+    sub = eng.bus.subscribe()
+    task = asyncio.ensure_future(eng.run())
+    phases: list[str] = []
+    async for ev in sub:
+        if isinstance(ev, PhaseChanged):
+            phases.append(ev.phase)
+            if ev.phase == "apply":
+                break
+        assert not isinstance(ev, RunFinished), "the run ended before its apply phase"
+    eng.pause()
+    t0 = time.monotonic()
+    async for ev in sub:
+        if isinstance(ev, PhaseChanged):
+            phases.append(ev.phase)
+            if ev.phase == "paused":
+                break
+    at = eng.elapsed()
+    while time.monotonic() - t0 < budget + 1.0:  # paused past the whole budget
+        await asyncio.sleep(0.1)
+    assert not task.done() and eng.elapsed() - at < 0.5  # the budget clock stood still
+    eng.resume()
+    async for ev in sub:
+        if isinstance(ev, PhaseChanged) and ev.phase != "paused":
+            phases.append(ev.phase)
+            break
+    assert phases[-2:] == ["paused", "apply"], phases
+    eng.stop()
+    await asyncio.wait_for(task, 60)
+
+
 def test_the_bar_labels_the_kept_gain_and_shows_a_faster_trial_not_kept_apart():
     bar = OptimizeBar()
     bar.phase, bar.baseline_ns, bar.current_ns = "apply", 530_600.0, 530_600.0
