@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.text import clean
 from gitm_tui.commands.common import PROG, Parser, UsageError, error, loading_modules
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
+    from engine.analyze.diff.cpu_diff import CpuDiff
     from engine.analyze.diff.diff import Step
     from engine.analyze.diff.diff_model import Change, Metric, Side, TraceDiff
 
@@ -118,8 +119,17 @@ def cmd_diff(argv: Sequence[str]) -> ExitCode:
     finally:
         if staged:
             print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
-    emit(d.to_json() if ns.json else "\n".join(diff_lines(d, ns.top or TOP)))
+    emit(d.to_json() if ns.json else "\n".join(text_of(d, ns.top or TOP)))
     return ExitCode.OK
+
+
+def text_of(d: Any, top: int) -> list[str]:
+    """The diff's text: a GPU diff's table, or two CPU-only traces' operators."""
+    from engine.analyze.diff.cpu_diff import CpuDiff, cpu_diff_lines
+
+    if isinstance(d, CpuDiff):
+        return cpu_diff_lines(d, top)
+    return diff_lines(d, top)
 
 
 def emit(text: str) -> None:
@@ -142,14 +152,14 @@ def emit(text: str) -> None:
 
 def compute(
     ns: argparse.Namespace, steps: tuple[Step, Step], stage: Callable[[str], None] | None
-) -> TraceDiff:
+) -> TraceDiff | CpuDiff:
     """The diff the command line asks for (DiffInputError, DiffUsageError for bad input)."""
     from engine.analyze.api import AnalyzeOptions, Hooks
-    from engine.analyze.diff.diff import diff_paths
+    from engine.analyze.diff.diff import diff_inputs
 
     options = AnalyzeOptions(hardware=ns.hardware, counting=ns.counting, ranks=False)
     top = ns.top if ns.json else None  # (the text and the screen cut it themselves)
-    return diff_paths(ns.before, ns.after, options, Hooks(stage=stage), steps[0], steps[1], top)
+    return diff_inputs(ns.before, ns.after, options, Hooks(stage=stage), steps[0], steps[1], top)
 
 
 def diff_ui(ns: argparse.Namespace, steps: tuple[Step, Step]) -> ExitCode:
@@ -160,7 +170,15 @@ def diff_ui(ns: argparse.Namespace, steps: tuple[Step, Step]) -> ExitCode:
     from gitm_tui.modes.diff import DiffScreen
 
     def load(progress: Callable[[str], None]) -> TraceDiff:
-        return compute(ns, steps, progress)
+        from engine.analyze.diff.cpu_diff import CpuDiff
+
+        d = compute(ns, steps, progress)
+        if isinstance(d, CpuDiff):  # (the screen draws GPU rows' tables)
+            raise DiffUsageError(
+                "two CPU-only traces: the diff screen compares GPU rows; without --ui, "
+                "`gitm-tui diff BEFORE AFTER` prints their operators"
+            )
+        return d
 
     screen = DiffScreen(load=load, source=f"{ns.before} → {ns.after}", top=ns.top or 200)
     GitmApp(screen).run()

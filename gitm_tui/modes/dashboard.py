@@ -90,12 +90,12 @@ class DashboardScreen(Screen[None]):
     """Live regimes per stream, κ gate, telemetry and log for one engine run."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("p", "toggle_pause", "Pause/Resume"),
+        Binding("p", "toggle_pause", "Pause"),  # (and resume: the header says paused)
         Binding("a", "decide('approve')", "Approve"),
         Binding("x", "decide('reject')", "Reject"),
         Binding("b", "decide('rollback')", "Roll back"),
         Binding("d", "details", "Details"),
-        Binding("f", "finish", "Finish apply"),
+        Binding("f", "finish", "Finish"),  # the apply phase: on to the report
         Binding("k", "keep_deciding", "Keep deciding"),
         Binding("q", "quit_run", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),

@@ -26,6 +26,19 @@ _MAX_ROWS = 200
 # name takes what they leave of the pane (fit_text_column, on every resize), cut with "…" —
 # at 120 terminal columns the pane is ~76 cells and the figures need 62 of them
 _WIDTHS = {"kernel": 40, "regime": 12, "stream": 6, "calls": 7, "total": 8, "mean": 7, "lowconf": 8}
+# a pane under _COMPACT_BELOW cells (120 terminal columns: ~76) takes shorter headers and
+# narrower figures: the full ones left a kernel name 14 characters ("sm90_xmma_gem…")
+_COMPACT_BELOW = 100
+_COMPACT = {
+    "kernel": 40,
+    "regime": 11,
+    "stream": 4,
+    "calls": 5,
+    "total": 6,
+    "mean": 6,
+    "lowconf": 4,
+}
+_COMPACT_LABELS = {"stream": "strm", "total": "ms", "mean": "µs", "lowconf": "low%"}
 _LEAST_NAME = 12  # a kernel name narrower than this says nothing
 
 
@@ -58,6 +71,7 @@ class KernelTable(DataTable[object]):
         self._ranked: list[tuple[int, str]] = []  # (stream, kernel) of each rank
         self._stale: set[int] = set()  # ranks whose row may show old figures
         self.config = ""
+        self.widths = _WIDTHS  # _COMPACT in a narrow pane (on_resize)
 
     def on_mount(self) -> None:
         for key, label in self.COLUMNS:
@@ -136,7 +150,7 @@ class KernelTable(DataTable[object]):
                 self._shown.pop()
             while self.row_count < len(top):  # new ranks: drawn now, whatever is visible
                 i = self.row_count
-                cells = self._cells(top[i], self._agg[top[i]])
+                cells = self._cells(top[i], self._agg[top[i]], self.widths)
                 self.add_row(*cells, key=f"r{i}")
                 self._shown.append(cells)
                 self._stale.discard(i)
@@ -145,13 +159,26 @@ class KernelTable(DataTable[object]):
                 if i not in self._stale:
                     continue
                 self._stale.discard(i)
-                cells = self._cells(top[i], self._agg[top[i]])
+                cells = self._cells(top[i], self._agg[top[i]], self.widths)
                 for (col, _), v, was in zip(self.COLUMNS, cells, self._shown[i], strict=True):
                     if v != was:
                         self.update_cell(f"r{i}", col, v)
                 self._shown[i] = cells
 
     def on_resize(self, _: object = None) -> None:
+        width = self.scrollable_content_region.width
+        widths = _COMPACT if 0 < width < _COMPACT_BELOW else _WIDTHS
+        if widths is not self.widths:  # the figures' columns narrowed or widened: redrawn
+            self.widths = widths
+            compact = widths is _COMPACT
+            for key, label in self.COLUMNS:
+                col = next((c for k, c in self.columns.items() if k.value == key), None)
+                if col is not None and key != "kernel":
+                    col.width = widths[key]
+                    col.label = Text(_COMPACT_LABELS.get(key, label) if compact else label)
+            self._stale = set(range(len(self._ranked)))
+            self._shown = [tuple("" for _ in self.COLUMNS) for _ in self._shown]
+            self.call_later(self.flush, True)
         fit_text_column(self, "kernel", _LEAST_NAME)
 
     def _visible(self) -> range:
@@ -165,7 +192,7 @@ class KernelTable(DataTable[object]):
             self.call_later(self.flush, True)
 
     @staticmethod
-    def _cells(k: tuple[int, str], a: _Agg) -> tuple[object, ...]:
+    def _cells(k: tuple[int, str], a: _Agg, w: dict[str, int] = _WIDTHS) -> tuple[object, ...]:
         r = Label(int(a.regimes.argmax()))
         share = a.regimes[r] / max(1, a.calls)
         regime = Text(f"{r.name} {share:.0%}", style=regime_style(r))
@@ -173,10 +200,10 @@ class KernelTable(DataTable[object]):
             # a kernel name: cleaned and cut (engine.text.clean), a Text: never markup
             Text(clean(k[1], SHOWN_CHARS), overflow="ellipsis", no_wrap=True),
             regime,
-            _fits(k[0], _WIDTHS["stream"], 0),
-            _fits(a.calls, _WIDTHS["calls"], 0),
-            _fits(a.total_ns / 1e6, _WIDTHS["total"], 2),
-            _fits(a.total_ns / max(1, a.calls) / 1e3, _WIDTHS["mean"], 1),
+            _fits(k[0], w["stream"], 0),
+            _fits(a.calls, w["calls"], 0),
+            _fits(a.total_ns / 1e6, w["total"], 2),
+            _fits(a.total_ns / max(1, a.calls) / 1e3, w["mean"], 1),
             f"{a.degenerate / max(1, a.calls):.0%}",
         )
 

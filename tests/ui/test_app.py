@@ -187,24 +187,24 @@ async def test_the_palette_offers_the_keys_the_screen_offers_and_runs_them():
         await run_shown(pilot)
         names = [hit.text async for hit in KeysProvider(app.screen).discover()]
         assert app.dashboard.phase == "apply"  # where the scripted run ends
-        assert {"Pause/Resume (p)", "Help (?)", "Finish apply (f)"} <= set(names)
+        assert {"Pause (p)", "Help (?)", "Finish (f)"} <= set(names)
         await pilot.press("ctrl+p")
         await until(pilot, lambda: isinstance(app.screen, CommandPalette))
-        await pilot.press(*"pause/res")
+        await pilot.press(*"pause (")
         hits = app.screen.query_one(CommandList)
         await until(
             pilot,
             lambda: (
-                hits.option_count == 1 and "Pause/Resume" in str(hits.get_option_at_index(0).prompt)
+                hits.option_count == 1 and "Pause (p)" in str(hits.get_option_at_index(0).prompt)
             ),
-            what="the palette's one hit for 'pause/res'",
+            what="the palette's one hit for 'pause ('",
         )
         await pilot.press("enter")
         await until(pilot, lambda: app.dashboard.phase == "paused")
         assert eng.commands == ["pause"]
         names = [hit.text async for hit in KeysProvider(app.screen).discover()]
-        assert "Pause/Resume (p)" in names
-        assert "Finish apply (f)" not in names  # as its key: only in the apply phase
+        assert "Pause (p)" in names
+        assert "Finish (f)" not in names  # as its key: only in the apply phase
 
 
 def test_colours_come_from_the_theme():

@@ -55,6 +55,7 @@ from engine.trace.trace import ApiKind, HostEvents, Trace
 if TYPE_CHECKING:
     from engine.analyze.breakdown.critical_model import CriticalPath
     from engine.analyze.compute import AnalysisResult
+    from engine.analyze.diff.cpu_diff import CpuDiff
     from engine.analyze.options import AnalyzeOptions, Hooks
     from engine.analyze.run import FileOutcome
 
@@ -65,6 +66,7 @@ __all__ = [
     "Step",
     "TraceDiff",
     "critical_diff",
+    "diff_inputs",
     "diff_paths",
     "diff_results",
     "diff_traces",
@@ -195,10 +197,29 @@ def diff_paths(
     step_after: Step = None,
     top: int | None = None,
 ) -> TraceDiff:
+    """``diff_inputs`` where both traces have GPU rows; DiffInputError for CPU-only ones."""
+    d = diff_inputs(before, after, options, hooks, step_before, step_after, top)
+    if not isinstance(d, TraceDiff):
+        raise DiffInputError(
+            f"{before}: a CPU-only trace (no GPU rows): this diff compares GPU rows"
+        )
+    return d
+
+
+def diff_inputs(
+    before: str,
+    after: str,
+    options: AnalyzeOptions | None = None,
+    hooks: Hooks | None = None,
+    step_before: Step = None,
+    step_after: Step = None,
+    top: int | None = None,
+) -> TraceDiff | CpuDiff:
     """``diff_results`` of two trace files, run folders or run ids (``trace_file_of``), read
     through the analysis's front door as ``options`` say (hardware, counting; nothing is
-    written). DiffInputError: an input cannot be read, or is a CPU-only trace; DiffUsageError:
-    a folder of several traces, or a step a trace lacks."""
+    written); two CPU-only traces: ``CpuDiff`` (engine.analyze.diff.cpu_diff). DiffInputError:
+    an input cannot be read, or one is CPU-only and the other not; DiffUsageError: a folder of
+    several traces, or a step a trace lacks."""
     from engine.analyze.api import AnalyzeOptions, analyze
 
     # both files in one call, here (workers=1: never on Dask): one first-run helper for both —
@@ -209,8 +230,40 @@ def diff_paths(
     )  # fmt: skip
     files = [trace_file_of(p) for p in (before, after)]  # both named before either is read
     outcomes = analyze(files, opts, hooks).outcomes
+    cpu = [_cpu_of(f, outcomes) for f in files]
+    if all(c is not None for c in cpu):  # two CPU-only traces: their operators compared
+        return _cpu_diff(files)
+    if any(c is not None for c in cpu):
+        which = files[0] if cpu[0] is not None else files[1]
+        raise DiffInputError(
+            f"{which}: a CPU-only trace (no GPU rows) against one with GPU rows: nothing alike "
+            "to compare (diff compares two CPU-only traces, or two with GPU rows)"
+        )
     got = [_result_of(f, outcomes) for f in files]
     return diff_results(got[0], got[1], step_before, step_after, top)
+
+
+def _cpu_of(path: str, outcomes: list[FileOutcome]) -> object | None:
+    """The CPU summary of ``path`` when it is a CPU-only trace, else None."""
+    found = [o for o in outcomes if o.path == path or o.path == str(Path(path))]
+    return found[0].cpu if found else None
+
+
+def _cpu_diff(files: list[str]) -> CpuDiff:
+    """Two CPU-only traces read again with every operator kept (the analysis keeps the top
+    ones), and compared (engine.analyze.diff.cpu_diff)."""
+    from engine.analyze.breakdown.cpu_trace import read_cpu_summary
+    from engine.analyze.diff.cpu_diff import ALL_OPS, diff_cpu
+    from engine.analyze.remote import is_url
+    from engine.trace.errors import TraceImportError
+
+    if any(is_url(f) for f in files):
+        raise DiffInputError("CPU-only traces are compared from local files (not URLs)")
+    try:
+        b, a = (read_cpu_summary(f, ALL_OPS) for f in files)
+    except TraceImportError as e:
+        raise DiffInputError(str(e)) from None
+    return diff_cpu(b, a)
 
 
 def _result_of(path: str, outcomes: list[FileOutcome]) -> AnalysisResult:
