@@ -231,7 +231,7 @@ def _share_line(label: str, s: Share, window: str) -> Text:
     t = Text()
     t.append(f"{label:<13}", style="bold")
     t.append(f"{_ms(s.time_ns)} ms = {s.share:.1%} of {window}")
-    t.append(f"  ({s.calls:,} {s.what})", style="dim")
+    t.append(f"  ({s.calls:,} {clean(s.what, 200)})", style="dim")  # (names from the trace)
     return t
 
 
@@ -270,6 +270,9 @@ def cpu_summary(c: CpuSummary, top: int = 10) -> RenderableType:
     where.append("\n")
     where.append_text(_share_line("optimizer", c.optimizer, window))
     where.append("\n")
+    if c.collectives is not None:  # a gloo job's communication (its CPU ranges)
+        where.append_text(_share_line("collectives", c.collectives, window))
+        where.append("\n")
     g = c.gaps
     where.append(f"{'host gaps':<13}", style="bold")
     where.append(

@@ -81,6 +81,9 @@ NOTHING = (
 )
 
 _DATALOADER = "enumerate(DataLoader)#"
+#: the CPU ranges of collectives: ProcessGroupGloo's and NCCL's record_function names, c10d's
+#: ops and the profiler's record_param_comms
+_COLLECTIVE = ("gloo:", "nccl:", "c10d::", "record_param_comms", "mpi:", "ucc:")
 _OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
 _STEP = "ProfilerStep#"
 
@@ -170,6 +173,9 @@ class CpuSummary:
     skipped: int = 0
     notes: tuple[str, ...] = field(default=())
     gpu_hint: str = GPU_HINT
+    #: collectives' CPU ranges (gloo:all_reduce, nccl:…, c10d::…): a CPU-only job's
+    #: communication — for a gloo job often the most of what it records
+    collectives: Share | None = None
 
 
 def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -359,6 +365,16 @@ def summarize(ev: CpuEvents, source: str, top: int = 20) -> CpuSummary:
     optimizer = _share(
         ev, opt_rows, ws, we, window_ns, "Optimizer.step#… and Optimizer.zero_grad#… ranges"
     )
+    is_coll = np.array([n.startswith(_COLLECTIVE) for n in names], bool)
+    coll_rows = np.flatnonzero(is_coll[ev.name]) if len(ev) else np.zeros(0, np.int64)
+    kinds = np.bincount(ev.name[coll_rows], minlength=len(names)) if coll_rows.size else []
+    seen = sorted(
+        ((int(c), names[i]) for i, c in enumerate(kinds) if c), key=lambda x: (-x[0], x[1])
+    )
+    collectives = _share(
+        ev, coll_rows, ws, we, window_ns,
+        "ranges: " + ", ".join(f"{n} ×{c:,}" for c, n in seen[:4]) + (" …" if len(seen) > 4 else ""),
+    )  # fmt: skip
     if any("MultiProcessingDataLoaderIter" in names[int(i)] for i in np.unique(ev.name[dl_rows])):
         notes.append(
             "the DataLoader has worker processes: their loading is not in this trace, the time "
@@ -400,6 +416,7 @@ def summarize(ev: CpuEvents, source: str, top: int = 20) -> CpuSummary:
         gaps=gaps,
         skipped=ev.skipped,
         notes=tuple(notes),
+        collectives=collectives if collectives.calls else None,
     )
 
 
@@ -511,6 +528,7 @@ def cpu_dict(c: CpuSummary) -> dict[str, Any]:
             ],
         },
         "data_loading": _share_dict(c.data_loading),
+        "collectives": _share_dict(c.collectives) if c.collectives else None,
         "optimizer": _share_dict(c.optimizer),
         "host_gaps": {
             "time_ns": c.gaps.time_ns,

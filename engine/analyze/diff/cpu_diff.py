@@ -56,6 +56,7 @@ class CpuDiff:
                 "step_median_ns": s.median_ns if s else None,
                 "data_loading_share": c.data_loading.share,
                 "optimizer_share": c.optimizer.share,
+                "collectives_share": c.collectives.share if c.collectives else 0.0,
                 "gaps_share": c.gaps.share,
                 "op_share": c.op_share,
             }
@@ -135,8 +136,10 @@ def cpu_diff_lines(d: CpuDiff, top: int = 25, width: int = 120) -> list[str]:
             f"window: {_ms(d.before.window_ns)} → {_ms(d.after.window_ns)} (a trace without "
             "ProfilerSteps: operators compared over each whole window, not per step)"
         )
+    cb, ca = d.before.collectives, d.after.collectives
     for what, b, a in (
         ("data loading", d.before.data_loading.share, d.after.data_loading.share),
+        ("collectives", cb.share if cb else 0.0, ca.share if ca else 0.0),
         ("optimizer", d.before.optimizer.share, d.after.optimizer.share),
         ("gaps no operator covers", d.before.gaps.share, d.after.gaps.share),
     ):
