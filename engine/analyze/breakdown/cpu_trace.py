@@ -367,7 +367,9 @@ def summarize(ev: CpuEvents, source: str, top: int = 20) -> CpuSummary:
     )
     is_coll = np.array([n.startswith(_COLLECTIVE) for n in names], bool)
     coll_rows = np.flatnonzero(is_coll[ev.name]) if len(ev) else np.zeros(0, np.int64)
-    kinds = np.bincount(ev.name[coll_rows], minlength=len(names)) if coll_rows.size else []
+    kinds: list[int] = (
+        np.bincount(ev.name[coll_rows], minlength=len(names)).tolist() if coll_rows.size else []
+    )
     seen = sorted(
         ((int(c), names[i]) for i, c in enumerate(kinds) if c), key=lambda x: (-x[0], x[1])
     )
