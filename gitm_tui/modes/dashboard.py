@@ -406,6 +406,8 @@ class DashboardScreen(Screen[None]):
                 + (
                     f", pair-to-pair spread {spread:.1%}\n"
                     if math.isfinite(spread)
+                    else "\n"
+                    if math.isfinite(bar.noise)
                     else " (the A/A did not resolve it)\n"
                 )
             )
