@@ -351,6 +351,7 @@ def _invariants(
     ideal: np.ndarray,
     expected: np.ndarray,
     ch: _Chosen,
+    hint: str = "hardware counters",
 ) -> list[InvariantResult]:
     """The optimize loop's three invariants on an imported trace: kernel time by the same rule
     (engine/optimizer/monitor.py ``kernel_time``); byte traffic and concurrency need a plan the
@@ -400,10 +401,7 @@ def _invariants(
     elif not judged:
         basis = "the hardware is unknown (no peaks to bound against)"
     else:
-        basis = (
-            "no kernel has measured or shape-derived FLOPs or bytes (record "
-            "shapes, e.g. torch.profiler(record_shapes=True), or hardware counters)"
-        )
+        basis = f"no kernel has measured or shape-derived FLOPs or bytes ({hint})"
     at = _where(checkable)  # the others have no prediction: nothing to group
     del checkable
     observed = np.empty(len(at), np.float64)
@@ -735,7 +733,9 @@ def _analyze(
     table.sort(key=lambda r: r.total_ns, reverse=True)
     give_back(len(rows))
     # the bounds' last reader: 16 bytes a row not held through the stages after it
-    verdicts = _invariants(rows, names.names(), ideal, expected, chosen)
+    from engine.trace.framework import shapes_hint
+
+    verdicts = _invariants(rows, names.names(), ideal, expected, chosen, shapes_hint(trace))
     del ideal, expected, bounds
     give_back(len(rows))
 
@@ -758,11 +758,9 @@ def _analyze(
     if malformed:
         notes.append(f"{malformed} malformed events were skipped")
     if tier_share["PRIOR"] + tier_share["NONE"] > 0.5 and props.get("framework_ops", 0) == 0:
-        notes.append(
-            "most kernel time rests on kernel-name priors: record shapes "
-            "(torch.profiler(record_shapes=True)) for FLOPs and bytes per kernel, or hardware "
-            "counters, and the labels will rest on evidence"
-        )
+        from engine.trace.framework import priors_note
+
+        notes.append(priors_note(trace))
 
     copies = _copies(rows, names, chosen)
     communication = _communication(rows, labels, gpu_time)

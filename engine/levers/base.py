@@ -175,6 +175,9 @@ class Lever:
     #: its gain is per sample on every rank (more work per collective), not this rank's span:
     #: not held to the room this rank has before its peers arrive
     per_sample: ClassVar[bool] = False
+    #: it changes what a machine-learning framework owns (a batch, a data loader): judged only
+    #: where the trace shows one (engine.trace.framework), otherwise not judged
+    ml_only: ClassVar[bool] = False
     #: the critical-path opportunities it answers (engine.analyze.breakdown.critical: "allocation",
     #: "data_loading", "host"), where the program is one it can act on
     answers: ClassVar[tuple[str, ...]] = ()

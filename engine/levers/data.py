@@ -159,6 +159,7 @@ class BatchSize(Lever):
     id = "batch_size"
     estimate = "ceiling"
     per_sample = True
+    ml_only = True
 
     def sites(self, state: SimState) -> Applicability:
         hw = state_hw(state)
@@ -228,6 +229,7 @@ class ExpandableSegments(Lever):
 class PrefetchDepth(Lever):
     id = "prefetch_depth"
     answers = ("data_loading",)
+    ml_only = True
 
     def sites(self, state: SimState) -> Applicability:
         if state.config.prefetch_depth > 0:

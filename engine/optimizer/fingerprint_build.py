@@ -23,6 +23,7 @@ from engine.optimizer.fingerprint_model import (
     StepStructure,
     load_params,
 )
+from engine.trace.framework import framework_of
 from engine.trace.kineto.op_shapes import OpShapes
 from engine.trace.segments import DTYPES, Kind, Klass
 from engine.trace.trace import ApiKind, Trace
@@ -258,6 +259,7 @@ _CPP_TYPES = {
 
 
 _NO_SHAPES = "shapes unknown: not recorded (torch.profiler(record_shapes=True)) or not read"
+_NO_SHAPES_OTHER = "shapes unknown: this trace records no operator shapes"
 
 
 def _spans(spans: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -368,7 +370,11 @@ def fingerprint_of_trace(trace: Trace, shapes: OpShapes | None = None) -> Finger
             "and elementwise shapes): dtype mix unknown"
         )
     shape_rows, recorded, _types, shape_notes = _shape_rows(shapes, steps, p.max_rows)
-    notes += shape_notes if recorded else [*shape_notes, _NO_SHAPES]
+    if not recorded:  # where to get them: PyTorch's profiler records them, a C/MPI program's
+        pytorch = framework_of(trace) == "PyTorch"  # Nsight export has none to record
+        notes += [*shape_notes, _NO_SHAPES if pytorch else _NO_SHAPES_OTHER]
+    else:
+        notes += shape_notes
     return Fingerprint(
         kind="gpu",
         source=trace.source,

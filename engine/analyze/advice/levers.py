@@ -167,12 +167,25 @@ def replay_levers(
         fusion_obs = replace(obs, dag=fdag)
     dev = hw if device == "same" else device
     rows = len(dag.api) + len(dag.d_stream)
+    framework = framework_of(trace)
 
     def one(lv: Lever) -> LeverEstimate | None:
         o = fusion_obs if lv.fuses else obs
         fits = fit(lv.spec, dev)
         if fits.status != "fits":
             return _cannot(lv, o, fits.status, fits.reason)
+        if lv.ml_only and framework is None:  # a batch, a loader: a framework's, unseen here
+            edit = lv.transform(o)
+            if edit.rows == 0:
+                return None
+            return _estimate(
+                lv,
+                "not_judged",
+                "the trace shows no machine-learning framework (no PyTorch ATen, XLA or "
+                "TensorFlow kernels, not a PyTorch profiler trace): whether the program has the "
+                "batch or data loader this lever changes is unknown",
+                edit,
+            )
         lacking = lv.not_applicable(o)  # the program lacks what it tunes (the trace shows it)
         if lacking is not None:
             return _estimate(lv, "not_applicable", lacking[0], None).model_copy(
@@ -594,6 +607,16 @@ def _allocator(lv: Lever, obs: Observation, trace: Trace, ob: Observed) -> Lever
     if first.rows == 0:
         return None
     fmt = str(trace.device_properties.get("format", ""))
+    if fmt != "kineto" and framework_of(trace) is None:
+        return _estimate(
+            lv,
+            "not_applicable",
+            "the trace shows no PyTorch (no ATen or c10 kernels): its "
+            f"{first.rows} allocator calls are the program's own (cudaMalloc/cudaFree, context "
+            "creation), which PyTorch's caching-allocator setting does not reach — allocate "
+            "once and reuse instead",
+            first,
+        )
     if fmt != "kineto":
         what = "an Nsight export" if fmt == "nsys" else f"a '{fmt or 'unknown'}' trace"
         return _estimate(
@@ -687,6 +710,13 @@ def is_pytorch(trace: Trace) -> bool:
     seg = trace.segments
     ids = np.unique(seg.name[seg.kind == Kind.KERNEL]).tolist()
     return any(_ATEN.search(trace.names[int(i)]) for i in ids)
+
+
+def framework_of(trace: Trace) -> str | None:
+    """engine.trace.framework.framework_of (imported when first asked)."""
+    from engine.trace.framework import framework_of as of
+
+    return of(trace)
 
 
 __all__ = [
