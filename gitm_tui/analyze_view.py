@@ -180,51 +180,57 @@ def summary(a: Analysis, top: int = 10, explain: bool = False) -> RenderableType
         parts += [*critical_block(a.critical_path), Text()]
     for u in a.in_use:
         parts.append(Text(f"already in use: {u.evidence} — no lever takes credit for it"))
-    if a.interventions:
-        lv = Table(
-            title="what would help (replayed on this trace; nothing applied)",
-            title_justify="left",
-            box=None,
-            pad_edge=False,
-        )
-        lv.add_column("lever")
-        lv.add_column("safety")
-        lv.add_column("predicted (interval)", justify="right", no_wrap=True)
-        lv.add_column("ceiling", justify="right", no_wrap=True)
-        lv.add_column("basis")
-        judged = [e for e in a.interventions if e.status in ("predicted", "ceiling")]
-        others = [e for e in a.interventions if e.status not in ("predicted", "ceiling")]
-        shown = judged[:6] + others
-        for e in shown:
-            basis = ("not judged: " if e.status == "not_judged" else "") + _first_clause(e.basis)
-            mark = (" *" if e.prior_based else "") + (" †" if e.unfaithful_replay else "")
-            lv.add_row(
-                Text(e.lever),
-                e.safety,
-                e.gain_text() + mark,
-                "—" if e.ceiling is None else f"≤ {e.ceiling:+.1%}",
-                Text(basis),  # Text: never read as markup (it may carry names from the trace)
-            )
-        parts += [lv]
-        parts.append(
-            Text("basis: its first clause; the whole basis, priors and ceilings: report.md")
-        )
-        if any(e.prior_based for e in shown):
-            parts.append(Text("* scales by a named prior (its stated range gives the interval)"))
-        if any(e.unfaithful_replay for e in shown):
-            parts.append(
-                Text(
-                    "† rests on a replay that does not reproduce this trace (see the replay "
-                    "line above)",
-                    style="bold red",
-                )
-            )
-        # what the peers bound the gains to (one line a rank: every lever's is the same)
-        parts += [
-            Text(line, style="bold") for line in dict.fromkeys(e.peers for e in shown if e.peers)
-        ]
-        parts.append(Text())
+    parts += advice_block(a)
     return Group(*parts, foot, Text())
+
+
+def advice_block(a: Analysis, judged_most: int = 6) -> list[RenderableType]:
+    """What would help (the levers replayed on this trace, nothing applied): the table, its
+    footnotes and the peers' bound; [] where no lever found a target. The text view and the
+    analysis screen's ``w`` show the same."""
+    parts: list[RenderableType] = []
+    if not a.interventions:
+        return parts
+    lv = Table(
+        title="what would help (replayed on this trace; nothing applied)",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    lv.add_column("lever")
+    lv.add_column("safety")
+    lv.add_column("predicted (interval)", justify="right", no_wrap=True)
+    lv.add_column("ceiling", justify="right", no_wrap=True)
+    lv.add_column("basis")
+    judged = [e for e in a.interventions if e.status in ("predicted", "ceiling")]
+    others = [e for e in a.interventions if e.status not in ("predicted", "ceiling")]
+    shown = judged[:judged_most] + others
+    for e in shown:
+        basis = ("not judged: " if e.status == "not_judged" else "") + _first_clause(e.basis)
+        mark = (" *" if e.prior_based else "") + (" †" if e.unfaithful_replay else "")
+        lv.add_row(
+            Text(e.lever),
+            e.safety,
+            e.gain_text() + mark,
+            "—" if e.ceiling is None else f"≤ {e.ceiling:+.1%}",
+            Text(basis),  # Text: never read as markup (it may carry names from the trace)
+        )
+    parts += [lv]
+    parts.append(Text("basis: its first clause; the whole basis, priors and ceilings: report.md"))
+    if any(e.prior_based for e in shown):
+        parts.append(Text("* scales by a named prior (its stated range gives the interval)"))
+    if any(e.unfaithful_replay for e in shown):
+        parts.append(
+            Text(
+                "† rests on a replay that does not reproduce this trace (see the replay "
+                "line above)",
+                style="bold red",
+            )
+        )
+    # what the peers bound the gains to (one line a rank: every lever's is the same)
+    parts += [Text(line, style="bold") for line in dict.fromkeys(e.peers for e in shown if e.peers)]
+    parts.append(Text())
+    return parts
 
 
 def _share_line(label: str, s: Share, window: str) -> Text:

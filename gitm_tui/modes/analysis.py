@@ -144,6 +144,7 @@ class AnalysisScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "critical_path", "Critical path"),
+        Binding("w", "advice", "What would help"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("tab", "app.focus_next", "Next pane", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -295,12 +296,20 @@ class AnalysisScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # nothing to sort or open until the analysis is in
-        return self.shown is not None if action in ("cycle_sort", "critical_path") else True
+        opens = ("cycle_sort", "critical_path", "advice")
+        return self.shown is not None if action in opens else True
 
     def action_critical_path(self) -> None:
         """The whole account of the critical path, over this screen."""
         if self.shown is not None:
             self.app.push_screen(CriticalPathScreen(self.shown.critical_path))
+
+    def action_advice(self) -> None:
+        """Every lever replayed on the trace (what `analyze` prints), over this screen."""
+        if self.shown is not None:
+            from gitm_tui.widgets.advice_screen import AdviceScreen
+
+            self.app.push_screen(AdviceScreen(self.shown))
 
     def action_cycle_sort(self) -> None:
         self._sort = (self._sort + 1) % len(self.SORTS)

@@ -102,3 +102,30 @@ async def test_analysis_screen_loader_error_ends_the_app_with_its_line():
         await until(pilot, lambda: app.analysis.error, what="the loader's error")
     assert app.analysis.error is not None and "truncated gzip" in app.analysis.error
     assert app.return_code == 1
+
+
+async def test_w_shows_what_would_help_as_analyze_prints_it():
+    """`analyze --ui` showed no advice (issue 50): w opens every lever replayed on the trace,
+    with its prediction and basis, the table `gitm-tui analyze` prints."""
+    from textual.widgets import Static
+
+    from gitm_tui.widgets.advice_screen import AdviceScreen
+
+    res = analyze_trace(read_kineto(TRACE))
+    assert res.analysis.interventions  # (this trace has levers with targets)
+    app = make_analysis_app(res)
+    async with app.run_test(size=(140, 40)) as pilot:
+        tl = app.query_one(RegimeTimeline)
+        await until(pilot, lambda: tl.has_focus, what="the filled screen")
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, AdviceScreen), what="the advice")
+        console = Console(width=140, record=True)
+        assert app.screen.query_one("#advice-body", Static) is not None
+        console.print(app.screen.body)
+        text = console.export_text()
+        assert "what would help (replayed on this trace; nothing applied)" in text
+        for e in res.analysis.interventions:
+            assert e.lever in text  # every lever, not only the first six judged
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, AdviceScreen), what="closed")
+        await pilot.press("q")
