@@ -61,6 +61,8 @@ class OptimizeLoop(Protocol[C]):
     budget_left: Callable[[], float]
     #: a thread-safe narration hook (the engine's log; what it returns is ignored)
     say: Callable[[str], object]
+    #: each arm-A block of a trial as it is measured (LoopRun.on_block)
+    on_block: Callable[[Any], object]
     #: set by the engine's stop; a live PyTorch program's loop starts no new measurement once
     #: it is (the others end with their process: the workload's ``cancel``)
     cancelled: bool

@@ -197,6 +197,10 @@ class LoopRun:
         self.time_left: Callable[[], float] = lambda: math.inf
         self.budget_left: Callable[[], float] = lambda: math.inf  # the whole run's
         self.say: Callable[[str], object] = lambda message: None
+        #: each block of the configuration a trial compares with (arm A: the current one), as
+        #: it is measured — the dashboard streams its trace, so the strips move during a trial
+        #: (called from the measuring thread; the runtime hands it to its loop)
+        self.on_block: Callable[[Any], object] = lambda raw: None
         #: set by the engine's stop: a loop that measures in this process (a live PyTorch
         #: program) starts no new measurement once it is
         self.cancelled = False
@@ -240,8 +244,15 @@ class LoopRun:
         pairs already measured when this continues an earlier run."""
         n = pairs or self.pairs
         left = time_left or self.time_left
+
+        def arm_a() -> Block:
+            blk = self.block(before)
+            if blk.ok and blk.raw is not None:
+                self.on_block(blk.raw)
+            return blk
+
         run = interleave(
-            lambda: self.block(before),
+            arm_a,
             lambda: self.block(after),
             n,
             self.goal,

@@ -69,6 +69,9 @@ class OptimizePhases:
         self._shown_state: dict[str, str] = {}
         #: the qualification gate ended the run in its profile phase (status "diagnosed")
         self.diagnosed = False
+        #: measurements being streamed to the dashboard (``show``), one at a time
+        self._showing = asyncio.Lock()
+        self._shows: list[asyncio.Future[None]] = []
 
     @property
     def loop(self) -> AnyLoop:
@@ -94,6 +97,8 @@ class OptimizePhases:
         opt.time_left = lambda: eng.deadline("apply") - eng.elapsed()
         opt.budget_left = lambda: cfg.budget_s - eng.elapsed()
         opt.say = lambda message: loop.call_soon_threadsafe(eng.log, "info", message)
+        # a trial's blocks of the current configuration reach the strips as they are measured
+        opt.on_block = lambda raw: loop.call_soon_threadsafe(self._show_soon, raw)
         eng.log("info", "profile: warm-up, then the unchanged workload against itself (A/A)")
         noise = await asyncio.to_thread(opt.profile)
         await self.show(opt.current[0])
@@ -357,6 +362,11 @@ class OptimizePhases:
             await asyncio.sleep(0.2)
 
     # ------------------------------------------------------------------ what the bus is told
+    def _show_soon(self, m: LoopMeasurement) -> None:
+        """``show`` on the loop, in order (the measuring thread hands blocks over here)."""
+        self._shows.append(asyncio.ensure_future(self.show(m)))
+        self._shows = [t for t in self._shows if not t.done()]
+
     async def show(self, m: LoopMeasurement) -> None:
         """Stream a measurement's trace to the dashboard (shifted after what was shown), tagged
         with the configuration it ran under. A measurement is a complete trace: it is decoded
@@ -367,6 +377,12 @@ class OptimizePhases:
         # command's or a PyTorch program's has none)
         if not isinstance(m, Measurement) or eng.gpu is None or opt.model is None:
             return
+        async with self._showing:  # one at a time: each shifted after the one before it
+            await self._show(m)
+
+    async def _show(self, m: Measurement) -> None:
+        eng, opt = self.eng, self.loop
+        assert eng.gpu is not None and opt.model is not None
         seg = m.trace.segments
         if not len(seg):
             return

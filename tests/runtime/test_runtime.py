@@ -317,3 +317,32 @@ async def test_a_watch_run_journals_its_end_so_the_next_start_does_not_call_it_d
     second = Engine(RunConfig(**cfg, optimize=False))
     logs = [e.message for e in await _collect(second) if e.kind == "log"]
     assert not [m for m in logs if "had died" in m], logs
+
+
+async def test_the_strips_move_while_a_trial_measures(tmp_path, monkeypatch):
+    """The regime strips stood still through every trial (issue 50): only a kept lever's blocks
+    were streamed, after its verdict. Each block of the configuration a trial compares with is
+    streamed as it is measured, under that configuration's name."""
+    from engine.runtime.events import DecodedBatch, InterventionUpdate
+
+    monkeypatch.setenv("GITM_SCRATCH", str(tmp_path))
+    eng = Engine(RunConfig(workload="hft-lob", budget_s=20, approve="auto", force=True))
+    sub = eng.bus.subscribe()
+    task = asyncio.ensure_future(eng.run())
+    trying: str | None = None
+    during: list[str] = []
+    async for ev in sub:
+        if isinstance(ev, InterventionUpdate):
+            if ev.state == "APPLYING":
+                trying = ev.id
+            elif ev.id == trying:
+                break  # its verdict
+        elif isinstance(ev, DecodedBatch) and trying is not None:
+            during.append(ev.config)
+        if task.done():
+            break
+    assert trying is not None, "no trial ran"
+    assert during, "no decoded rows reached the strips while the trial measured"
+    assert all(c.startswith("baseline") and "(trial)" not in c for c in during)  # arm A only
+    eng.stop()
+    await asyncio.wait_for(task, 60)
