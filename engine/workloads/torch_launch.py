@@ -139,6 +139,8 @@ class TorchLaunchWorkload(CommandWorkload):
         #: lever values the baseline already runs with (its thread counts), once reported
         self.defaults: dict[str, str] = {}
         self.reference: tuple[float, float] | None = None
+        #: the baseline's first gradients (Σ|g|, Σg²): what a trial's are held to
+        self.grad_reference: tuple[float, float] | None = None
         self.check_note = ""  # why correctness cannot be checked ('' while it can)
 
     def safety(self, state: CommandState) -> str:
@@ -189,7 +191,7 @@ class TorchLaunchWorkload(CommandWorkload):
                         kind, _, rest = line.decode(errors="replace").partition(" ")
                         if kind == "S" and rest.isdigit():
                             steps.append(int(rest))
-                        elif kind in ("C", "D", "E", "T"):
+                        elif kind in ("C", "D", "E", "G", "T"):
                             info[kind] = rest
 
         sink, log = self.output_log()
@@ -245,12 +247,58 @@ class TorchLaunchWorkload(CommandWorkload):
             )
         durations = np.diff(np.asarray(timed, dtype=np.float64))
         per_step, _dropped = steady_mean(durations)
-        wrong = self._check_params(info.get("C"), state)
+        wrong = (
+            self._check_grads(info["G"], state)
+            if "G" in info
+            else self._check_params(info.get("C"), state)
+        )
         if wrong:
             return CommandRun(
                 per_step, wall, False, f"correctness check failed: {wrong}", tail, log
             )
         return CommandRun(float(per_step), wall, True, "", tail, log)
+
+    def _check_grads(self, line: str, state: CommandState) -> str:
+        """'' when the first step's gradients (Σ|g| and Σg², which the step finder reports)
+        match the baseline's within the tolerance of what the lever does to the arithmetic
+        (manifests/correctness.json: SAFE levers reorder sums, NUMERICS ones reduce
+        precision); else by how much. The gradients, not the update: an adaptive optimizer
+        (Adam) makes a gradient of rounding noise a full-size step of either sign, so a
+        correct lever's first update differed (threads=1 on a Conv+BatchNorm+Adam script)."""
+        if self.check_note:
+            return ""
+        try:
+            g1, g2 = (float(x) for x in line.split()[:2])
+        except ValueError:
+            return ""
+        if self.grad_reference is None:
+            if self.safety(state) == "SAFE":
+                self.grad_reference = (g1, g2)
+            return ""
+        from engine.manifest import load_correctness
+
+        name = "reordered" if self.safety(state) == "SAFE" else "reduced_precision"
+        rtol = load_correctness().classes[name].rtol
+        r1, r2 = self.grad_reference
+        off = [
+            (what, got, ref)
+            for what, got, ref in (("Σ|g|", g1, r1), ("Σg²", g2, r2))
+            if abs(got - ref) > rtol * max(abs(ref), 1e-300)
+        ]
+        if not off:
+            return ""
+        what, got, ref = off[0]
+        if state == self.base:  # the baseline disagrees with itself: not deterministic
+            self.check_note = (
+                f"not checkable: two baseline launches' first gradients differ ({what} "
+                f"{ref:.9g} vs {got:.9g}): the script does not seed its RNG, or its data order "
+                "varies"
+            )
+            return ""
+        return (
+            f"the first gradients differ ({what} {got:.9g} vs baseline {ref:.9g}, "
+            f"{abs(got - ref) / max(abs(ref), 1e-300):.2g} of it; {name} allows {rtol:g})"
+        )
 
     def _check_params(self, checksum: str | None, state: CommandState) -> str:
         """'' when the first update's effect on the parameters (Δ of their sum and of their sum

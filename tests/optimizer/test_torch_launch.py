@@ -52,6 +52,24 @@ def test_the_launch_check_fails_a_changed_update_and_says_when_it_cannot_judge()
     assert w._check_params("9.0 9.0 50.0", safe) == ""
 
 
+def test_the_launch_check_holds_the_first_gradients_not_the_adaptive_update():
+    """threads=1 on a Conv+BatchNorm+Adam script was rolled back as "correctness check failed"
+    (issue 50): Adam's first update is lr * sign(g), so a reordered sum flipped the update of
+    every parameter whose gradient is rounding noise. The check now holds the gradients the
+    step applied (the step finder's G line) within the lever's numerics class."""
+    w = TorchLaunchWorkload((sys.executable, "x.py"))
+    base = w.base
+    assert w._check_grads("12.5 3.25 0.9", base) == ""  # the reference
+    safe = base.with_choice("threads", "1")
+    assert w._check_grads("12.5000004 3.2500001 0.9", safe) == ""  # a reordered sum: 3e-8
+    bad = w._check_grads("12.4 3.25 0.9", safe)  # a gradient 0.8 % off: beyond reordering
+    assert bad.startswith("the first gradients differ (Σ|g| 12.4 vs baseline 12.5")
+    assert "reordered allows 0.0001" in bad
+    numerics = base.with_choice("flush_denormal", "1")
+    assert w._check_grads("12.4 3.25 0.9", numerics) == ""  # within reduced precision's 5e-2
+    assert "differ" in w._check_grads("0.0 0.0 0.0", numerics)  # no gradient: a skipped step
+
+
 @pytest.mark.slow
 def test_gitm_tui_no_ui_optimizes_an_unmodified_training_script(tmp_path):
     """The launcher end to end on a script with a known effect (tests/fixtures/sleepy_train.py:

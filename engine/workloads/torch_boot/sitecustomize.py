@@ -10,7 +10,8 @@ When ``torch`` is imported it:
   register_optimizer_step_post_hook``) that writes one line per ``optimizer.step()`` to the file
   descriptor ``GITM_STEP_FD``: ``S <perf_counter_ns>``; after the first step also
   ``C <Δsum> <Δsum of squares> <sum of squares> <Σ eps|p|> <Σ eps p²>`` (what the first update did to the
-  parameters of the optimizer, for the launcher's correctness check), ``D cuda|cpu`` (where the
+  parameters of the optimizer) and ``G <Σ|g|> <Σg²> <max|g|>`` (the gradients it applied), for
+  the launcher's correctness check, ``D cuda|cpu`` (where the
   parameters live) and ``T <threads> <interop threads>`` (what the process runs with). Only
   the first optimizer to step is timed (a GAN's second optimizer steps in the same step); only
   the launched process writes (not its children), and only while the descriptor is still the
@@ -131,12 +132,33 @@ def _settings_and_hook() -> None:
                 r2 += eps * float(x.pow(2).sum())
             return r1, r2
 
+    def grad_moments(params: list) -> tuple[float, float, float]:
+        """Σ|g|, Σg² and max|g| of the gradients the first step is about to apply: what the
+        launcher's check compares (an adaptive optimizer turns a gradient of rounding noise
+        into a full-size update of either sign, so updates differ where gradients agree)."""
+        with t.no_grad():
+            g1 = g2 = gm = 0.0
+            for p in params:
+                g = p.grad
+                if g is None or g.is_sparse:
+                    continue
+                try:
+                    x = g.detach().double().abs()
+                except (RuntimeError, TypeError):
+                    x = g.detach().float().abs()
+                g1 += float(x.sum())
+                g2 += float(x.pow(2).sum())
+                gm = max(gm, float(x.max())) if x.numel() else gm
+            return g1, g2, gm
+
     def before_step(opt, args, kwargs):  # type: ignore[no-untyped-def]
         try:
             if _state["opt"] is None:  # the first optimizer to step is the one timed
                 _state["opt"] = id(opt)
             if id(opt) == _state["opt"] and _state["steps"] == 0:
-                _state["before"] = moments([p for g in opt.param_groups for p in g["params"]])
+                params = [p for g in opt.param_groups for p in g["params"]]
+                _state["before"] = moments(params)
+                _state["grads"] = grad_moments(params)
         except Exception as e:  # never into the user's step
             _fail(e)
 
@@ -157,6 +179,9 @@ def _settings_and_hook() -> None:
                 # what the first update did to the parameters' sum and sum of squares, and how
                 # much of that rounding alone can move
                 _write(f"C {s - b[0]!r} {q - b[1]!r} {q!r} {r1!r} {r2!r}")
+                g = _state.get("grads")
+                if g is not None:
+                    _write(f"G {g[0]!r} {g[1]!r} {g[2]!r}")
                 _write(f"D {'cuda' if cuda else 'cpu'}")
                 _write(f"T {t.get_num_threads()} {t.get_num_interop_threads()}")
         except Exception as e:  # never into the user's step
