@@ -62,6 +62,8 @@ class OptimizeBar(Static):
         tail = self._figures(compact=False)
         if self.size.width and full.cell_len + tail.cell_len > self.size.width:
             full, tail = self._phases(compact=True), self._figures(compact=True)
+        if self.size.width and full.cell_len + tail.cell_len > self.size.width:
+            tail = self._figures(compact=True, tight=True)  # 120 columns: 146 cells otherwise
         full.append_text(tail)
         return full
 
@@ -88,7 +90,9 @@ class OptimizeBar(Static):
             t.append(f" {p} ", style=style)
         return t
 
-    def _figures(self, compact: bool) -> Text:
+    def _figures(self, compact: bool, tight: bool = False) -> Text:
+        """The figures after the phases; ``tight``: the words a figure can do without go (the
+        policy, "gain", "not kept"), every figure stays."""
         t = Text()
         if self.phase in PHASES and self.deadline:
             t.append(
@@ -96,17 +100,22 @@ class OptimizeBar(Static):
                 if compact
                 else f" until {format_seconds(self.deadline)}/{format_seconds(self.budget)}"
             )
-        t.append(f" · {self.policy}", style="italic")
+        if not tight:
+            t.append(f" · {self.policy}", style="italic")
         if self.gate:
             warn = self.gate.startswith("diagnose")
-            t.append(f" · gate {self.gate}", style=tone("gitm-warn") if warn else "")
+            if not tight:
+                t.append(f" · gate {self.gate}", style=tone("gitm-warn") if warn else "")
+            elif warn:  # tight: a commitment goes unsaid, a diagnosis shortly
+                forced = " forced" if "forced" in self.gate else ""
+                t.append(f" · gate ✗{forced}", style=tone("gitm-warn"))
         if self.verdict in ("nothing kept", "not measurable"):
             t.append(" · ")
             t.append(
                 f"target {self.target:.0%} {self.verdict}",
                 style="bold " + tone("gitm-warn"),
             )
-            self._best_trial(t)
+            self._best_trial(t, tight)
             t.append(f" · {noise_text(self.noise)}")
         elif self.baseline_ns and math.isfinite(self.baseline_ns):
             hit = self.verdict == "met" if self.verdict else self.gain >= self.target
@@ -114,18 +123,22 @@ class OptimizeBar(Static):
             fmt = ".1f" if self.unit.startswith("µs") else ".4g"  # µs: one decimal, as always
             t.append(f" · {b:{fmt}}→{c:{fmt}} {self.unit} · ")
             style = "bold " + tone("gitm-ok") if hit else "bold " + tone("gitm-warn")
+            kept = "kept" if tight else "kept gain"
             if self.verdict:  # the run's verdict, as the summary line has it
-                t.append(f"kept gain {self.gain:+.1%} [{self.gain_low:+.1%}…{self.gain_high:+.1%}]")
+                t.append(f"{kept} {self.gain:+.1%} [{self.gain_low:+.1%}…{self.gain_high:+.1%}]")
                 t.append(f" · target {self.target:.0%} {self.verdict}", style=style)
             else:
-                t.append(f"kept gain {self.gain:+.1%}", style=style)
+                t.append(f"{kept} {self.gain:+.1%}", style=style)
                 t.append(f"/{self.target:.0%}")
-            self._best_trial(t)
+            self._best_trial(t, tight)
             t.append(f" · {noise_text(self.noise)}")
         return t
 
-    def _best_trial(self, t: Text) -> None:
+    def _best_trial(self, t: Text, tight: bool = False) -> None:
         """A trial measured faster than what is kept, but not kept: said apart, labelled."""
         best = self.best_trial
         if best == best and best > (self.gain if self.verdict != "nothing kept" else 0.0):
-            t.append(f" · best trial {best:+.1%} {self.best_trial_id} not kept")
+            if tight:
+                t.append(f" · {self.best_trial_id} {best:+.1%} not kept")
+            else:
+                t.append(f" · best trial {best:+.1%} {self.best_trial_id} not kept")

@@ -54,3 +54,26 @@ async def test_a_simulated_device_keeps_its_label_when_the_header_is_short():
                 "workload": "hft-lob", "kernels": "numba ✓ 3.4s"}
     )  # fmt: skip
     assert "H100 SXM5 80GB (SIMULATED) — no GPU used" in line and "12.0s / 1m30s" in line
+
+
+async def test_the_optimize_bar_fits_120_columns_with_every_figure():
+    """At 120 columns the bar was cut (issue 50): with a gate, a best trial not kept and a
+    noise floor it took 146 cells; the words a figure can do without go, the figures stay."""
+    from gitm_tui.widgets.optimize_bar import OptimizeBar
+
+    class _Bar(App[None]):
+        def compose(self) -> ComposeResult:
+            yield OptimizeBar()
+
+    app = _Bar()
+    async with app.run_test(size=(120, 3)) as pilot:
+        b = app.query_one(OptimizeBar)
+        b.phase, b.baseline_ns, b.current_ns = "apply", 22_894_855.98, 20_100_000.0
+        b.unit, b.scale, b.gain, b.target, b.noise = "ms/step", 1e6, 0.121, 0.15, 0.227
+        b.best_trial, b.best_trial_id, b.gate = 0.181, "I2", "diagnose, forced"
+        b.policy, b.budget, b.elapsed, b.deadline = "manual", 150, 95, 125
+        await pilot.pause()
+        line = b.render().plain
+    assert len(line) <= 120, line
+    for figure in ("22.89→20.1 ms/step", "+12.1%/15%", "I2 +18.1% not kept", "±22.7%", "forced"):
+        assert figure in line, (figure, line)
