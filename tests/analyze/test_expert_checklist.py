@@ -74,8 +74,8 @@ def test_the_analysis_passes_the_experts_checklist(checklist: Path):
         for lever, e in by.items():
             if lever in cannot:
                 assert e.status == "not_applicable" and "lacks" in e.basis, e
-            else:
-                assert e.status != "not_applicable", e
+            else:  # (or the program shows none of the framework the lever configures)
+                assert e.status != "not_applicable" or "the trace shows no " in e.basis, e
 
     # the top lever within its ceiling; the replay reproduces the trace
     predicted = [e for e in a.interventions if e.status == "predicted"]
