@@ -356,8 +356,16 @@ class OptimizePhases:
     async def poll_commands(self) -> None:
         """Queue ``gitm-tui approve/reject/rollback`` decisions from the run's commands file."""
         reader = CommandReader(self.eng.run_dir)
+        said = ""
         while True:
-            for d in reader.poll():
+            try:  # off the event loop: a file system that stalls stalls a worker, not the run
+                got = await asyncio.to_thread(reader.poll)
+            except Exception as e:  # never the end of the reader: one line, then on
+                got, reader.problem = [], f"commands file not read: {type(e).__name__}"
+            if reader.problem and reader.problem != said:
+                self.eng.log("warning", reader.problem)
+            said = reader.problem
+            for d in got:
                 self.eng.decide(d.action, d.iid, d.by)
             await asyncio.sleep(0.2)
 

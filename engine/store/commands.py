@@ -69,40 +69,114 @@ def send(run_id: str, action: str, iid: str, by: str) -> Path:
     return run_dir
 
 
+#: the longest line taken (a decision is ~80 bytes; a 5 MB author name is still read, then
+#: cut), and what one poll reads at most: a commands file that is a link to /dev/zero, or an
+#: endless line, costs a bounded read a poll, never the run's memory
+READ_CHUNK = 1 << 20
+MAX_LINE = 8 << 20
+POLL_BYTES = 2 * MAX_LINE
+
+
 class CommandReader:
     """Reads a run's commands file as it grows; only well-formed decisions come out (anyone
-    with the user's rights can append to the file)."""
+    with the user's rights can append to the file, or put something else in its place). The
+    file is never trusted to be a file: opened without following a link and without blocking
+    (a FIFO there froze the run, deaf to SIGTERM), read only when it is a regular file, at
+    most ``READ_CHUNK`` a poll; a line past ``MAX_LINE`` is skipped to its end; a torn line
+    (a writer that died mid-line) does not swallow the decision appended after it.
+    ``problem`` says, once, what is wrong with the file (the caller logs it)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / COMMANDS
         self._pos = 0
+        self._skipping = False  # inside a line longer than MAX_LINE
+        self.problem = ""
 
     def poll(self) -> list[Decision]:
         """Return the complete new lines' decisions (a torn last line waits for its end)."""
+        import stat
+
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
         try:
-            with self.path.open("rb") as f:
-                f.seek(self._pos)
-                data = f.read()
-        except OSError:
+            fd = os.open(self.path, flags)
+        except FileNotFoundError:
             return []
-        end = data.rfind(b"\n") + 1
-        self._pos += end
-        out = []
-        for line in data[:end].splitlines():
-            try:
-                c = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if (
-                isinstance(c, dict)
-                and c.get("action") in DECISIONS
-                and isinstance(c.get("id"), str)
-                and len(c["id"]) <= 64
-            ):
-                by = c.get("by")
-                who = bounded_by(by) if isinstance(by, str) else "cli"
-                out.append(Decision(c["action"], c["id"], who))
+        except OSError as e:  # a link (ELOOP), no permission: said once, nothing read
+            self.problem = (
+                f"{self.path.name}: not read ({e.strerror or e}): decisions sent to it are not seen"
+            )
+            return []
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self.problem = (
+                    f"{self.path.name} is not a regular file: decisions sent to it are not seen"
+                )
+                return []
+            if st.st_size < self._pos:  # truncated or replaced: read it from its start
+                self._pos, self._skipping = 0, False
+            return self._read(fd)
+        except OSError as e:
+            self.problem = f"{self.path.name}: not read ({e.strerror or e})"
+            return []
+        finally:
+            os.close(fd)
+
+    def _read(self, fd: int) -> list[Decision]:
+        """The decisions of the complete lines from ``_pos`` on, at most POLL_BYTES read."""
+        out: list[Decision] = []
+        buf, pos, left = b"", self._pos, POLL_BYTES
+        while left > 0:
+            chunk = os.pread(fd, min(READ_CHUNK, left), pos)
+            if not chunk:
+                break
+            pos += len(chunk)
+            left -= len(chunk)
+            if self._skipping:  # inside a line too long to be a decision: to its end
+                nl = chunk.find(b"\n")
+                if nl < 0:
+                    self._pos = pos
+                    continue
+                chunk, self._skipping = chunk[nl + 1 :], False
+            buf += chunk
+            end = buf.rfind(b"\n") + 1
+            if end:
+                out += [d for line in buf[:end].split(b"\n")[:-1] if (d := _decision(line))]
+                buf = buf[end:]
+            self._pos = pos - len(buf)  # a torn last line is read again, whole, next time
+            if len(buf) > MAX_LINE:
+                buf, self._skipping, self._pos = b"", True, pos
+                self.problem = (
+                    f"{self.path.name}: a line over {MAX_LINE >> 20} MiB skipped (not a decision)"
+                )
         return out
+
+
+def _decision(line: bytes) -> Decision | None:
+    """The decision a line holds; where the line is not JSON, the last decision object in it
+    (a torn line and the next decision glued together: 'garbage{"action": …}')."""
+    c = _json(line)
+    if c is None and len(line) <= MAX_LINE:
+        at = line.rfind(b"{")
+        while at > 0 and c is None:
+            c = _json(line[at:])
+            at = line.rfind(b"{", 0, at)
+    if not (
+        isinstance(c, dict)
+        and c.get("action") in DECISIONS
+        and isinstance(c.get("id"), str)
+        and len(c["id"]) <= 64
+    ):
+        return None
+    by = c.get("by")
+    return Decision(c["action"], c["id"], bounded_by(by) if isinstance(by, str) else "cli")
+
+
+def _json(b: bytes) -> object | None:
+    try:
+        return json.loads(b)
+    except (ValueError, RecursionError):
+        return None
 
 
 def operator() -> str:
