@@ -20,7 +20,7 @@ from gitm_tui.commands import common
 from gitm_tui.commands.analyze import cmd_analyze
 from gitm_tui.commands.audit import cmd_audit
 from gitm_tui.commands.capture import cmd_capture
-from gitm_tui.commands.common import UsageError, error, say
+from gitm_tui.commands.common import UsageError, error, has_terminal, say
 from gitm_tui.commands.decide import cmd_decision
 from gitm_tui.commands.diff import cmd_diff
 from gitm_tui.commands.doctor import cmd_doctor
@@ -53,6 +53,9 @@ def _main(argv: Sequence[str]) -> ExitCode:
     # line (main: _store_refused) before any engine starts
     runs_dir().mkdir(parents=True, exist_ok=True)
 
+    if not ns.no_ui and not has_terminal():  # no screen to draw on: the same run, headless
+        say("no terminal (stdin and stdout are not one): running headless, as --no-ui")
+        ns.no_ui = True
     try:
         if ns.no_ui:
             import asyncio  # here: `analyze` and the other subcommands do not need it (40 ms)

@@ -15,6 +15,7 @@ from gitm_tui.commands.common import (
     UsageError,
     error,
     loading_modules,
+    need_terminal,
     stdout_console,
 )
 from gitm_tui.exit_codes import ExitCode
@@ -230,6 +231,7 @@ def _load_one(ns: argparse.Namespace, path: str, progress: Callable[[str], None]
 def analyze_ui(ns: argparse.Namespace) -> ExitCode:
     from engine.analyze.api import list_files
 
+    need_terminal("analyze --ui")
     files, errors = list_files(ns.paths)
     if errors:
         error(errors[0])

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from engine.text import clean
-from gitm_tui.commands.common import PROG, Parser, UsageError, error, first_line, say
+from gitm_tui.commands.common import (
+    PROG,
+    Parser,
+    UsageError,
+    error,
+    first_line,
+    need_terminal,
+    say,
+)
 from gitm_tui.exit_codes import ExitCode
 
 LEDGER_NAME = "audit_ledger.json"
@@ -46,6 +54,7 @@ def cmd_audit(argv: Sequence[str]) -> ExitCode:
     p.add_argument("--ui", type=Path, metavar="LEDGER", help="open the audit screen on a ledger")
     ns = p.parse_args(argv)
     if ns.ui:
+        need_terminal("audit --ui")
         try:
             ledger = read_ledger(ns.ui)
         except (OSError, ValueError) as e:

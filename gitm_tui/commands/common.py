@@ -82,6 +82,24 @@ class UsageError(Exception):
     """A bad command line: the message is the one line the user sees."""
 
 
+def has_terminal() -> bool:
+    """Whether stdin and stdout are a terminal: what a screen needs (without one, Textual's
+    app wrote its escape sequences into the redirected file and never exited: issue 51)."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):  # closed or replaced streams
+        return False
+
+
+def need_terminal(what: str) -> None:
+    """UsageError (one line, exit 2) when there is no terminal for the screen ``what``."""
+    if not has_terminal():
+        raise UsageError(
+            f"{what} needs a terminal (stdin and stdout are not one): run it in a terminal, "
+            "or without --ui for text"
+        )
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse prints usage + exits 2; we want one line
         raise UsageError(f"{message} (see {self.prog} --help)")

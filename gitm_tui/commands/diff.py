@@ -11,7 +11,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.text import clean
-from gitm_tui.commands.common import PROG, Parser, UsageError, error, loading_modules
+from gitm_tui.commands.common import (
+    PROG,
+    Parser,
+    UsageError,
+    error,
+    loading_modules,
+    need_terminal,
+)
 from gitm_tui.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -99,6 +106,7 @@ def cmd_diff(argv: Sequence[str]) -> ExitCode:
         raise UsageError("--top must be >= 1")
     steps = parse_steps(ns.step)
     if ns.ui:
+        need_terminal("diff --ui")
         return diff_ui(ns, steps)
     live = sys.stderr.isatty()
     staged = False
