@@ -25,9 +25,11 @@ edit or an appended line visible; it does not authenticate the user's own accoun
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
 import re
 import threading
 import time
@@ -110,6 +112,7 @@ class Journal:
         self._closed = False
         #: the seal the next record chains to, and whether the file ends in a torn line
         self._head, self._torn = GENESIS, False
+        self._finished = False
         if path.exists():
             recs, integrity = check(path)
             for rec in recs:
@@ -117,6 +120,7 @@ class Journal:
                 if rec.get("type") == "transition":
                     self.states[rec["id"]] = State(rec["to"])
             self._head, self._torn = integrity.head, integrity.torn
+            self._finished = any(r.get("type") == "run_finished" for r in recs)
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record durably (write + flush + fsync), sealed and chained to the one
@@ -130,6 +134,8 @@ class Journal:
             # a line torn by a death mid-write is ended first, so this one stands alone
             append_bytes(self.path, b"\n" + line if self._torn else line)
             self._head, self._torn = seal, False
+            self._finished = self._finished or rec.get("type") == "run_finished"
+            _write_head(self.path, self.seq, seal, self._finished)
             return rec
 
     def close(self) -> None:
@@ -251,7 +257,10 @@ class _Line:
 
 
 def _parse(path: Path) -> tuple[list[_Line], list[tuple[int, str]], bool]:
-    """Each sealed line of ``path``, the lines that are not, and whether the last is torn."""
+    """Each sealed line of ``path``, the lines that are not, and whether the file's last line
+    lacks its newline (a death mid-write, or a newline lost: the next append ends it first). A
+    line's ending is not part of its seal: CRLF line ends (a file converted) are read as LF, and
+    a complete sealed last line without its newline is a record like any other."""
     sealed: list[_Line] = []
     doubts: list[tuple[int, str]] = []
     torn = False
@@ -260,16 +269,17 @@ def _parse(path: Path) -> tuple[list[_Line], list[tuple[int, str]], bool]:
     last = len(raw_lines)
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
-        last = 0  # the file ends with a newline: no torn line
+        last = 0  # the file ends with a newline
     for no, raw in enumerate(raw_lines, 1):
+        raw = raw.removesuffix(b"\r")
         if not raw.strip():
             continue
+        if no == last:
+            torn = True  # no newline after it: the next record starts on a line of its own
         m = _SEALED.fullmatch(raw)
         if m is None:
-            if no == last:
-                torn = True  # the process died mid-write: not a claim, not a doubt
-                continue
-            doubts.append((no, _unsealed_why(raw)))
+            if no != last:  # (a last line cut mid-write is not a claim, not a doubt)
+                doubts.append((no, _unsealed_why(raw)))
             continue
         body = m[1] + b"}"
         try:
@@ -290,39 +300,109 @@ def _unsealed_why(raw: bytes) -> str:
     return "carries no seal (not written by gitm-tui)"
 
 
+def _write_head(path: Path, seq: int, seal: str, finished: bool) -> None:
+    """Record the journal's head beside it (best effort: the journal is what is durable; a
+    head one record behind it names no cut)."""
+    doc = json.dumps({"seq": seq, "h": seal, "finished": finished}).ljust(_HEAD_WIDTH) + "\n"
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    with contextlib.suppress(OSError):  # one small write over the same bytes: never half seen
+        fd = os.open(path.parent / HEAD, flags, 0o600)
+        try:
+            os.pwrite(fd, doc.encode(), 0)
+        finally:
+            os.close(fd)
+
+
+#: beside the journal: the sequence number and seal of the last record appended, rewritten after
+#: each append — a journal cut at a line boundary passes every seal, and only this names the cut
+HEAD = "journal.head"
+_HEAD_WIDTH = 127  # every head written the same length: the one before is wholly overwritten
+
+
+def _recorded_head(path: Path) -> tuple[int, str, bool] | None:
+    """(seq, seal, finished) the journal's head file records, or None (none, or unreadable)."""
+    try:
+        doc = json.loads((path.parent / HEAD).read_text(encoding="utf-8"))
+        return int(doc["seq"]), str(doc["h"]), bool(doc.get("finished"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def check(path: Path) -> tuple[list[dict[str, Any]], Integrity]:
-    """A journal's believed records and its ``Integrity``. A line is believed when its seal
-    matches its content, its ``prev`` is the seal of the sealed line before it and the sealed
-    line after it (if any) names it (a ``run_finished`` need not be named: what follows the
-    end is not believed anyway); records after the run's ``run_finished`` are not; a
-    believed record with fields of the wrong type is skipped as before. A torn last line (the
-    process died mid-write) is neither."""
+    """A journal's believed records and its ``Integrity``, the chain followed by its links:
+    from the genesis, the next record believed is the next sealed line whose ``prev`` is the
+    seal of the last one believed, its own seal matching its content. A line off the chain —
+    edited, forged, inserted, a stray copy — casts doubt on itself, never on the genuine line
+    it fails to follow (one appended stray line once cast doubt on the record before it and
+    cancelled a crash rollback). Records after the run's ``run_finished`` are not believed. A
+    journal shorter than its head file (``HEAD``) says so: its end was cut."""
     sealed, doubts, torn = _parse(path)
-    out: list[dict[str, Any]] = []
+    out: list[tuple[int, dict[str, Any]]] = []  # (line number, record) believed
     finished = False
-    for i, ln in enumerate(sealed):
-        before = sealed[i - 1].seal if i else GENESIS
-        # nothing after a run's end is believed, so nothing after it casts doubt on the end
-        ends = isinstance(ln.rec, dict) and ln.rec.get("type") == "run_finished"
-        after_ok = ends or i + 1 == len(sealed) or sealed[i + 1].prev == ln.seal
+    head, seq = GENESIS, 0
+    seen = {GENESIS}  # every seal a line before this one carries
+    recorded = _recorded_head(path)
+    for ln in sealed:
+        rec_seq = ln.rec.get("seq") if isinstance(ln.rec, dict) else None
+        if ln.prev != head:
+            if ln.prev in seen:  # it names an earlier line: a copy or an insertion, it alone
+                doubts.append((ln.no, "it does not follow the line before it on the chain "
+                                      "(a copy, or inserted)"))  # fmt: skip
+                continue
+            # it names a seal no line carries: the line it follows was rewritten (the
+            # sequence runs on), or a record before it is gone (a gap) — neither can be told
+            # from the other for certain, so the last believed line is doubted too when the
+            # sequence runs on; the chain goes on from this line's seal
+            if out and isinstance(rec_seq, int) and rec_seq == seq + 1:
+                no, _ = out.pop()
+                doubts.append((no, "the line after it names another seal (it was rewritten)"))
+            doubts.append((ln.no, "it does not follow the line before it (a line before it "
+                                  "was rewritten or deleted)"))  # fmt: skip
+            head = ln.seal
+            seen.add(ln.seal)
+            continue
+        head = ln.seal  # the seal it carries is what the next link names, edited or not
+        seen.add(ln.seal)
         why = ""
         if not ln.seal_ok:
             why = "its content does not match its seal (edited)"
-        elif ln.prev != before:
-            why = "it does not follow the line before it (inserted, or a line deleted)"
-        elif not after_ok:
-            why = "the line after it does not follow it (it or that line was rewritten)"
         elif finished:
             why = "written after the run finished"
+        elif (
+            recorded is not None and isinstance(rec_seq, int) and rec_seq > recorded[0] + 1
+        ):  # past the head the run last recorded (one past it: a death between the writes)
+            why = "written after the last record the run recorded (not the run's)"
         if why:
             doubts.append((ln.no, why))
             continue
         if _valid(ln.rec):
-            out.append(ln.rec)
+            out.append((ln.no, ln.rec))
+            seq = max(seq, int(ln.rec.get("seq") or 0))
             finished = finished or ln.rec.get("type") == "run_finished"
+    last = max(
+        (int(ln.rec["seq"]) for ln in sealed if isinstance(ln.rec, dict)
+         and isinstance(ln.rec.get("seq"), int)),
+        default=0,
+    )  # fmt: skip
+    if recorded is not None and recorded[0] > last:  # (doubted lines are there, not cut)
+        after = sealed[-1].no + 1 if sealed else 1
+        doubts.append(
+            (
+                after,
+                f"the journal ends at record {last}, its head file at record {recorded[0]}: "
+                f"{recorded[0] - last} record(s) lost from its end (cut)",
+            )
+        )
+    records = [r for _, r in out]
     doubts.sort()
-    head = sealed[-1].seal if sealed else GENESIS
-    return out, Integrity(len(out), tuple(doubts), head, torn)
+    return records, Integrity(len(records), tuple(doubts), head, torn)
+
+
+def head_says_finished(path: Path) -> bool:
+    """Whether the journal's head file says its run finished (its run_finished record may
+    have been cut from the journal: a completed run is then never recovered as a dead one)."""
+    recorded = _recorded_head(path)
+    return recorded is not None and recorded[2]
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -444,6 +524,21 @@ def _recover_run(jpath: Path) -> Recovered | None:
     recs, integrity = check(jpath)
     if any(r.get("type") == "run_finished" for r in recs):
         return None
+    started = next((r for r in recs if r.get("type") == "run_started"), None)
+    own = started.get("run_id") if started is not None else None
+    if isinstance(own, str) and own != jpath.parent.name:  # a copy (a backup) or a moved run
+        return Recovered(
+            jpath.parent,
+            error=f"its journal is run {own[:64]!r}'s, not this folder's: a copy or a moved "
+            "run, left alone (recovery acts on a run in its own folder)",
+        )
+    if head_says_finished(jpath):  # finished, then its journal was cut: never undo its result
+        return Recovered(
+            jpath.parent,
+            error=f"the run had finished ({HEAD} says so) but its journal is not whole: "
+            f"{integrity.line()}; nothing undone, its report.md untouched",
+            broken=integrity.line(),
+        )
     sweep_temp_files(jpath.parent)
     j = Journal(jpath)
     pending = [iid for iid, st in j.states.items() if st in UNFINISHED]

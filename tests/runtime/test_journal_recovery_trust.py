@@ -1,0 +1,113 @@
+"""A chain recovery can trust (issue 51). Each of the issue's journal damages, on a run killed
+right after I1 went APPLYING (its saved state on disk): a stray copy of an old line appended, a
+forged line, a CRLF conversion, a lost final newline — recovery still believes the genuine
+APPLYING and rolls I1 back to its saved state, naming what it did not believe; a completed run
+cut at a line boundary is named as cut and never undone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.store.journal import HEAD, Journal, State, check, read, recover
+
+
+def _dead_run(runs: Path) -> Path:
+    run = runs / "20261207-101010-abcdef"
+    j = Journal(run / "journal.jsonl")
+    j.append({"type": "run_started", "run_id": run.name})
+    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
+    j.transition("I1", State.APPROVED, by="tui")
+    (run / "states").mkdir()
+    (run / "states" / "I1_before.json").write_text('{"before": true}')
+    j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
+    (run / "state.json").write_text('{"after": true}')  # the lever applied, then the kill
+    return run
+
+
+def _recovered(runs: Path, run: Path) -> None:
+    (out,) = recover(runs)
+    assert out.error is None, out.error
+    assert out.interventions == ["I1"], out
+    assert json.loads((run / "state.json").read_text()) == {"before": True}
+    recs = read(run / "journal.jsonl")
+    assert [r.get("to") for r in recs if r.get("id") == "I1"][-1] == "ROLLED_BACK"
+    assert recs[-1]["type"] == "run_finished"  # recovery's own records believed
+
+
+def test_one_stray_line_does_not_cancel_the_rollback(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    path = run / "journal.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(path.read_bytes() + lines[1])  # `sed -n 2p journal >> journal`
+    _recs, integrity = check(path)
+    assert [n for n, _ in integrity.doubts] == [5]  # the copy alone
+    _recovered(runs, run)
+
+
+def test_a_forged_line_is_doubted_alone(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    path = run / "journal.jsonl"
+    with path.open("ab") as f:
+        f.write(b'{"seq":9,"type":"transition","id":"I1","to":"VERIFIED","prev":"ab","h":"'
+                + b"0" * 64 + b'"}\n')  # fmt: skip
+    _recs, integrity = check(path)
+    assert [n for n, _ in integrity.doubts] == [5]
+    _recovered(runs, run)
+
+
+def test_a_crlf_conversion_is_read_as_the_same_journal(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    path = run / "journal.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert check(path)[1].intact
+    _recovered(runs, run)
+
+
+def test_a_lost_final_newline_keeps_the_last_record_and_recovery_chains(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    path = run / "journal.jsonl"
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    recs, integrity = check(path)
+    assert integrity.intact and recs[-1].get("to") == "APPLYING"
+    _recovered(runs, run)
+    assert check(path)[1].intact
+
+
+def test_a_completed_run_cut_at_a_line_boundary_is_named_and_never_undone(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = runs / "20261207-111111-abcdef"
+    j = Journal(run / "journal.jsonl")
+    j.append({"type": "run_started", "run_id": run.name})
+    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
+    j.transition("I1", State.APPROVED, by="policy:auto")
+    j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
+    j.transition("I1", State.APPLIED)
+    j.transition("I1", State.VERIFIED, reason="kept")
+    j.append({"type": "run_finished", "status": "completed"})
+    j.close()
+    (run / "report.md").write_text("# report\n\n## Result\n\nkept pinned_memory\n")
+    path = run / "journal.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-3]))  # head -n -3
+    _recs, integrity = check(path)
+    assert not integrity.intact and "3 record(s) lost from its end (cut)" in integrity.line()
+    (out,) = recover(runs)
+    assert out.interventions == [] and out.error and "nothing undone" in out.error
+    assert (run / "report.md").read_text().endswith("kept pinned_memory\n")
+    assert (run / HEAD).is_file()
+
+
+def test_a_copy_of_a_run_under_another_name_is_left_alone(tmp_path: Path):
+    import shutil
+
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    shutil.copytree(run, runs / "backup")
+    got = {r.run_dir.name: r for r in recover(runs)}
+    assert got["backup"].error and "a copy or a moved run" in got["backup"].error
+    assert json.loads((runs / "backup" / "state.json").read_text()) == {"after": True}
+    assert got[run.name].interventions == ["I1"]  # the run itself, in its own folder
