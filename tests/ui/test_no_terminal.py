@@ -11,7 +11,7 @@ import sys
 from tests.paths import ROOT, TRACES
 
 
-def _run(*args: str, tmp_path) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+def _run(*args: str, tmp_path: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gitm_tui", *args],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, cwd=ROOT,
