@@ -149,6 +149,12 @@ class Journal:
         frm = self.states.get(iid)
         if to not in ALLOWED[frm]:
             raise JournalError(f"{iid}: {frm.value if frm else 'new'} → {to.value} is not allowed")
+        before = detail.get("state_before")
+        if isinstance(before, str) and before and "state_before_sha256" not in detail:
+            # the saved state sealed by its hash: recovery restores only what was saved
+            digest = _file_sha256(self.path.parent / before)
+            if digest is not None:
+                detail = {**detail, "state_before_sha256": digest}
         rec = self.append(
             {
                 "type": "transition",
@@ -163,6 +169,18 @@ class Journal:
 
 
 _STATES = {s.value for s in State}
+
+
+def _file_sha256(path: Path) -> str | None:
+    """The sha256 of a regular file's bytes (None when it cannot be read)."""
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except (OSError, ValueError):
+        return None
+    return h.hexdigest()
 
 
 def _finite(obj: Any) -> Any:
@@ -481,15 +499,18 @@ def recover(runs_dir: Path) -> list[Recovered]:
 
 def _saved_state(jpath: Path, recs: list[dict[str, Any]], iid: str) -> tuple[Path | None, str]:
     """The state file saved before ``iid`` was applied, or None and why it cannot be used: it
-    must be a regular file (not a link) inside this run's folder, named by the journal."""
-    before = next(
+    must be a regular file (not a link) inside this run's folder, named by the journal, and
+    hold the bytes whose sha256 the APPLYING record sealed (an edited saved state was once
+    restored silently)."""
+    applying: dict[str, Any] = next(
         (
-            r.get("state_before")
+            r
             for r in reversed(recs)
             if r.get("type") == "transition" and r["id"] == iid and r["to"] == State.APPLYING.value
         ),
-        None,
+        {},
     )
+    before = applying.get("state_before")
     if not isinstance(before, str) or not before:
         return None, "the journal names no saved state"
     home = jpath.parent.resolve()
@@ -501,6 +522,12 @@ def _saved_state(jpath: Path, recs: list[dict[str, Any]], iid: str) -> tuple[Pat
         return None, f"the saved state {before!r} is outside the run's folder"
     if not src.is_file():
         return None, f"the saved state {before!r} is missing"
+    sealed = applying.get("state_before_sha256")
+    if isinstance(sealed, str) and _file_sha256(src) != sealed:
+        return None, (
+            f"the saved state {before!r} changed since it was saved (its sha256 is not the one "
+            "the APPLYING record sealed)"
+        )
     return src, ""
 
 

@@ -111,3 +111,14 @@ def test_a_copy_of_a_run_under_another_name_is_left_alone(tmp_path: Path):
     assert got["backup"].error and "a copy or a moved run" in got["backup"].error
     assert json.loads((runs / "backup" / "state.json").read_text()) == {"after": True}
     assert got[run.name].interventions == ["I1"]  # the run itself, in its own folder
+
+
+def test_an_edited_saved_state_is_not_restored_and_said(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    applying = [r for r in read(run / "journal.jsonl") if r.get("to") == "APPLYING"][-1]
+    assert len(applying["state_before_sha256"]) == 64  # sealed when it was journaled
+    (run / "states" / "I1_before.json").write_text('{"before": "edited"}')
+    (out,) = recover(runs)
+    assert out.interventions == [] and "changed since it was saved" in out.unrestored["I1"]
+    assert json.loads((run / "state.json").read_text()) == {"after": True}  # not overwritten
