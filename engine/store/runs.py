@@ -10,6 +10,7 @@ the run-id format are written down.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -192,7 +193,12 @@ def append_bytes(path: Path, data: bytes) -> None:
     # never through a link someone planted in the run's folder
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:  # a short write (a disk that fills mid-record) is not taken as done
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, "no byte written", os.fspath(path))
+            view = view[n:]
         os.fsync(fd)
     except OSError as e:
         raise OSError(e.errno, e.strerror, os.fspath(path)) from None
@@ -209,6 +215,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would make it (mkstemp's is 0600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -222,6 +229,21 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask: from /proc on Linux (setting it to read it would change it for a
+    moment under every other thread), else set and put back."""
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as f,
+    ):
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def sweep_temp_files(run_dir: Path) -> int:
