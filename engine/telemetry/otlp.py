@@ -154,6 +154,10 @@ class _ThreadRecords(logging.Filter):
         return False
 
 
+#: the most of a collector's response body read (an OTLP answer is a few bytes of protobuf)
+MAX_RESPONSE_BYTES = 64 << 10
+
+
 def _recording_session(on_outcome: Callable[[str | None], None]) -> Any:
     """A requests Session (the exporter's transport) that tells ``on_outcome`` how each request
     went — None, or why not: the exception, the HTTP status and reason phrase — which the
@@ -162,8 +166,14 @@ def _recording_session(on_outcome: Callable[[str | None], None]) -> Any:
 
     class Session(requests.Session):
         def request(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["stream"] = True  # the body read here, to a limit, never whole
             try:
                 r = super().request(*args, **kwargs)
+                # an endpoint that answers "Content-Length: 100000000000" and streams grew the
+                # run's memory ~90 MB/s (issue 51): a collector's answer is a few bytes
+                body = r.raw.read(MAX_RESPONSE_BYTES, decode_content=True) or b""
+                r._content, r._content_consumed = body, True
+                r.close()
             except Exception as e:
                 on_outcome(_exception_reason(e))
                 raise

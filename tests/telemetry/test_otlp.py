@@ -394,3 +394,44 @@ def test_the_documented_table_is_the_code_s():
         if line.startswith("| `DCGM_")
     ]
     assert rows == [(f.name, f.unit, f.field, f.help) for f in DCGM]
+
+
+def test_a_collector_that_streams_an_endless_answer_is_read_to_a_limit():
+    """An endpoint answering "Content-Length: 100000000000" and streaming grew the run's
+    memory ~90 MB/s until the run ended (issue 51): its answer is read to MAX_RESPONSE_BYTES
+    and the connection closed, each export."""
+    sent = {"bytes": 0}
+
+    class Flood(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "100000000000")
+            self.end_headers()
+            chunk = b"\0" * (1 << 20)
+            with contextlib.suppress(OSError):
+                for _ in range(64):  # 64 MiB offered; far more than any answer
+                    self.wfile.write(chunk)
+                    sent["bytes"] += len(chunk)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Flood)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        b = NvmlBackend(FakeNvml(n=1))
+        sink = OtlpSink(
+            f"http://127.0.0.1:{server.server_address[1]}", interval_s=0.05, flush_timeout_s=5
+        )
+        sink.write(b.sample())
+        _wait(lambda: sink.delivered >= 1)
+        closing = threading.Thread(target=sink.close)
+        closing.start()
+        closing.join(60)
+        assert not closing.is_alive()
+    finally:
+        server.shutdown()
+    # the client stopped reading early: the server could not push the 64 MiB it offered
+    assert sent["bytes"] < 32 << 20, sent
