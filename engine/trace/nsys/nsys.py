@@ -124,6 +124,10 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
+#: what a NULL start or end reads as: beyond ±MAX_TIME_NS, so the row is skipped and counted
+NO_TIME = -(1 << 63)
+
+
 def _text(v: Any) -> str | None:
     """A value read where text was expected, as text. SQLite columns are not typed: a damaged
     or forged export can hold a BLOB there (bytes, read as UTF-8 with U+FFFD for bad bytes, as
@@ -189,8 +193,10 @@ def _rows(
     """Columns shared by every activity table (times, stream, device, correlation) plus the
     given ones; what a table does not have is unknown (0 / NaN, provenance bit unset)."""
     out = {
-        "start_ns": _ints(d, "start", n),
-        "end_ns": _ints(d, "end", n),
+        # a NULL time is no time: out of range, so the row is skipped and counted (as 0 it
+        # made a row from the session's start: "459,906 ms GPU time over 875.7 ms")
+        "start_ns": _ints(d, "start", n, NO_TIME),
+        "end_ns": _ints(d, "end", n, NO_TIME),
         "stream": _ints(d, "streamId", n, stream_default).astype(np.int32),
         "device": _ints(d, "deviceId", n).astype(np.int16),
         "kind": np.full(n, kind, np.uint8),
@@ -502,8 +508,8 @@ def _runtime(con: sqlite3.Connection, strings: dict[int, str]) -> tuple[HostEven
     d = _fetch(con, _RUNTIME, ["start", "end", "correlationId", "nameId", "globalTid"])
     n = len(d.get("start", ()))
     corr = _ints(d, "correlationId", n)
-    start, end = _ints(d, "start", n), _ints(d, "end", n)
-    # rows without a correlation id, or with times beyond ±MAX_TIME_NS (a damaged export)
+    start, end = _ints(d, "start", n, NO_TIME), _ints(d, "end", n, NO_TIME)
+    # rows without a correlation id, or with times NULL or beyond ±MAX_TIME_NS (damaged)
     keep = (
         (corr > 0)
         & (np.abs(start.astype(np.float64)) < MAX_TIME_NS)
