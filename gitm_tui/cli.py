@@ -9,6 +9,7 @@ Textual is imported only on the dashboard path.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -76,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     the program (``argv`` None: the console script, ``python -m gitm_tui``), it leaves the
     process ready to end fast (``_ending``)."""
     common.as_program = argv is None
+    if common.as_program:
+        _term_as_interrupt()
     try:
         code = int(_main(list(sys.argv[1:] if argv is None else argv)))
         sys.stdout.flush()  # a full disk under a redirected stdout says so here, not at exit
@@ -85,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:
         say("interrupted")
+        _quiet_dask_exit()
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:  # the reader went away (`| head`): it read what it wanted
         _drop_stdout()
@@ -101,6 +105,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if common.as_program:
             _ending()
+
+
+def _quiet_dask_exit() -> None:
+    """An interrupt during a local cluster's start left Dask's atexit hook to close it, which
+    printed a traceback ("Exception ignored in atexit callback … AssertionError"). Close what
+    is left here, quietly, and take the hook off: one line, never a traceback."""
+    spec = sys.modules.get("distributed.deploy.spec")
+    hook = getattr(spec, "close_clusters", None)
+    if hook is None:
+        return
+    import atexit
+
+    with contextlib.suppress(Exception):
+        hook()
+    atexit.unregister(hook)
+
+
+def _term_as_interrupt() -> None:
+    """SIGTERM ends a command as Ctrl-C does: its one line and exit 130, as README's table
+    says (`analyze DIR` killed with SIGTERM ended 143, silently: issue 51). The optimize run
+    puts its own handler in place of this one (it journals and reports first)."""
+    import signal
+
+    def interrupt(_sig: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError, OSError):  # (not the main thread; no such signal)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, interrupt)
 
 
 def _ending() -> None:

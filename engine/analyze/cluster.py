@@ -251,7 +251,9 @@ def _terminate_cleanly() -> Callable[[], None]:
         return lambda: None
 
     def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
+        # as Ctrl-C: the command's "interrupted" line and exit 130 (README); SystemExit(143)
+        # ended `analyze DIR` silently
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
 
