@@ -288,6 +288,8 @@ def test_ui_says_the_screen_needs_a_gpu_trace_and_prints_the_text(monkeypatch, c
                 self.analysis.error = str(e)
 
     monkeypatch.setattr(app_module, "make_analysis_app", lambda load, source: FakeApp(load, source))
+    # (as on a terminal: without one, --ui is one line and exit 2 — tests/ui/test_no_terminal.py)
+    monkeypatch.setattr("gitm_tui.commands.common.has_terminal", lambda: True)
     rc = main(["analyze", str(TRACE), "--ui"])
     cap = capsys.readouterr()
     assert rc == ExitCode.OK and "needs a GPU trace" in cap.err
