@@ -242,9 +242,10 @@ class Settling:
         """What the report and the log say of the warm-up, in launches (1-based)."""
         n, d = len(self.values), self.start
         if self.settled is None:
+            fit = "only 1 launch fits" if n == 1 else f"only {n} launches fit"
             return (
-                f"only {n} launches fit in the time ({self.seconds:.1f} s): whether the "
-                "program's launch times settle cannot be told; the A/A takes the last of them"
+                f"{fit} in the time ({self.seconds:.1f} s): whether the program's launch times "
+                "settle cannot be told; the A/A takes the last of them"
             )
         if self.settled is False:
             slope, _ = trend(self.values)

@@ -150,7 +150,9 @@ class CommandOptimizer(LoopRun):
         # pair i in interleave's order (A B, B A, …): engine.measure.in_time_order reads it so
         a = [blocks[j + (i % 2)] for i, j in enumerate(range(first, end - 1, 2))]
         b = [blocks[j + 1 - (i % 2)] for i, j in enumerate(range(first, end - 1, 2))]
-        self._pair_s = 2 * float(np.mean(walls[first:end]))
+        if not a:  # one launch fit: no pair (the noise is unknown), its value the baseline's
+            a = blocks[-1:]
+        self._pair_s = 2 * float(np.mean(walls[first:end] or walls[: len(blocks)]))
         self.journal.append({"type": "warm_up", "what": self.settling.text(),
                              **self.settling.to_json()})  # fmt: skip
         self.say(self.settling.text())

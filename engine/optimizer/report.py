@@ -130,8 +130,14 @@ def _result_lines(res: dict[str, Any]) -> list[str]:
             + ("" if noise.get("measurable", True) else f" {noise.get('diagnosis', '')}.")
         )
     else:
+        delta = res.get("aa_delta")
+        aa_text = (
+            f"{delta:.2%}"
+            if isinstance(delta, int | float) and math.isfinite(delta)
+            else "not measured (no pair of blocks)"
+        )
         out.append(
-            f"- Noise: A/A {res.get('aa_delta', 0):.2%}; intervals of about "
+            f"- Noise: A/A {aa_text}; intervals of about "
             + (
                 f"±{res.get('noise_floor', 0):.2%}."
                 if math.isfinite(res.get("noise_floor", 0))

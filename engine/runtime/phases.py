@@ -101,7 +101,8 @@ class OptimizePhases:
         opt.on_block = lambda raw: loop.call_soon_threadsafe(self._show_soon, raw)
         eng.log("info", "profile: warm-up, then the unchanged workload against itself (A/A)")
         noise = await asyncio.to_thread(opt.profile)
-        await self.show(opt.current[0])
+        if opt.current:
+            await self.show(opt.current[0])
         self.status("profile")
         black_box = not opt.traced  # no device trace: measured only
         unit, scale = opt.unit, opt.scale

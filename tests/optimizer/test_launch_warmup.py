@@ -167,3 +167,22 @@ def test_a_budget_that_ends_during_the_baseline_is_a_diagnosis_not_a_failed_prog
     warm = next(e for e in journal if e.get("type") == "warm_up")
     assert warm["settled"] is None and warm["launches"] == 2 and runs == 3
     assert not any(e.get("to") == "APPLYING" for e in journal)
+
+
+@pytest.mark.slow
+@pytest.mark.quiet
+def test_a_budget_that_holds_one_launch_is_a_diagnosis_not_a_crash(tmp_path):
+    """One 2 s launch in a 3 s budget: no pair can be made. It ended in an internal error (an
+    empty A/A: IndexError) on a loaded machine; it is a diagnosis with the launch's value as
+    the baseline."""
+    import re
+
+    from tests.optimizer.test_measurement import _run
+
+    p, fin, journal, _ivs, _runs = _run(
+        tmp_path, ("fast",), "10%", {"KE_SLEEP": "2", "KE_SEED": "14"}, budget="3s"
+    )
+    assert fin["verdict"] == "not measurable" and "internal error" not in p.stderr
+    warm = next(e for e in journal if e.get("type") == "warm_up")
+    assert warm["launches"] == 1 and warm["what"].startswith("only 1 launch fits")
+    assert not re.search(r"\bnan\b", Path(fin["report"]).read_text(), re.IGNORECASE)
