@@ -242,6 +242,11 @@ class Settling:
         """What the report and the log say of the warm-up, in launches (1-based)."""
         n, d = len(self.values), self.start
         if self.settled is None:
+            if n == 0:
+                return (
+                    f"no launch finished within the time ({self.seconds:.1f} s): the baseline "
+                    "is unknown"
+                )
             fit = "only 1 launch fits" if n == 1 else f"only {n} launches fit"
             return (
                 f"{fit} in the time ({self.seconds:.1f} s): whether the program's launch times "

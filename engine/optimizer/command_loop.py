@@ -131,10 +131,6 @@ class CommandOptimizer(LoopRun):
             if n >= series.FIRST and self.budget_left() <= 0:
                 why = "the budget"
                 break
-        if not blocks:  # not even one launch fit in the budget
-            self._baseline_failed(
-                CommandRun(None, 0, False, "no launch finished within the run's budget")
-            )
         first, end = series.aa()
         settled: bool | None = series.done
         if not series.done and len(blocks) - series.start < 2 * p.aa_pairs:
@@ -152,7 +148,8 @@ class CommandOptimizer(LoopRun):
         b = [blocks[j + 1 - (i % 2)] for i, j in enumerate(range(first, end - 1, 2))]
         if not a:  # one launch fit: no pair (the noise is unknown), its value the baseline's
             a = blocks[-1:]
-        self._pair_s = 2 * float(np.mean(walls[first:end] or walls[: len(blocks)]))
+        took = walls[first:end] or walls[: len(blocks)] or walls  # (none finished: its wall)
+        self._pair_s = 2 * float(np.mean(took)) if took else 0.0
         self.journal.append({"type": "warm_up", "what": self.settling.text(),
                              **self.settling.to_json()})  # fmt: skip
         self.say(self.settling.text())

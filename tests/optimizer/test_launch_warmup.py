@@ -184,5 +184,7 @@ def test_a_budget_that_holds_one_launch_is_a_diagnosis_not_a_crash(tmp_path):
     )
     assert fin["verdict"] == "not measurable" and "internal error" not in p.stderr
     warm = next(e for e in journal if e.get("type") == "warm_up")
-    assert warm["launches"] == 1 and warm["what"].startswith("only 1 launch fits")
+    # (on a loaded machine not even the first launch may fit: the same diagnosis, no baseline)
+    assert (warm["launches"], warm["what"][:19]) in ((1, "only 1 launch fits "),
+                                                     (0, "no launch finished "))  # fmt: skip
     assert not re.search(r"\bnan\b", Path(fin["report"]).read_text(), re.IGNORECASE)
