@@ -662,6 +662,17 @@ def pairs_to_decide(c: Comparison, threshold: float, margin: float = 0.8) -> int
     return max(n, c.n)
 
 
+def _untriable(
+    aa: Comparison, pair_s: float, diagnosis: str, because: str, unsettled: str = ""
+) -> NoisePlan:
+    """A plan under which no lever is tried (``because``), whatever the target."""
+    p = params()
+    return NoisePlan(
+        aa, p.min_pairs, math.inf, pair_s, False, p.max_pairs, diagnosis, False,
+        f"no lever is tried: {because}", unsettled,
+    )  # fmt: skip
+
+
 def plan(
     aa: Comparison,
     target: float,
@@ -690,31 +701,21 @@ def plan(
             else "a program whose launches reach a steady time (warm its caches before the "
             "run, or make each launch do the same work), or a larger --budget if it settles later"
         )
-        return NoisePlan(
+        return _untriable(
             aa,
-            p.min_pairs,
-            math.inf,
             pair_s,
-            False,
-            p.max_pairs,
             f"a {target:.0%} gain cannot be measured here: {seen}. What would help: {helps}",
-            False,
-            "no lever is tried: " + ("two speed modes" if modes else "the launches never settled"),
+            "two speed modes" if modes else "the launches never settled",
             seen,
         )
     sd = aa.sd_log if aa.valid and aa.n >= 2 else math.nan
     want = p.resolution * target
     if not math.isfinite(sd):
-        return NoisePlan(
+        return _untriable(
             aa,
-            p.min_pairs,
-            math.inf,
             pair_s,
-            False,
-            p.max_pairs,
             "the A/A measurement did not complete, so the machine's noise is unknown",
-            False,
-            "no lever is tried: the machine's noise is unknown",
+            "the machine's noise is unknown",
         )
     # the spread of the A/A is itself estimated from few pairs: its upper confidence bound
     # would be more cautious still; the trial's own interval is what the gate reads, so the

@@ -17,8 +17,10 @@ import numpy as np
 from engine.trace.segments import Kind
 from engine.trace.trace import Trace
 
+#: a kernel named from ATen or c10: PyTorch's own kernels
+ATEN = re.compile(r"\bat::|\bc10::|at_cuda_detail|_ZN2at6native")
 _SIGNS = (
-    ("PyTorch", re.compile(r"\bat::|\bc10::|at_cuda_detail|_ZN2at6native")),
+    ("PyTorch", ATEN),
     ("XLA", re.compile(r"^(?:loop_|input_)?[a-z_]*fusion(?:_\d+)?(?:\.\d+)?$")),
     ("TensorFlow", re.compile(r"\btensorflow::|\bEigen::")),
 )

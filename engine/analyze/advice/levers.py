@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -73,6 +72,7 @@ from engine.schedule.dag import (
     merge_idle_host_rows,
     schedule,
 )
+from engine.trace.framework import ATEN, framework_of
 from engine.trace.import_memory import give_back
 from engine.trace.segments import Kind, Klass
 from engine.trace.trace import ApiKind, Trace
@@ -81,7 +81,7 @@ from engine.trace.trace import ApiKind, Trace
 WARMUP_SHARE = 0.10
 #: kernels from ATen (PyTorch's op library): evidence the program runs PyTorch and therefore
 #: its caching allocator (demangled as Kineto writes them, or mangled as Nsight may)
-_ATEN = re.compile(r"\bat::|\bc10::|at_cuda_detail|_ZN2at6native")
+_ATEN = ATEN  # (engine.trace.framework: where the framework is read from the trace)
 _ORDER = {"predicted": 0, "ceiling": 1, "not_judged": 2, "not_applicable": 3}
 _TIMED = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMM)  # the rows build_dag replays
 
@@ -710,13 +710,6 @@ def is_pytorch(trace: Trace) -> bool:
     seg = trace.segments
     ids = np.unique(seg.name[seg.kind == Kind.KERNEL]).tolist()
     return any(_ATEN.search(trace.names[int(i)]) for i in ids)
-
-
-def framework_of(trace: Trace) -> str | None:
-    """engine.trace.framework.framework_of (imported when first asked)."""
-    from engine.trace.framework import framework_of as of
-
-    return of(trace)
 
 
 __all__ = [
