@@ -350,6 +350,84 @@ def rank_table(
     return t
 
 
+def _bound_by(a: Analysis) -> str:
+    """The group the rank's critical path is bound by, with its share ('host/framework 98%')."""
+    from engine.schedule.critical import GROUPS, share_text
+
+    cp = a.critical_path
+    if cp is None or cp.total_ns <= 0:
+        return "—"
+    ns = {p.part: p.ns for p in cp.parts}
+    v, g = max((sum(ns.get(p, 0) for p in ps), g) for g, ps in GROUPS.items())
+    return f"{g} {share_text(v / cp.total_ns)}" if v > 0 else "—"
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """'rank 3', 'ranks 0–7', 'ranks 0–3, 5, 9–12'."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
+    return f"rank{'s' if len(ranks) > 1 else ''} {text}"
+
+
+def each_rank_table(analyses: list[Analysis]) -> tuple[RenderableType, list[str]] | None:
+    """One row per rank of a job: what bounds its step and the lever predicted to help most
+    (its interval and ceiling, ``*`` where it scales by a prior), and the footnotes the rows
+    share (the peers' bound of the gains: one line however many ranks say it). A job's ranks
+    get this instead of one whole summary each (83 lines a rank: 10,000 lines for 128 ranks,
+    and 0.09 s of rendering a rank); each rank's whole analysis is its report.md. None: not the
+    ranks of one job (rank_table's rule)."""
+    ranked = [a for a in analyses if a.rank is not None]
+    if len(ranked) < 2 or len({a.rank for a in ranked}) != len(ranked):
+        return None
+    t = Table(
+        title="each rank: what bounds its step, and the lever predicted to help most "
+        "(replayed on that rank; nothing applied)",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    for c, right in (
+        ("rank", True),
+        ("bound by", False),
+        ("lever", False),
+        ("predicted (interval)", True),
+        ("ceiling", True),
+        ("notes", True),
+    ):  # notes: how many report.md has
+        t.add_column(c, justify="right" if right else "left", no_wrap=c != "bound by")
+    foot: dict[str, None] = {}
+    alone: list[int] = []
+    prior = False
+    for a in sorted(ranked, key=lambda a: a.rank or 0):
+        a = clean_analysis(a, SHOWN_CHARS)
+        judged = [e for e in a.interventions if e.status in ("predicted", "ceiling")]
+        best = judged[0] if judged else None  # (ranked as the lever table ranks them)
+        if best is None:
+            cells = ["none judged", "—", "—"]
+        else:
+            prior |= best.prior_based
+            cells = [best.lever, best.gain_text() + (" *" if best.prior_based else ""),
+                     "—" if best.ceiling is None else f"≤ {best.ceiling:+.1%}"]  # fmt: skip
+            if (best.peers or "").startswith("peers unknown"):
+                alone.append(a.rank or 0)
+            elif best.peers:  # held to its peers: what the job can gain from this rank
+                foot[f"rank {a.rank}: {best.peers}"] = None
+        t.add_row(str(a.rank), Text(_bound_by(a)), *map(Text, cells), f"{len(a.notes)}")
+    lines = list(foot)
+    if alone:
+        lines.insert(0, f"peers unknown on {_ranks_text(alone)}: collectives are replayed as if "
+                     "every peer arrived with the rank; a later peer would take gain back "
+                     "(how many, each rank's report.md)")  # fmt: skip
+    if prior:
+        lines.append("* scales by a named prior (its stated range gives the interval)")
+    return t, lines
+
+
 def cross_rank_text(c: CrossRank) -> Text:
     """The collectives across ranks in a few lines: matching and clock rules, the straggler of
     each step and how long the others waited, the worst arrival skews, the robust outliers."""

@@ -95,13 +95,14 @@ class Workers:
         self._restore = _terminate_cleanly()
         if self.local:
             n = max(1, min(self._files, self._workers or os.cpu_count() or 1))
-            self._local = LocalCluster(
-                n_workers=n,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=50,  # CRITICAL only: the terminal is ours
-            )
+            with _forked_workers():
+                self._local = LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=50,  # CRITICAL only: the terminal is ours
+                )
             self._client = Client(self._local)
         else:
             self._client = _connect(Client, self._cluster)
@@ -238,6 +239,26 @@ def _connect(client_cls: Any, address: str) -> Any:
         else f"no answer within {CONNECT_S + 5.0:g} s"
     )
     raise ConnectionError(f"cannot reach the Dask scheduler at {address}: {why}"[:400])
+
+
+def _forked_workers() -> contextlib.AbstractContextManager[object]:
+    """The local cluster's worker processes forked from this one, on Linux, where Dask's
+    default would spawn them: a spawned worker starts a fresh interpreter and imports Dask, the
+    analysis and numba and loads the kernels again — ~1 s of CPU a worker, paid before its first
+    file, while a forked one has them already (8 ranks of a 109k-event trace on 2 cores: 4.6–4.9 s
+    and 7.3 s of CPU spawned, 2.7–3.3 s and 3.9 s forked; benchmarks/results/ranks_real.md).
+    Nothing here forks while holding a lock a worker needs: the fork is made by Dask's event
+    loop thread, the kernels have no threading layer (no ``parallel=True``). Elsewhere (macOS:
+    fork is unsafe there), or where the user set another method than Dask's default, Dask's
+    setting stands."""
+    import sys
+
+    import dask
+
+    key = "distributed.worker.multiprocessing-method"
+    if sys.platform != "linux" or dask.config.get(key, "spawn") != "spawn":
+        return contextlib.nullcontext()
+    return dask.config.set({key: "fork"})
 
 
 def _terminate_cleanly() -> Callable[[], None]:

@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.text import clean
@@ -173,11 +174,25 @@ def _print_text(got: Analyzed, ns: argparse.Namespace) -> None:
     """The text output: each file's summary and what was written, then the ranks."""
     from rich.text import Text
 
-    from gitm_tui.analyze_view import cpu_summary, cross_rank_text, rank_table, summary
+    from gitm_tui.analyze_view import (
+        cpu_summary,
+        cross_rank_text,
+        each_rank_table,
+        rank_table,
+        summary,
+    )
 
     console = stdout_console()
     several = len(got.outcomes) > 1
+    odd = got.not_one_job  # files of different jobs: refused with one line (exit 3)
+    ranks = rank_table(got.analyses, got.straggler, got.judged)
+    # the ranks of one job: a row each (each rank's whole analysis is its report.md)
+    each = each_rank_table(got.analyses) if ranks is not None and not odd else None
+    rank_outputs: list[str] = []
     for o in got.outcomes:
+        if o.analysis is not None and each is not None:
+            rank_outputs += o.outputs
+            continue
         if o.analysis is not None:
             console.print(summary(o.analysis, explain=ns.explain))
         elif o.cpu is not None:  # a CPU-only trace: what its CPU events say
@@ -189,8 +204,18 @@ def _print_text(got: Analyzed, ns: argparse.Namespace) -> None:
         if o.outputs:
             # Text: a path is never read as markup (file names come from outside)
             console.print(Text(clean(f"wrote {', '.join(o.outputs)}"), style="dim"))
-    odd = got.not_one_job  # files of different jobs: refused with one line (exit 3)
-    ranks = rank_table(got.analyses, got.straggler, got.judged)
+    if each is not None:
+        table, foot = each
+        console.print(table)
+        for line in foot:
+            console.print(Text(line, style="bold" if not line.startswith("*") else ""))
+        whole = (
+            f"each rank's whole analysis: report.md in its folder ({_folders(rank_outputs)})"
+            if rank_outputs
+            else "each rank's whole analysis: gitm-tui analyze FILE, or --json"
+        )
+        console.print(Text(clean(whole), style="dim"))
+        console.print()
     if got.refused is not None:  # a directory of rank traces: one job, it says
         error(got.refused)
     elif odd:  # files named one by one: each analysed; only the comparison is refused
@@ -211,6 +236,15 @@ def _print_text(got: Analyzed, ns: argparse.Namespace) -> None:
             style="dim",
             highlight=False,
         )
+
+
+def _folders(outputs: list[str]) -> str:
+    """The rank folders the outputs were written to, in a few words ('OUT/rank0000 … OUT/rank0127,
+    128 folders, each: analysis.json, report.md, …')."""
+    dirs = list(dict.fromkeys(str(Path(f).parent) for f in outputs))
+    names = list(dict.fromkeys(Path(f).name for f in outputs))
+    span = dirs[0] if len(dirs) == 1 else f"{dirs[0]} … {dirs[-1]}, {len(dirs)} folders"
+    return f"{span}; each: {', '.join(names)}"
 
 
 def _load_one(ns: argparse.Namespace, path: str, progress: Callable[[str], None]) -> AnalysisResult:

@@ -164,6 +164,36 @@ def test_analyze_a_rank_directory_prints_and_writes_the_cross_rank_analysis(tmp_
     assert re.search(r"^\| 0 \| [\d.,]+ \| 2 \| [\d.,]+ \|$", md, re.M) and "## Links" in md
 
 
+def test_a_jobs_ranks_get_a_row_each_and_their_whole_analysis_stays_in_report_md(tmp_path, capsys):
+    """A job's ranks printed one whole summary each (83 lines a rank: 700 lines for 8 ranks,
+    10,000 for 128, and 0.09 s of rendering a rank in the client): now one row a rank — what
+    bounds its step, its best lever with interval and ceiling — and where its whole analysis
+    is. Each rank's report.md still holds everything the one-file summary shows."""
+    from engine.analyze.api import AnalyzeOptions, analyze
+    from gitm_tui.cli import main
+
+    write_ranks(tmp_path / "ranks", ranks=4, steps=2, straggler=2)
+    rc = main(["analyze", str(tmp_path / "ranks"), "--out", str(tmp_path / "out"),
+               "--workers", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0 and "top 10 kernels by GPU time" not in out and "kineto rank" not in out
+    each = out.split("each rank: what bounds its step", 1)[1].split("each rank's whole", 1)[0]
+    rows = [line.split() for line in each.splitlines() if line[:4].strip().isdigit()]
+    assert [r[0] for r in rows] == ["0", "1", "2", "3"]
+    got = analyze([str(tmp_path / "ranks")], AnalyzeOptions(out_root=None)).analyses
+    for row, a in zip(rows, sorted(got, key=lambda a: a.rank or 0), strict=True):
+        assert a.critical_path is not None
+        top = a.critical_path.headline.removeprefix("bound by ").split(":", 1)[0]
+        assert " ".join(row[1:]).startswith(top)  # its headline's group, its share after it
+        best = next(e for e in a.interventions if e.status in ("predicted", "ceiling"))
+        assert best.lever in row and best.gain_text().split()[0] in row
+    where = out.split("each rank's whole analysis:", 1)[1]
+    assert "4 folders" in where and "report.md" in where
+    for r in range(4):
+        md = next((tmp_path / "out").glob(f"*{r}*/report.md")).read_text()
+        assert "critical path" in md.lower() and "what would help" in md.lower()
+
+
 def test_the_ranks_merge_into_one_perfetto_file_one_process_per_rank_on_one_clock(tmp_path):
     import gzip
     from collections import defaultdict
@@ -466,7 +496,10 @@ def test_a_rank_named_twice_is_analysed_once_and_the_ranks_are_still_compared(tm
                "--workers", "1"])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0 and "collectives across ranks" in out and "not the ranks" not in out
-    assert sum(line.endswith("kineto rank 1") for line in out.splitlines()) == 1
+    each = out.split("each rank: what bounds its step", 1)[1].split("each rank's whole", 1)[0]
+    assert [line.split()[0] for line in each.splitlines() if line[:4].strip().isdigit()] == [
+        "0", "1", "2"
+    ]  # fmt: skip
 
 
 def test_negative_stream_ids_merge_and_no_temporary_file_is_left(tmp_path):
