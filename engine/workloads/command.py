@@ -17,8 +17,12 @@ Output (stdout and stderr together) is read line by line as it streams: the metr
 match in any line, a pattern never spans lines, and only the last few hundred characters are
 kept. Every run ends by the run's budget at the latest, and a
 stop (SIGINT/SIGTERM, the dashboard quitting) ends the running program's process group.
-Whatever the program started outside that group (``setsid``, a daemon) carries ``TAG_VAR`` in
-its environment and is ended with it (Linux; engine/store/runs.py ``end_tagged``).
+On Linux the program runs under a child subreaper (engine/workloads/reaper.py): every
+descendant it leaves — a daemon in another session and process group, with an empty
+environment, a double fork — is reparented to the reaper and ended when the program ends, and
+the output ends with them (a daemon holding the pipe open does not hold the measurement).
+Whatever the program started outside its group also carries ``TAG_VAR`` in its environment, by
+which a killed run's next start ends it (engine/store/runs.py ``end_tagged``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -321,9 +326,10 @@ class CommandWorkload:
         """Start the program: no shell, its own process group (its children are stopped with
         it), stdout and stderr together on one pipe; CommandError (one line) if it cannot."""
         tag = new_tag()  # every descendant inherits it: found again if it leaves the group
+        _runnable(argv[0], env)
         try:
             p = subprocess.Popen(
-                argv,
+                reaped(argv),
                 env={**env, TAG_VAR: tag},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -421,6 +427,32 @@ class CommandWorkload:
             if self.cancelled:
                 break
         return CommandMeasurement(runs)
+
+
+#: the helper that runs the program as its child subreaper (engine/workloads/reaper.py)
+REAPER = Path(__file__).with_name("reaper.py")
+
+
+def reaped(argv: list[str]) -> list[str]:
+    """``argv`` run under the reaper (engine.workloads.reaper): every descendant of the program
+    — one that left its group and session, with an empty environment — ends with it, and its
+    output ends when they have. Linux only (the subreaper is Linux's); elsewhere ``argv``."""
+    if sys.platform != "linux" or not sys.executable or not REAPER.is_file():
+        return argv
+    return [sys.executable, "-I", "-S", str(REAPER), *argv]
+
+
+def _runnable(program: str, env: dict[str, str]) -> None:
+    """CommandError (one line) when ``program`` cannot be run: not found on the environment's
+    PATH, or not executable — said before the reaper starts (its exec would only exit 127)."""
+    import shutil
+
+    path = env.get("PATH", os.defpath)
+    if shutil.which(program, os.F_OK, path) is None:
+        raise CommandError(f"cannot run {program!r}: no such program")
+    found = shutil.which(program, os.X_OK, path)
+    if found is None or os.path.isdir(found):
+        raise CommandError(f"cannot run {program!r}: permission denied")
 
 
 def read_output(p: subprocess.Popen[bytes], scan: _OutputScanner) -> threading.Thread:

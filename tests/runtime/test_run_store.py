@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -211,6 +213,53 @@ def test_a_grandchild_that_leaves_the_group_is_ended_with_the_program(tmp_path):
     while not _gone(pid) and time.monotonic() < deadline:  # bounded: proves it ends, no timing
         time.sleep(0.05)
     assert _gone(pid), "the grandchild outlived the measurement"
+
+
+#: a program that starts two daemons no tag can find — each in its own session with an empty
+#: environment, one a double fork, both holding the output pipe open — and exits at once
+_DAEMONS = (
+    "import os, subprocess, sys\n"
+    "a = subprocess.Popen(['sleep', '300'], env={}, start_new_session=True,"
+    " executable='/bin/sleep')\n"
+    "b = subprocess.Popen(['/bin/sh', '-c', 'sleep 300 & echo $! > \"$0\"; exec sleep 300',"
+    " sys.argv[1] + '.b'], env={}, start_new_session=True)\n"
+    "open(sys.argv[1], 'w').write(f'{a.pid} {b.pid}')\n"
+    "print('time=1', flush=True)\n"
+    "os._exit(0)\n"
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the child subreaper is Linux's")
+@pytest.mark.parametrize("stop", [False, True], ids=["exits", "stopped"])
+def test_daemons_with_no_environment_end_with_the_program_and_its_output(tmp_path, stop):
+    """Issue 51: a program that forks a daemon with `setsid` and an empty environment left it
+    running after the run, one per launch, and one that kept the output pipe open made the
+    measurement wait past the program's end. The program runs under the reaper (a child
+    subreaper): every descendant, tagged or not, ends with it, and so does its output — when
+    it exits by itself and when the run stops it."""
+    from engine.workloads.command import CommandSpec, CommandWorkload
+
+    pidfile = tmp_path / "daemons.pid"
+    code = _DAEMONS if not stop else _DAEMONS.replace("os._exit(0)", "import time; time.sleep(60)")
+    argv = (sys.executable, "-c", code, str(pidfile))
+    wl = CommandWorkload(CommandSpec(argv=argv, metric=r"time=(\d+)", timeout_s=60))
+    if stop:
+        threading.Timer(1.5, wl.cancel).start()
+    t0 = time.monotonic()
+    got = wl.run_once(wl.base)
+    took = time.monotonic() - t0
+    assert got.ok is (not stop), got.reason
+    deadline = time.monotonic() + 10
+    while not pidfile.with_name("daemons.pid.b").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [int(x) for x in pidfile.read_text().split()]
+    pids.append(int(pidfile.with_name("daemons.pid.b").read_text()))  # the double fork's
+    deadline = time.monotonic() + 10
+    while not all(map(_gone, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(map(_gone, pids)), [p for p in pids if not _gone(p)]
+    assert took < 150  # (not a timing: the daemons held the output for 300 s, a wait on them
+    # would take that long)
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
