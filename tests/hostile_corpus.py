@@ -43,6 +43,11 @@ class Case:
     words: tuple[str, ...] = ()
     make: Callable[[Path], object] = lambda d: None
     env: dict[str, str] = field(default_factory=dict)
+    #: what the run store holds before the command (its ``runs`` folder is given)
+    store: Callable[[Path], object] = lambda runs: None
+    #: what must still hold after it — nothing the user had is lost (given the ``runs`` folder;
+    #: an AssertionError says what was lost)
+    after: Callable[[Path], object] = lambda runs: None
 
     def argv(self, d: Path) -> list[str]:
         return [a.replace("{d}", str(d)) for a in self.args]
@@ -96,6 +101,20 @@ def _run_with_two_traces(d: Path) -> None:
         (run / name).write_bytes(hi.trace_bytes())
 
 
+def _nsys_nulls(d: Path) -> None:
+    """Kernel rows with a NULL start or end (the table rebuilt without its NOT NULL, as a
+    damaged export holds it): read as 0 they ran from the session's start (issue 51)."""
+    shutil.copyfile(hi.NSYS, d / "t.sqlite")
+    con = sqlite3.connect(d / "t.sqlite")
+    with con:
+        con.execute("CREATE TABLE k AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("ALTER TABLE k RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = NULL WHERE rowid <= 2")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = NULL WHERE rowid = 3")
+    con.close()
+
+
 # ------------------------------------------------------------------ audit ledgers
 def _ledger(d: Path, **over: object) -> None:
     led = {
@@ -138,6 +157,89 @@ def _scratch_is_a_file(d: Path) -> None:
     (d / "scratch-file").write_text("x")
 
 
+# ------------------------------------------------------------------ a dead run's journal
+_DEAD = "20261207-101010-abcdef"
+
+
+def _dead_run(damage: str) -> Callable[[Path], None]:
+    """A run killed right after I1 went APPLYING (its saved state sealed in that record, the
+    lever's state on disk), its journal then damaged as issue 51 found journals: a stray copy
+    of an old line appended, a forged line, a CRLF conversion, the final newline lost, the
+    saved state edited."""
+
+    def store(runs: Path) -> None:
+        from engine.store.journal import Journal, State
+
+        run = runs / _DEAD
+        j = Journal(run / "journal.jsonl")
+        j.append({"type": "run_started", "run_id": run.name})
+        j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
+        j.transition("I1", State.APPROVED, by="tui")
+        (run / "states").mkdir()
+        (run / "states" / "I1_before.json").write_text('{"before": true}')
+        j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
+        j.close()
+        (run / "state.json").write_text('{"after": true}')  # the lever applied, then the kill
+        path = run / "journal.jsonl"
+        data = path.read_bytes()
+        if damage == "stray":  # `sed -n 2p journal.jsonl >> journal.jsonl`
+            path.write_bytes(data + data.splitlines(keepends=True)[1])
+        elif damage == "forged":
+            path.write_bytes(data + b'{"seq":9,"type":"transition","id":"I1","to":"VERIFIED",'
+                             b'"prev":"ab","h":"' + b"0" * 64 + b'"}\n')  # fmt: skip
+        elif damage == "crlf":
+            path.write_bytes(data.replace(b"\n", b"\r\n"))
+        elif damage == "newline":
+            path.write_bytes(data.rstrip(b"\n"))
+        elif damage == "state":
+            (run / "states" / "I1_before.json").write_text('{"before": "edited"}')
+
+    return store
+
+
+def _state_is(value: object) -> Callable[[Path], None]:
+    def after(runs: Path) -> None:
+        got = json.loads((runs / _DEAD / "state.json").read_text())
+        assert got == value, f"the lever's state is {got}, not {value}"
+        assert (runs / _DEAD / "report.md").is_file(), "no report.md for the dead run"
+
+    return after
+
+
+def _completed_and_cut(runs: Path) -> None:
+    """A completed run (I1 kept, its report written) whose journal lost its last 3 lines
+    (`head -n -3`): it passed as intact, and recovery undid the kept lever and rewrote its
+    report as "did not finish"."""
+    from engine.store.journal import Journal, State
+
+    run = runs / _DEAD
+    j = Journal(run / "journal.jsonl")
+    j.append({"type": "run_started", "run_id": run.name})
+    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
+    j.transition("I1", State.APPROVED, by="policy:auto")
+    (run / "states").mkdir()
+    (run / "states" / "I1_before.json").write_text('{"before": true}')
+    j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
+    j.transition("I1", State.APPLIED)
+    j.transition("I1", State.VERIFIED, reason="kept")
+    j.append({"type": "run_finished", "status": "completed"})
+    j.close()
+    (run / "state.json").write_text('{"after": true}')
+    (run / "report.md").write_text("# report\n\n## Result\n\nkept pinned_memory\n")
+    path = run / "journal.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-3]))
+
+
+def _kept_whole(runs: Path) -> None:
+    _state_is({"after": True})(runs)
+    report = (runs / _DEAD / "report.md").read_text()
+    assert report.endswith("kept pinned_memory\n"), "the completed run's report was rewritten"
+
+
+#: a short simulated run: its start recovers the store's dead runs
+_RUN = ["--no-ui", "--budget", "2s"]
+
+
 CASES: list[Case] = [
     # traces
     Case("empty gzip", ["analyze", "{d}/e.json.gz", "--no-write"], INPUT, ("empty file",),
@@ -162,6 +264,11 @@ CASES: list[Case] = [
          ("t.sqlite",), _nsys_blob),
     Case("not SQLite", ["analyze", "{d}/x.sqlite", "--no-write"], INPUT, ("x.sqlite",),
          _file("x.sqlite", b"SQLite format 3\x00" + b"\xff" * 4096)),
+    Case("Nsight NULL start and end", ["analyze", "{d}/t.sqlite", "--no-write"], OK,
+         ("3 malformed events were skipped",), _nsys_nulls),
+    Case("analyze --ui with no terminal", ["analyze", "{d}/t.json", "--ui"], USAGE,
+         ("needs a terminal",), _file("t.json", hi.trace_bytes())),
+    Case("the dashboard with no terminal", ["--budget", "2s"], OK, ("running headless",)),
     Case("escapes, markup, no dur", ["analyze", "{d}/names.json", "--no-write"], OK,
          ("malformed",), _hostile_names),
     Case("a ucx:// cluster", ["analyze", "{d}/e.json", "--cluster", "ucx://host:1"], USAGE,
@@ -196,6 +303,22 @@ CASES: list[Case] = [
     Case("GITM_SCRATCH is a file", ["--no-ui", "--budget", "5s"], INPUT, ("GITM_SCRATCH",),
          _scratch_is_a_file, {"GITM_SCRATCH": "{d}/scratch-file"}),
     Case("approve a path", ["approve", "../../x", "I1"], USAGE, ("not a run id",)),
+    # a dead run's journal, damaged (issue 51): the next start names the damage and puts the
+    # lever's true state back, or says why it cannot, and never undoes a finished run
+    Case("journal: a stray old line appended", _RUN, OK,
+         ("rolled back I1", "line 5: it does not follow"), store=_dead_run("stray"),
+         after=_state_is({"before": True})),
+    Case("journal: a forged line appended", _RUN, OK, ("rolled back I1", "not believed"),
+         store=_dead_run("forged"), after=_state_is({"before": True})),
+    Case("journal: CRLF line ends", _RUN, OK, ("rolled back I1",), store=_dead_run("crlf"),
+         after=_state_is({"before": True})),
+    Case("journal: its final newline lost", _RUN, OK, ("rolled back I1",),
+         store=_dead_run("newline"), after=_state_is({"before": True})),
+    Case("journal: saved state edited", _RUN, OK,
+         ("NOT restored", "changed since it was saved"), store=_dead_run("state"),
+         after=_state_is({"after": True})),
+    Case("journal: a completed run cut", _RUN, OK, ("lost from its end (cut)", "nothing undone"),
+         store=_completed_and_cut, after=_kept_whole),
     Case("approve a run that is not there", ["approve", "20261204-000000-abcdef", "I1"],
          USAGE, ("20261204-000000-abcdef",)),
 ]  # fmt: skip
@@ -229,6 +352,7 @@ def run(case: Case, base: Path, timeout: float = 120.0) -> Outcome:
     for p in (d, home, cwd):
         p.mkdir(parents=True)
     case.make(d)
+    case.store(scratch / "runs")
     before = {p: _tree(p) for p in (d, home, cwd)}
     env = {
         **os.environ,

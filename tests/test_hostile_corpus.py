@@ -27,12 +27,13 @@ def test_a_hostile_input_gets_its_exit_code_and_one_line(case: Case, tmp_path):
     errors = [ln for ln in o.stderr.splitlines() if ln.startswith("gitm-tui: error:")]
     if case.code == OK:
         assert not errors, errors
-        shown = o.stdout
+        shown = o.stdout + o.stderr  # (a warning line: stderr)
     else:
         assert len(errors) == 1, errors
         shown = errors[0]
     for word in case.words:
         assert word in shown, f"{case.name}: {word!r} not in {shown[:300]!r}"
+    case.after(tmp_path / "scratch" / "runs")  # nothing the user had is lost
 
 
 def test_the_corpus_covers_every_surface():
