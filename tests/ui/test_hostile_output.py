@@ -36,6 +36,7 @@ from engine.runtime.events import (
 )
 from engine.study.audit import AuditLedger
 from engine.telemetry.sample import TelemetrySample
+from engine.text import md_text
 from engine.trace.kineto.kineto import read_kineto
 from gitm_tui.app import Settings, make_analysis_app, make_app
 from gitm_tui.cli import main
@@ -120,7 +121,10 @@ def test_analyze_shows_hostile_names_escaped_on_a_pipe_and_writes_clean_files(
         assert isinstance(analysis, dict) and isinstance(perfetto, dict)
     report_md = (out_dir / "hostile_names" / "report.md").read_text(encoding="utf-8")
     assert "\\x1b[2J" in report_md and "[bold red]x[/]" in report_md
-    assert "trace says \\x1b]0;gpu\\x07NVIDIA [bold]A100[/] \\u202e\ufffd" in report_md
+    # the device's name from the trace: its escapes visible, its markup escaped (issue 51: it
+    # reached report.md raw, where `[x](url)` would have been a link)
+    said = md_text("\x1b]0;gpu\x07NVIDIA [bold]A100[/] \u202e\ufffd")
+    assert f"trace says {said}" in report_md and "\\[bold\\]A100" in said
     # analysis.json keeps the names as they were (JSON escapes their controls); only the lone
     # surrogate, which UTF-8 cannot hold, became U+FFFD
     data = json.loads((out_dir / "hostile_names" / "analysis.json").read_text(encoding="utf-8"))

@@ -309,18 +309,22 @@ def report_markdown(a: Analysis) -> str:
         "",
         f"* source: `{md_code(a.source, _REPORT_CHARS)}` "
         f"({a.format}{'' if a.rank is None else f', rank {a.rank}'})",
-        f"* hardware: {a.hardware.name} ({a.hardware.detected_from}"
-        f"{'' if not a.hardware.reported_name else ', trace says ' + a.hardware.reported_name})",
+        f"* hardware: {md_text(a.hardware.name)} ({md_text(a.hardware.detected_from)}"
+        f"{'' if not a.hardware.reported_name else ', trace says ' + md_text(a.hardware.reported_name)})",
         f"* {a.segments:,} GPU segments ({a.kernels:,} kernels), {_ms(a.gpu_time_ns)} ms GPU "
         f"time over {_ms(a.span_ns)} ms",
         f"* hardware links: host {a.hardware.host_link or 'unknown'}; peer "
         f"{a.hardware.peer_link or ('none assumed' if a.hardware.id else 'unknown')}",
-        *([f"* device inferred: {a.hardware.device_basis}"] if a.hardware.device_basis else []),
         *(
-            f"* device {d.id}: {d.name} ({d.detected_from}) — {d.rows:,} rows, "
+            [f"* device inferred: {md_text(a.hardware.device_basis)}"]
+            if a.hardware.device_basis
+            else []
+        ),
+        *(
+            f"* device {d.id}: {md_text(d.name)} ({md_text(d.detected_from)}) — {d.rows:,} rows, "
             f"{_ms(d.gpu_time_ns)} ms ({d.share_of_gpu_time:.0%} of GPU time); host link "
             f"{d.host_link or 'unknown'}; peer {d.peer_link or 'unknown'}"
-            + (f"; {d.basis}" if d.basis else "")
+            + (f"; {md_text(d.basis)}" if d.basis else "")
             for d in (a.devices if len(a.devices) > 1 else [])
         ),
         f"* evidence behind the labels: {a.pressures}"
@@ -508,7 +512,7 @@ def report_markdown(a: Analysis) -> str:
         "",
     ]
     if a.notes:
-        lines += ["## Notes", ""] + [f"* {n}" for n in a.notes] + [""]
+        lines += ["## Notes", ""] + [f"* {md_text(n)}" for n in a.notes] + [""]
     return "\n".join(lines)
 
 
