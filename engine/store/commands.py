@@ -65,7 +65,13 @@ def send(run_id: str, action: str, iid: str, by: str) -> Path:
     why = decision_refused(action, iid, states[iid])
     if why is not None:
         raise DecisionError(why)
-    append_line(run_dir / COMMANDS, {"action": action, "id": iid, "by": bounded_by(by)})
+    try:
+        append_line(run_dir / COMMANDS, {"action": action, "id": iid, "by": bounded_by(by)})
+    except PermissionError:
+        raise DecisionError(
+            f"run {run_id} is running, but its commands file cannot be written by this user "
+            "(permission denied: another user's run?); a decision must come from its owner"
+        ) from None
     return run_dir
 
 

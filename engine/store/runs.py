@@ -18,6 +18,7 @@ import signal
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,22 @@ class RunLock:
 
 
 def is_live(run_dir: Path) -> bool:
-    """Return whether a process holds ``run_dir``'s lock (the run is running)."""
-    probe = RunLock(run_dir)
-    if not probe.path.exists():
+    """Return whether a process holds ``run_dir``'s lock (the run is running). The lock is
+    probed read-only (a shared lock, on POSIX): another user's live run, whose lock file this
+    user cannot open for writing, was reported "not running"."""
+    path = Path(run_dir) / LOCK
+    if not path.exists():
         return False
+    if _held_elsewhere is not None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return False  # (a link, a file gone: no lock we made)
+        try:
+            return _held_elsewhere(fd)
+        finally:
+            os.close(fd)
+    probe = RunLock(run_dir)
     try:
         if probe.acquire():
             probe.release()
@@ -166,6 +179,17 @@ try:  # POSIX
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
+    def _shared_probe(fd: int) -> bool:
+        """Whether another process holds the lock ``fd`` is open on (read-only is enough)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+
+    _held_elsewhere: Callable[[int], bool] | None = _shared_probe
+
 except ImportError:  # Windows: a byte-range lock on the first byte
     import msvcrt
 
@@ -178,6 +202,8 @@ except ImportError:  # Windows: a byte-range lock on the first byte
         except OSError:
             return False
         return True
+
+    _held_elsewhere = None  # (a byte-range lock needs the file open for writing)
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:

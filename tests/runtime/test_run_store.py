@@ -50,6 +50,43 @@ def test_the_lock_tells_a_live_run_from_a_dead_one():
     assert not is_live(run_path(rid))
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX locks")
+def test_another_users_live_run_is_live_and_a_decision_says_whose_it_is(monkeypatch):
+    """Issue 51: another user's live run was reported "not running" — its lock file, theirs,
+    cannot be opened for writing (the cause was permission). The probe opens it read-only;
+    a decision that cannot be written says so. (This test runs as one user: the other user's
+    files are stood for by refusing every write-open of the run's files.)"""
+    import subprocess
+
+    from engine.store import commands
+    from engine.store.journal import State
+
+    rid, _ = _run({"I1": [State.PROPOSED]})
+    run = run_path(rid)
+    (run / "run.lock").write_text("")  # the other user's lock file
+    holder = subprocess.Popen(  # the other user's run: a process holding the lock
+        [sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR);"
+         " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(run / "run.lock")], stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    real_open = os.open
+
+    def theirs(path, flags, *a):  # what this user may not do to the other user's files
+        if str(path).startswith(str(run)) and flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *a)
+
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(os, "open", theirs)
+        assert is_live(run)
+        with pytest.raises(DecisionError, match="cannot be written by this user"):
+            commands.send(rid, "approve", "I1", "me")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_decisions_are_checked_before_they_are_sent(tmp_path):
     P, A, AP, APL, V = (
         State.PROPOSED,
