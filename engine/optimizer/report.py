@@ -213,13 +213,25 @@ def write(
         where = " (simulated: no GPU was used)"
     else:
         where = " (a real process, measured for real" + ("; no device trace)" if black_box else ")")
+    # a report rebuilt from a dead run's journal knows only what the journal kept: what it
+    # does not know is not printed as 0 ("at least 0 interleaved pairs")
+    said = [f"budget {p['budget_s']:g} s" if "budget_s" in p else "budget not recorded"]
+    if "target" in p:
+        said.append(
+            f"target {p['target']:.0%} "
+            + ("better on its metric" if "metric" in res else "less time per sample")
+        )
+    said.append(f"approval policy `{p['approve']}`" if "approve" in p else "approvals not recorded")
+    if "seed" in p:
+        said.append(f"seed {p['seed']}")
+    if p.get("repeats"):
+        said.append(f"at least {p['repeats']} interleaved pairs per comparison")
     lines.append(
         f"Run `{_code(p.get('run_id', '?'))}` on **{_cell(p.get('device', '?'))}**"
         + where
-        + f", budget {p.get('budget_s', 0):g} s, target {p.get('target', 0):.0%} "
-        + ("better on its metric, " if "metric" in res else "less time per sample, ")
-        + f"approval policy `{p.get('approve', '?')}`, seed {p.get('seed', 0)}, "
-        + f"at least {p.get('repeats', 0)} interleaved pairs per comparison."
+        + ", "
+        + ", ".join(said)
+        + "."
     )
     lines.append("")
     if p.get("journal_broken"):

@@ -140,6 +140,11 @@ def test_a_run_killed_before_its_first_record_gets_a_journal_and_a_report(tmp_pa
     assert "before its first journal record" in recs[-1]["note"]
     report = rewrite_recovered(run, [], died=True).read_text()
     assert "This run did not finish" in report
+    # what the journal did not keep is not printed as 0 (issue 51: "at least 0 interleaved
+    # pairs", "budget 0 s" in rebuilt reports)
+    head = next(line for line in report.splitlines() if line.startswith("Run `"))
+    assert "at least 0" not in head and "budget 0 s" not in head and "target 0%" not in head
+    assert "budget not recorded" in head
     assert recover(runs) == []
     # a folder that is not named like a run, or holds no lock, is not ours to mark
     (runs / "notes").mkdir()
