@@ -4,6 +4,7 @@ import by format, analyse each file here or on Dask (engine.analyze.cluster), co
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 import time
@@ -143,11 +144,21 @@ def _is_trace_file(f: Path) -> bool:
         return False
 
 
+#: characters a folder name never carries (C0 and C1 controls, DEL, bidirectional overrides):
+#: a file named with an escape sequence made a folder whose name, listed by `ls` in a
+#: terminal, ran that escape
+_UNSAFE_IN_NAMES = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def _stem(name: str) -> str:
+    """The output folder's name for a file named ``name``: its suffix dropped, every control
+    and bidirectional-override character as ``_``."""
     for s in sorted(suffixes(), key=len, reverse=True):
         if name.endswith(s):
-            return name.removesuffix(s)
-    return name
+            name = name.removesuffix(s)
+            break
+    name = _UNSAFE_IN_NAMES.sub("_", name)
+    return name if name not in ("", ".", "..") else "trace"
 
 
 def output_names(files: list[str]) -> dict[str, str]:
@@ -165,7 +176,7 @@ def output_names(files: list[str]) -> dict[str, str]:
         stem = stems[f]
         if count[stem] > 1:
             segs = f.rstrip("/").replace("\\", "/").split("/")
-            parent = segs[-2] if len(segs) >= 2 and segs[-2] else "x"
+            parent = _UNSAFE_IN_NAMES.sub("_", segs[-2]) if len(segs) >= 2 and segs[-2] else "x"
             stem = f"{parent}_{stem}"
         base, k = stem, 1
         while stem in used:

@@ -109,7 +109,11 @@ def test_analyze_shows_hostile_names_escaped_on_a_pipe_and_writes_clean_files(
     assert "\\x1b[2J" in out and "\\x1b]0;pwned\\x07" in out and "[bold red]x[/]" in out
     assert "\\u202egnp.exe" in out
 
-    stems = {"names": "hostile_names", "file_name": HOSTILE_FILE_STEM}
+    # the output folder's name has no control or bidi character (issue 51: `ls` in a
+    # terminal ran the file name's escapes)
+    folder_name = "_]0;pwned_[bold red]x__[2J"
+    assert (out_dir / folder_name).is_dir()
+    stems = {"names": "hostile_names", "file_name": folder_name}
     for role, stem in stems.items():
         folder = out_dir / stem
         report = (folder / "report.md").read_bytes()
