@@ -240,15 +240,48 @@ def open_sinks(eng: RunContext) -> list[Any]:
     return sinks
 
 
+def mirror_bound_s(budget_s: float) -> float:
+    """Seconds the run waits for its mirror: a fifth of its budget, between 2 and 10 s (an
+    unreachable S3 root held a 2 s run to 32.9 s, its client retrying)."""
+    return min(10.0, max(2.0, 0.2 * budget_s))
+
+
 async def mirror(eng: RunContext) -> None:
-    """Copy the run's folder to $GITM_S3_ROOT when it is set."""
+    """Copy the run's folder to $GITM_S3_ROOT when it is set, waiting at most
+    ``mirror_bound_s``: the copy runs in a daemon thread, so one that never answers neither
+    holds the run's end nor the process's exit (the run's folder is complete either way)."""
+
     from engine.telemetry.sinks import mirror_run
 
     root = os.environ.get("GITM_S3_ROOT")
     if not root or not eng.run_dir.exists():
         return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[int] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not done.done():
+            (done.set_result if ok else done.set_exception)(value)
+
+    def copy() -> None:
+        try:
+            got: tuple[bool, Any] = (True, len(mirror_run(eng.run_dir)))
+        except Exception as e:
+            got = (False, e)
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, *got)
+
+    threading.Thread(target=copy, name="mirror", daemon=True).start()
+    bound = mirror_bound_s(eng.config.budget_s)
     try:
-        n = len(await asyncio.to_thread(mirror_run, eng.run_dir))
+        n = await asyncio.wait_for(asyncio.shield(done), bound)
+    except TimeoutError:
+        eng.log(
+            "warning",
+            f"mirroring to {root} did not finish within {bound:g} s (unreachable?); not waited "
+            f"for — the run is in {eng.run_dir}",
+        )
+        return
     except Exception as e:
         eng.log("warning", f"mirroring to {root} failed ({e}); the run is in {eng.run_dir}")
         return

@@ -45,7 +45,8 @@ def send(run_id: str, action: str, iid: str, by: str) -> Path:
         raise DecisionError(f"unknown decision {action!r}; one of {', '.join(DECISIONS)}")
     run_dir = run_path(run_id)
     journal = run_dir / JOURNAL
-    if not journal.is_file() or journal.is_symlink():
+    # a run is a folder of the store's own: never a link out of it (approve wrote through one)
+    if run_dir.is_symlink() or not journal.is_file() or journal.is_symlink():
         raise DecisionError(f"no run {run_id} under {runs_dir()}")
     recs = read(journal)
     if any(r.get("type") == "run_finished" for r in recs):

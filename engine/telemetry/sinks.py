@@ -187,11 +187,20 @@ def mirror_run(run_dir: Path, root: str | None = None) -> list[str]:
         return []
     import fsspec
 
-    fs, base = fsspec.core.url_to_fs(root.rstrip("/"))
+    # S3's client retries an unreachable endpoint for ~30 s: one short try, a bounded read
+    opts = (
+        {"config_kwargs": {"connect_timeout": 5, "read_timeout": 10,
+                           "retries": {"max_attempts": 1}}}
+        if root.startswith(("s3://", "s3a://"))
+        else {}
+    )  # fmt: skip
+    fs, base = fsspec.core.url_to_fs(root.rstrip("/"), **opts)
     dest = f"{base}/runs/{run_dir.name}"
     written = []
     for p in sorted(run_dir.rglob("*")):
-        if p.is_file():
+        # a regular file of the run's own: never a link someone put in its folder (its target
+        # may be anything on this machine)
+        if p.is_file() and not p.is_symlink():
             target = f"{dest}/{p.relative_to(run_dir).as_posix()}"
             fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
             fs.put_file(str(p), target)

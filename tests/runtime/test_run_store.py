@@ -333,3 +333,18 @@ def test_recovery_ends_what_a_killed_runs_program_started_outside_its_group(tmp_
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_decision_is_never_written_through_a_link_out_of_the_store(tmp_path):
+    """Issue 51: `approve` followed a run folder that was a link to a folder elsewhere."""
+    import shutil
+
+    from engine.store.journal import State
+
+    rid, _ = _run({"I1": [State.PROPOSED]})
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(str(run_path(rid)), elsewhere)
+    run_path(rid).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(DecisionError, match="no run"):
+        send(rid, "approve", "I1", "me")
+    assert not (elsewhere / "commands.jsonl").exists()

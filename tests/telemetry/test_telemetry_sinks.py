@@ -101,3 +101,57 @@ async def test_sampler_never_blocks_and_reports_a_lost_gpu(tmp_path):
 def test_sim_backend_samples():
     (s,) = SimBackend().sample()
     assert s.source == "simulated" and s.power_w > 0
+
+
+def test_the_mirror_copies_no_link_out_of_the_run(tmp_path):
+    """Issue 51: a link put in a run's folder was followed — its target, anything on the
+    machine, copied to the mirror."""
+    import fsspec
+
+    run = tmp_path / "runs" / "20261129-000000-abc124"
+    run.mkdir(parents=True)
+    (run / "journal.jsonl").write_text('{"seq": 1}\n')
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the run's")
+    (run / "secret.txt").symlink_to(secret)
+    written = mirror_run(run, "memory://bucket/links")
+    assert written == ["/bucket/links/runs/20261129-000000-abc124/journal.jsonl"]
+    assert not fsspec.filesystem("memory").exists(
+        "/bucket/links/runs/20261129-000000-abc124/secret.txt"
+    )
+
+
+async def test_a_mirror_that_never_answers_does_not_hold_the_runs_end(tmp_path, monkeypatch):
+    """Issue 51: an unreachable S3 root held a 2 s run to 32.9 s. The run waits for its mirror
+    at most mirror_bound_s (2 s for a 2 s budget), says so, and its exit is not held either
+    (the copy runs in a daemon thread)."""
+    import threading
+    from types import SimpleNamespace
+
+    import fsspec
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from engine.runtime import sources
+
+    never = threading.Event()
+
+    class Unreachable(MemoryFileSystem):
+        protocol = "unreachable"
+
+        def put_file(self, *args, **kwargs):
+            never.wait()  # an endpoint that accepts and never answers
+
+    fsspec.register_implementation("unreachable", Unreachable, clobber=True)
+    run = tmp_path / "runs" / "20261129-000000-abc125"
+    run.mkdir(parents=True)
+    (run / "journal.jsonl").write_text("{}\n")
+    monkeypatch.setenv("GITM_S3_ROOT", "unreachable://bucket")
+    said: list[tuple[str, str]] = []
+    eng = SimpleNamespace(run_dir=run, config=SimpleNamespace(budget_s=2.0),
+                          log=lambda level, msg: said.append((level, msg)))  # fmt: skip
+    try:
+        await asyncio.wait_for(sources.mirror(eng), 60)  # (a hang check, not a timing)
+    finally:
+        never.set()
+    assert said and said[0][0] == "warning"
+    assert "did not finish within 2 s" in said[0][1] and str(run) in said[0][1]
