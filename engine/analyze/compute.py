@@ -44,6 +44,7 @@ from engine.planner.graph import (
     trace_roofline,
 )
 from engine.regimes import Label, Regime
+from engine.trace.duplicates import duplicates_note
 from engine.trace.errors import TraceImportError
 from engine.trace.evidence import Tier, tiers
 from engine.trace.import_memory import gc_paused, give_back
@@ -757,6 +758,9 @@ def _analyze(
     malformed = props.get("malformed_events") or 0
     if malformed:
         notes.append(f"{malformed} malformed events were skipped")
+    twice = duplicates_note(props)
+    if twice is not None:
+        notes.append(twice)
     if tier_share["PRIOR"] + tier_share["NONE"] > 0.5 and props.get("framework_ops", 0) == 0:
         from engine.trace.framework import priors_note
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from engine.trace.duplicates import drop_duplicates
 from engine.trace.formats import ReadHow, format_of
 from engine.trace.trace import Trace
 
@@ -25,7 +26,8 @@ def read_trace(
     ``interpreted``: a first run: try the JSON scanner's Python twin before compiling it
     (``declined`` is called when the twin leaves the file to the compiled reader).
     ``merge_idle``: runs of calls that only take host time kept as one row, exact at the
-    times it names (engine.trace.idle_calls: as Kineto files are read; SQLite once read)."""
+    times it names (engine.trace.idle_calls: as Kineto files are read; SQLite once read).
+    Rows the file lists twice are kept once, and counted (engine.trace.duplicates)."""
     path = Path(path)
     how = ReadHow(interpreted=interpreted, declined=declined, merge_idle=merge_idle)
-    return format_of(path).read(path, how)
+    return drop_duplicates(format_of(path).read(path, how))
