@@ -289,6 +289,12 @@ CASES: list[Case] = [
          ("passwd",), _ledger_corpus("/etc/passwd")),
     Case("ledger corpus a FIFO", ["audit", "--verify", "{d}/ledger.json"], INPUT,
          ("corpus.pipe",), _ledger_corpus("fifo")),
+    Case("ledger corpus_spec of 1,000 sources", ["audit", "--verify", "{d}/ledger.json"], INPUT,
+         ("REJECTED", "does not match the corpus it records"),
+         lambda d: _ledger(d, corpus_spec=[f"{d}/t{i}.json" for i in range(1000)])),
+    Case("ledger corpus_spec repeated", ["audit", "--verify", "{d}/ledger.json"], INPUT,
+         ("REJECTED", "more than once"),
+         lambda d: _ledger(d, corpus_spec=["calibrated"] * 1000)),
     Case("ledger not JSON", ["audit", "--verify", "{d}/ledger.json"], INPUT, ("ledger.json",),
          _file("ledger.json", b"{\"ledger_version\": 1,")),
     # flags and the run store

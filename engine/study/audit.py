@@ -357,6 +357,24 @@ def _flatten(x: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: x}
 
 
+def claims_problem(ledger: AuditLedger) -> str | None:
+    """Why the ledger cannot be the record of its own audit, said before any of its work is
+    redone (None: it can). The work of a verify is set by the ledger's ``corpus_spec``: a
+    forged one of 1,000 entries held ``audit --verify`` for ~10 silent minutes, while the
+    corpus it recorded had one item. An audit lists each source once, and its corpus holds
+    one item per source (three for ``calibrated``)."""
+    spec = ledger.corpus_spec
+    if len(set(spec)) != len(spec):
+        return "corpus_spec names a source more than once (an audit lists each once)"
+    want = sum(len(CALIBRATED) if s == "calibrated" else 1 for s in spec)
+    if want != len(ledger.corpus):
+        return (
+            f"corpus_spec ({len(spec):,} source(s): {want:,} corpus item(s)) does not match the "
+            f"corpus it records ({len(ledger.corpus):,} item(s))"
+        )
+    return None
+
+
 def verify(ledger: AuditLedger, model: EesmModel | None = None) -> list[str]:
     """Re-run the ledger's audit independently; return the differences (empty: verified).
     Creation time and versions are not compared; everything measured is, exactly."""

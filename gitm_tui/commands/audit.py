@@ -77,8 +77,15 @@ def cmd_audit(argv: Sequence[str]) -> ExitCode:
         except (OSError, ValueError) as e:
             error(f"{ns.verify}: not a readable audit ledger ({first_line(e)})")
             return ExitCode.INPUT
+        from engine.study.audit import claims_problem
         from engine.trace.errors import TraceImportError
 
+        problem = claims_problem(ledger)
+        if problem is not None:  # said before any work is redone
+            error(f"{ns.verify}: REJECTED — {problem}")
+            return ExitCode.INPUT
+        items, seeds = len(ledger.corpus), ledger.seeds
+        say(f"{ns.verify}: re-running its audit ({items} corpus item(s) × {seeds} seed(s))…")
         try:
             diffs = verify(ledger)
         except (TraceImportError, OSError) as e:  # the ledger names a corpus we cannot read
