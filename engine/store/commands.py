@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,23 +58,72 @@ def send(run_id: str, action: str, iid: str, by: str) -> Path:
             "gitm-tui puts it back)"
         )
     states: dict[str, State] = {}
+    since: dict[str, float] = {}  # when each intervention's state was journaled
     for r in recs:
         if r.get("type") == "transition":
             states[r["id"]] = State(r["to"])
+            t = r.get("t")
+            since[r["id"]] = float(t) if isinstance(t, (int, float)) else 0.0
     if iid not in states:
         have = ", ".join(sorted(states)) or "none yet"
         raise DecisionError(f"run {run_id} has no intervention {iid!r}; it has {have}")
     why = decision_refused(action, iid, states[iid])
     if why is not None:
         raise DecisionError(why)
+    why = _conflict(run_dir, action, iid, states[iid], since[iid])
+    if why is not None:
+        raise DecisionError(why)
     try:
-        append_line(run_dir / COMMANDS, {"action": action, "id": iid, "by": bounded_by(by)})
+        append_line(
+            run_dir / COMMANDS,
+            {"action": action, "id": iid, "by": bounded_by(by), "t": time.time()},
+        )
     except PermissionError:
         raise DecisionError(
             f"run {run_id} is running, but its commands file cannot be written by this user "
             "(permission denied: another user's run?); a decision must come from its owner"
         ) from None
     return run_dir
+
+
+#: what a decision makes of the state it applies to (engine.store.journal's lifecycle)
+_AFTER = {"approve": State.APPROVED, "reject": State.REJECTED, "rollback": State.ROLLED_BACK}
+#: the bytes of the commands file read back for decisions still waiting (the last ones)
+_PENDING_TAIL = 1 << 20
+
+
+def _conflict(run_dir: Path, action: str, iid: str, state: State, since: float) -> str | None:
+    """Why ``action`` on ``iid`` would not be taken as sent, given the decisions on ``iid``
+    already sent and not yet journaled (sent after its state was journaled): the same decision
+    again, or one that a waiting decision makes impossible (a reject waiting, then an approve:
+    both answered "sent", the approve was refused by the run). None: it can be sent."""
+    try:
+        with (run_dir / COMMANDS).open("rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - _PENDING_TAIL))
+            tail = f.read(_PENDING_TAIL)
+    except OSError:
+        return None
+    st = state
+    for line in tail.split(b"\n"):
+        c = _json(line)
+        if not (isinstance(c, dict) and c.get("id") == iid and c.get("action") in _AFTER):
+            continue
+        t = c.get("t")
+        if not isinstance(t, (int, float)) or t <= since:
+            continue  # taken already (its effect journaled), or of an older tool
+        if decision_refused(c["action"], iid, st) is not None:
+            continue  # the run will refuse that one itself
+        if c["action"] == action:
+            return (
+                f"{iid}: a {action} is sent already and waits for the run to take it "
+                f"(by {c.get('by', '?')}); not sent twice"
+            )
+        st = _AFTER[c["action"]]
+    if st is not state:
+        why = decision_refused(action, iid, st)
+        if why is not None:
+            return f"a decision sent before this one still waits: once the run takes it, {why}"
+    return None
 
 
 #: the longest line taken (a decision is ~80 bytes; a 5 MB author name is still read, then

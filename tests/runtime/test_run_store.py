@@ -348,3 +348,31 @@ def test_a_decision_is_never_written_through_a_link_out_of_the_store(tmp_path):
     with pytest.raises(DecisionError, match="no run"):
         send(rid, "approve", "I1", "me")
     assert not (elsewhere / "commands.jsonl").exists()
+
+
+def test_a_decision_that_a_waiting_one_makes_impossible_is_refused_when_sent():
+    """Issue 51: conflicting decisions both answered "sent" — `reject I1` then `approve I1`
+    while the run had taken neither: the run then refused the approve, which the user had been
+    told was sent. The decisions already sent and not yet journaled are taken into account."""
+    from engine.store.journal import State
+
+    rid, j = _run({"I1": [State.PROPOSED], "I2": [State.PROPOSED]})
+    lock = RunLock(run_path(rid))
+    assert lock.acquire()  # the run is live
+    try:
+        send(rid, "reject", "I1", "alice")
+        with pytest.raises(
+            DecisionError, match="still waits: once the run takes it, I1 is REJECTED"
+        ):
+            send(rid, "approve", "I1", "bob")
+        with pytest.raises(DecisionError, match="sent already .* not sent twice"):
+            send(rid, "reject", "I1", "bob")
+        send(rid, "approve", "I2", "alice")
+        send(rid, "reject", "I2", "bob")  # an approved one may still be rejected: in order
+        j.transition("I1", State.REJECTED, by="alice")  # the run took the reject
+        with pytest.raises(DecisionError, match="I1 is REJECTED"):
+            send(rid, "approve", "I1", "bob")  # (the journal's state says it now)
+        lines = (run_path(rid) / "commands.jsonl").read_text().splitlines()
+        assert [json.loads(x)["action"] for x in lines] == ["reject", "approve", "reject"]
+    finally:
+        lock.release()
