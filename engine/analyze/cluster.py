@@ -13,6 +13,7 @@ analysed. ``progress(done, total, path)`` is called as each file finishes.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -247,10 +248,13 @@ def _forked_workers() -> contextlib.AbstractContextManager[object]:
     analysis and numba and loads the kernels again — ~1 s of CPU a worker, paid before its first
     file, while a forked one has them already (8 ranks of a 109k-event trace on 2 cores: 4.6–4.9 s
     and 7.3 s of CPU spawned, 2.7–3.3 s and 3.9 s forked; benchmarks/results/ranks_real.md).
-    Nothing here forks while holding a lock a worker needs: the fork is made by Dask's event
-    loop thread, the kernels have no threading layer (no ``parallel=True``). Elsewhere (macOS:
-    fork is unsafe there), or where the user set another method than Dask's default, Dask's
-    setting stands."""
+    Only a process whose one thread is this one forks (the command's, at this point): the
+    fork is made by Dask's event-loop thread while this one waits, and no other thread can be
+    holding a lock the child would need — in a process with other threads (a library caller's,
+    a test runner's) a LocalCluster start hung 300 s in its forked worker, so such a process
+    spawns, as Dask does. The kernels have no threading layer (no ``parallel=True``).
+    Elsewhere (macOS: fork is unsafe there), or where the user set another method than Dask's
+    default, Dask's setting stands."""
     import sys
 
     import dask
@@ -258,7 +262,29 @@ def _forked_workers() -> contextlib.AbstractContextManager[object]:
     key = "distributed.worker.multiprocessing-method"
     if sys.platform != "linux" or dask.config.get(key, "spawn") != "spawn":
         return contextlib.nullcontext()
+    import threading
+
+    if threading.active_count() > 1:  # another thread may hold a lock the child would need
+        return contextlib.nullcontext()
     return dask.config.set({key: "fork"})
+
+
+#: the SIGTERM handlers _terminate_cleanly installed: a worker forked while one is installed
+#: gets SIGTERM's default back (a forked worker inherits its parent's handlers: the nanny's
+#: SIGTERM at the cluster's close raised KeyboardInterrupt in a starting worker, which printed
+#: a traceback on the command's stderr)
+_STOPS: set[Callable[..., None]] = set()
+
+
+def _default_sigterm_in_child() -> None:
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) in _STOPS:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_default_sigterm_in_child)
 
 
 def _terminate_cleanly() -> Callable[[], None]:
@@ -277,6 +303,7 @@ def _terminate_cleanly() -> Callable[[], None]:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
+    _STOPS.add(stop)
 
     def restore() -> None:
         signal.signal(signal.SIGTERM, previous)

@@ -365,7 +365,7 @@ def test_a_decision_that_a_waiting_one_makes_impossible_is_refused_when_sent():
             DecisionError, match="still waits: once the run takes it, I1 is REJECTED"
         ):
             send(rid, "approve", "I1", "bob")
-        with pytest.raises(DecisionError, match="sent already .* not sent twice"):
+        with pytest.raises(DecisionError, match=r"sent already .* not sent twice"):
             send(rid, "reject", "I1", "bob")
         send(rid, "approve", "I2", "alice")
         send(rid, "reject", "I2", "bob")  # an approved one may still be rejected: in order
