@@ -12,8 +12,9 @@ still there — SIGTERM, then SIGKILL after ``GRACE_S`` — until it has no chil
 as the program did (its exit status, or the signal that ended it), so the caller reads the
 program's own status.
 
-A stop (SIGTERM, SIGINT or SIGHUP to this process or its group) is passed to the program, and
-its descendants are ended as above once it exits; all of it within ``GRACE_S`` × 2, inside the
+A stop is signalled to the whole process group (engine.workloads.command, and a killed run's
+recovery, signal the group): the program gets it directly, and this process, which catches
+SIGTERM, SIGINT and SIGHUP, lives on to end its descendants once it exits — within the
 caller's grace before it SIGKILLs the group. Where the subreaper cannot be had, the program is
 run in this process's place (exec), as without this helper.
 
@@ -100,17 +101,16 @@ def main(argv: list[str]) -> None:
         ok = False
     if not ok:  # no subreaper: the program runs here, as it would without this helper
         _exec(argv)
-    child = 0
 
-    def forward(sig: int, _frame: object) -> None:
-        if child:
-            with contextlib.suppress(OSError):
-                os.kill(child, sig)
+    def outlive(_sig: int, _frame: object) -> None:
+        """A stop is the program's group's (the caller signals the group): the program has it
+        already — passed on again, a program that takes a second SIGTERM as "force" would be
+        forced. This process only outlives it, to end what it leaves."""
 
     # caught, not ignored: an exec resets a caught signal to its default (an ignored one would
     # stay ignored in the program)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, forward)
+        signal.signal(sig, outlive)
     child = os.fork()
     if child == 0:
         _exec(argv)
