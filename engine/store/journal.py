@@ -367,11 +367,18 @@ def check(path: Path) -> tuple[list[dict[str, Any]], Integrity]:
                 doubts.append((ln.no, "it does not follow the line before it on the chain "
                                       "(a copy, or inserted)"))  # fmt: skip
                 continue
+            if not ln.seal_ok:  # off the chain and not even sealed right: forged or damaged,
+                # it alone — it is no evidence against the line before it
+                doubts.append((ln.no, "it does not follow the line before it and its content "
+                                      "does not match its seal (forged or damaged)"))  # fmt: skip
+                continue
             # it names a seal no line carries: the line it follows was rewritten (the
             # sequence runs on), or a record before it is gone (a gap) — neither can be told
             # from the other for certain, so the last believed line is doubted too when the
-            # sequence runs on; the chain goes on from this line's seal
-            if out and isinstance(rec_seq, int) and rec_seq == seq + 1:
+            # sequence runs on, unless the head file vouches for it (the run recorded that
+            # line's seal as its last); the chain goes on from this line's seal
+            vouched = recorded is not None and recorded[:2] == (seq, head)
+            if out and isinstance(rec_seq, int) and rec_seq == seq + 1 and not vouched:
                 no, _ = out.pop()
                 doubts.append((no, "the line after it names another seal (it was rewritten)"))
             doubts.append((ln.no, "it does not follow the line before it (a line before it "
@@ -531,6 +538,33 @@ def _saved_state(jpath: Path, recs: list[dict[str, Any]], iid: str) -> tuple[Pat
     return src, ""
 
 
+#: what a line not believed may claim of an APPROVED intervention that means it may be applied
+_WENT_ON = {State.APPLYING.value, State.APPLIED.value, State.VERIFIED.value}
+
+
+def _doubted_claims(jpath: Path, integrity: Integrity) -> dict[str, dict[str, Any]]:
+    """The last transition each line not believed claims, by intervention (a line that is not
+    JSON claims nothing)."""
+    if integrity.intact:
+        return {}
+    try:
+        lines = jpath.read_bytes().split(b"\n")
+    except OSError:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for no, _why in integrity.doubts:
+        if not 0 < no <= len(lines):
+            continue
+        raw = lines[no - 1].removesuffix(b"\r")
+        try:
+            r = json.loads(raw)
+        except (ValueError, RecursionError):
+            r = None
+        if isinstance(r, dict) and r.get("type") == "transition" and isinstance(r.get("id"), str):
+            out[r["id"]] = r
+    return out
+
+
 def _recover_unstarted(jpath: Path) -> Recovered:
     """A dead run with no journal (killed before its first record): journal that it died."""
     sweep_temp_files(jpath.parent)
@@ -570,8 +604,32 @@ def _recover_run(jpath: Path) -> Recovered | None:
     j = Journal(jpath)
     pending = [iid for iid, st in j.states.items() if st in UNFINISHED]
     rec = Recovered(jpath.parent, broken="" if integrity.intact else integrity.line())
+    # the believed records leave an intervention APPROVED while a line not believed says it
+    # went further (its APPLYING edited, a tail that cannot be told): it may have been applied
+    claimed: dict[str, list[dict[str, Any]]] = {}
+    for iid, claim in _doubted_claims(jpath, integrity).items():
+        if j.states.get(iid) != State.APPROVED or claim.get("to") not in _WENT_ON:
+            continue
+        claim = {**claim, "to": State.APPLYING.value}  # (its saved state is the APPLYING's)
+        src, why = _saved_state(jpath, [claim], iid)
+        if src is None:
+            why = (
+                "whether it was applied cannot be told (the line saying it went on is not "
+                f"believed) and {why}"
+            )
+            j.append({"type": "not_restored", "id": iid, "reason": why})
+            rec.unrestored[iid] = why
+            continue
+        # the saved state matches the seal that line names: restored, as a rollback would
+        j.transition(
+            iid, State.APPLYING, state_before=claim["state_before"],
+            note="recovery: its APPLYING line is not believed; the saved state it names "
+            "matches the seal it carries",
+        )  # fmt: skip
+        claimed[iid] = [claim]
+        pending.append(iid)
     for iid in pending:
-        src, why = _saved_state(jpath, recs, iid)
+        src, why = _saved_state(jpath, claimed.get(iid, recs), iid)
         text = None
         if src is not None:
             try:

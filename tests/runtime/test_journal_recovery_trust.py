@@ -122,3 +122,78 @@ def test_an_edited_saved_state_is_not_restored_and_said(tmp_path: Path):
     (out,) = recover(runs)
     assert out.interventions == [] and "changed since it was saved" in out.unrestored["I1"]
     assert json.loads((run / "state.json").read_text()) == {"after": True}  # not overwritten
+
+
+def _edit_applying(run: Path) -> None:
+    """The APPLYING line edited (its seal no longer matches): the believed records end at
+    APPROVED — whether I1 was applied cannot be told from them."""
+    path = run / "journal.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert b'"APPLYING"' in lines[-1]
+    lines[-1] = lines[-1].replace(b'"APPLYING"', b'"APPLIED"')
+    path.write_bytes(b"".join(lines))
+
+
+def test_a_doubted_applying_line_restores_the_saved_state_it_seals(tmp_path: Path):
+    """Issue 51: "when the tail is doubtful, say what cannot be told and restore the last sealed
+    state_before that can be verified". The lever stayed applied: recovery believed I1 only
+    APPROVED, "nothing was being applied"."""
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    _edit_applying(run)
+    (out,) = recover(runs)
+    assert out.interventions == ["I1"] and out.unrestored == {}
+    assert json.loads((run / "state.json").read_text()) == {"before": True}
+    believed, integrity = check(run / "journal.jsonl")
+    i1 = [r for r in believed if r.get("id") == "I1"]
+    assert [r["to"] for r in i1][-2:] == ["APPLYING", "ROLLED_BACK"]
+    assert "not believed" in i1[-2]["note"] and len(i1[-2]["state_before_sha256"]) == 64
+    assert [n for n, _ in integrity.doubts] == [4]  # the edited line is still named
+
+
+def test_a_doubted_applying_line_whose_saved_state_changed_is_said_and_left(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    _edit_applying(run)
+    (run / "states" / "I1_before.json").write_text('{"before": "edited"}')
+    (out,) = recover(runs)
+    assert out.interventions == []
+    why = out.unrestored["I1"]
+    assert "whether it was applied cannot be told" in why and "changed since it was saved" in why
+    assert json.loads((run / "state.json").read_text()) == {"after": True}  # not overwritten
+
+
+def test_a_forged_claim_with_no_saved_state_is_said_not_acted_on(tmp_path: Path):
+    runs = tmp_path / "runs"
+    run = runs / "20261207-121212-abcdef"
+    j = Journal(run / "journal.jsonl")
+    j.append({"type": "run_started", "run_id": run.name})
+    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
+    j.transition("I1", State.APPROVED, by="tui")
+    j.close()
+    (run / "state.json").write_text('{"as": "it is"}')
+    with (run / "journal.jsonl").open("ab") as f:
+        f.write(b'{"seq":4,"type":"transition","id":"I1","to":"APPLYING","prev":"x","h":"'
+                + b"0" * 64 + b'"}\n')  # fmt: skip
+    (out,) = recover(runs)
+    assert out.interventions == [] and "names no saved state" in out.unrestored["I1"]
+    assert json.loads((run / "state.json").read_text()) == {"as": "it is"}
+
+
+def test_a_well_sealed_stray_line_does_not_unseat_a_line_the_head_vouches_for(tmp_path: Path):
+    """A line sealed right (its seal matches its content) that names a seal no line carries and
+    runs the sequence on once cast doubt on the record before it — here the APPLYING one, which
+    the run's head file recorded as its last: that record stays believed, I1 is rolled back."""
+    import hashlib
+
+    runs = tmp_path / "runs"
+    run = _dead_run(runs)
+    last_seq = read(run / "journal.jsonl")[-1]["seq"]
+    body = json.dumps({"seq": last_seq + 1, "t": 0, "type": "note", "prev": "ab" * 32},
+                      separators=(",", ":"))  # fmt: skip
+    seal = hashlib.sha256(body.encode()).hexdigest()
+    with (run / "journal.jsonl").open("ab") as f:
+        f.write(body[:-1].encode() + b',"h":"' + seal.encode() + b'"}\n')
+    _recs, integrity = check(run / "journal.jsonl")
+    assert [n for n, _ in integrity.doubts] == [5]  # the stray line alone
+    _recovered(runs, run)
