@@ -344,6 +344,7 @@ class Engine:
         finally:
             if ticker is not None:
                 ticker.cancel()
+            phases.stop_showing()  # (a trial's blocks still arriving have no screen left)
             if self._warm is not None and not self._warm.done():
                 self._warm.cancel()
             if phases.opt is not None:

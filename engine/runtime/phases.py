@@ -72,6 +72,7 @@ class OptimizePhases:
         #: measurements being streamed to the dashboard (``show``), one at a time
         self._showing = asyncio.Lock()
         self._shows: list[asyncio.Future[None]] = []
+        self._closed = False  # the run is ending (stop_showing): no show starts any more
 
     @property
     def loop(self) -> AnyLoop:
@@ -372,9 +373,30 @@ class OptimizePhases:
 
     # ------------------------------------------------------------------ what the bus is told
     def _show_soon(self, m: LoopMeasurement) -> None:
-        """``show`` on the loop, in order (the measuring thread hands blocks over here)."""
-        self._shows.append(asyncio.ensure_future(self.show(m)))
+        """``show`` on the loop, in order (the measuring thread hands blocks over here). Once
+        the run is stopped nothing more is shown: a block handed over while the dashboard quit
+        started a show after the event loop's executor had shut down — a traceback on the
+        terminal after the dashboard had closed."""
+        if self.eng.stopped or self._closed:
+            return
+        self._shows.append(asyncio.ensure_future(self._show_quietly(m)))
         self._shows = [t for t in self._shows if not t.done()]
+
+    async def _show_quietly(self, m: LoopMeasurement) -> None:
+        """``show``, where the run may end under it: a show the loop's shutdown overtakes is
+        dropped (what it would have drawn has no screen left), any other failure raised."""
+        try:
+            await self.show(m)
+        except RuntimeError:
+            if not (self.eng.stopped or self._closed):
+                raise
+
+    def stop_showing(self) -> None:
+        """The run is ending: the shows still pending are cancelled and no new one starts."""
+        self._closed = True
+        for t in self._shows:
+            t.cancel()
+        self._shows = []
 
     async def show(self, m: LoopMeasurement) -> None:
         """Stream a measurement's trace to the dashboard (shifted after what was shown), tagged
