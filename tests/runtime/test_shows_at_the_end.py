@@ -14,7 +14,7 @@ from engine.runtime.phases import OptimizePhases
 
 
 def _phases(stopped: bool = False) -> OptimizePhases:
-    return OptimizePhases(SimpleNamespace(stopped=stopped))  # type: ignore[arg-type]
+    return OptimizePhases(SimpleNamespace(stopped=stopped))
 
 
 async def test_a_block_after_the_end_starts_no_show(monkeypatch):
