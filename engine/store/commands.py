@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,11 @@ def send(run_id: str, action: str, iid: str, by: str) -> Path:
             f"run {run_id} is running, but its commands file cannot be written by this user "
             "(permission denied: another user's run?); a decision must come from its owner"
         ) from None
+    except OSError as e:  # a FIFO or a device planted in its place, a full disk
+        raise DecisionError(
+            f"run {run_id}: its commands file cannot be written ({e.strerror or e}); "
+            "nothing was sent"
+        ) from None
     return run_dir
 
 
@@ -97,12 +103,21 @@ def _conflict(run_dir: Path, action: str, iid: str, state: State, since: float) 
     already sent and not yet journaled (sent after its state was journaled): the same decision
     again, or one that a waiting decision makes impossible (a reject waiting, then an approve:
     both answered "sent", the approve was refused by the run). None: it can be sent."""
-    try:
-        with (run_dir / COMMANDS).open("rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - _PENDING_TAIL))
-            tail = f.read(_PENDING_TAIL)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:  # a regular file of the run's, opened without following a link or blocking (a FIFO)
+        fd = os.open(run_dir / COMMANDS, flags)
     except OSError:
         return None
+    try:
+        st_ = os.fstat(fd)
+        if not stat.S_ISREG(st_.st_mode):
+            return None
+        os.lseek(fd, max(0, st_.st_size - _PENDING_TAIL), os.SEEK_SET)
+        tail = os.read(fd, _PENDING_TAIL)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     st = state
     for line in tail.split(b"\n"):
         c = _json(line)

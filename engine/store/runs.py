@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import stat
 import tempfile
 import time
 import uuid
@@ -216,9 +217,16 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
 def append_bytes(path: Path, data: bytes) -> None:
     """Append ``data`` to ``path`` in one write, then fsync. A refused write (a full disk)
     raises OSError naming ``path``: os.write's own error names no file."""
-    # never through a link someone planted in the run's folder
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    # never through a link someone planted in the run's folder, never into a FIFO or a device
+    # (opening a FIFO for writing blocks until someone reads it)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         view = memoryview(data)
         while view:  # a short write (a disk that fills mid-record) is not taken as done
             n = os.write(fd, view)

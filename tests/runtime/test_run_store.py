@@ -376,3 +376,22 @@ def test_a_decision_that_a_waiting_one_makes_impossible_is_refused_when_sent():
         assert [json.loads(x)["action"] for x in lines] == ["reject", "approve", "reject"]
     finally:
         lock.release()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_as_the_commands_file_does_not_hang_the_conflict_check():
+    """The check of decisions still waiting reads the commands file: a FIFO planted there is
+    not read, and not written: either would block `approve` forever (no one reads it)."""
+    from engine.store.commands import _conflict
+    from engine.store.journal import State
+
+    rid, _ = _run({"I1": [State.PROPOSED]})
+    os.mkfifo(run_path(rid) / "commands.jsonl")
+    assert _conflict(run_path(rid), "approve", "I1", State.PROPOSED, 0.0) is None
+    lock = RunLock(run_path(rid))
+    assert lock.acquire()  # live
+    try:
+        with pytest.raises(DecisionError, match=r"cannot be written .*nothing was sent"):
+            send(rid, "approve", "I1", "me")  # (opening the FIFO to write blocked forever)
+    finally:
+        lock.release()
