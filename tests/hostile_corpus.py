@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.paths import ROOT
+from tests.runtime.journals import DEAD, REPORT, completed_run, dead_run
 from tests.trace import hostile_inputs as hi
 
 #: exit codes (README "Exit codes")
@@ -158,7 +159,6 @@ def _scratch_is_a_file(d: Path) -> None:
 
 
 # ------------------------------------------------------------------ a dead run's journal
-_DEAD = "20261207-101010-abcdef"
 
 
 def _dead_run(damage: str) -> Callable[[Path], None]:
@@ -168,18 +168,7 @@ def _dead_run(damage: str) -> Callable[[Path], None]:
     saved state edited."""
 
     def store(runs: Path) -> None:
-        from engine.store.journal import Journal, State
-
-        run = runs / _DEAD
-        j = Journal(run / "journal.jsonl")
-        j.append({"type": "run_started", "run_id": run.name})
-        j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
-        j.transition("I1", State.APPROVED, by="tui")
-        (run / "states").mkdir()
-        (run / "states" / "I1_before.json").write_text('{"before": true}')
-        j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
-        j.close()
-        (run / "state.json").write_text('{"after": true}')  # the lever applied, then the kill
+        run = dead_run(runs)
         path = run / "journal.jsonl"
         data = path.read_bytes()
         if damage == "stray":  # `sed -n 2p journal.jsonl >> journal.jsonl`
@@ -199,9 +188,9 @@ def _dead_run(damage: str) -> Callable[[Path], None]:
 
 def _state_is(value: object) -> Callable[[Path], None]:
     def after(runs: Path) -> None:
-        got = json.loads((runs / _DEAD / "state.json").read_text())
+        got = json.loads((runs / DEAD / "state.json").read_text())
         assert got == value, f"the lever's state is {got}, not {value}"
-        assert (runs / _DEAD / "report.md").is_file(), "no report.md for the dead run"
+        assert (runs / DEAD / "report.md").is_file(), "no report.md for the dead run"
 
     return after
 
@@ -210,30 +199,15 @@ def _completed_and_cut(runs: Path) -> None:
     """A completed run (I1 kept, its report written) whose journal lost its last 3 lines
     (`head -n -3`): it passed as intact, and recovery undid the kept lever and rewrote its
     report as "did not finish"."""
-    from engine.store.journal import Journal, State
-
-    run = runs / _DEAD
-    j = Journal(run / "journal.jsonl")
-    j.append({"type": "run_started", "run_id": run.name})
-    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
-    j.transition("I1", State.APPROVED, by="policy:auto")
-    (run / "states").mkdir()
-    (run / "states" / "I1_before.json").write_text('{"before": true}')
-    j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
-    j.transition("I1", State.APPLIED)
-    j.transition("I1", State.VERIFIED, reason="kept")
-    j.append({"type": "run_finished", "status": "completed"})
-    j.close()
-    (run / "state.json").write_text('{"after": true}')
-    (run / "report.md").write_text("# report\n\n## Result\n\nkept pinned_memory\n")
+    run = completed_run(runs)
     path = run / "journal.jsonl"
     path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-3]))
 
 
 def _kept_whole(runs: Path) -> None:
     _state_is({"after": True})(runs)
-    report = (runs / _DEAD / "report.md").read_text()
-    assert report.endswith("kept pinned_memory\n"), "the completed run's report was rewritten"
+    report = (runs / DEAD / "report.md").read_text()
+    assert report == REPORT, "the completed run's report was rewritten"
 
 
 #: a short simulated run: its start recovers the store's dead runs

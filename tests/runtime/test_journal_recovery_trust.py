@@ -9,20 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.store.journal import HEAD, Journal, State, check, read, recover
+from engine.store.journal import HEAD, check, read, recover
+from tests.runtime.journals import REPORT, approved_run, completed_run, dead_run
 
 
 def _dead_run(runs: Path) -> Path:
-    run = runs / "20261207-101010-abcdef"
-    j = Journal(run / "journal.jsonl")
-    j.append({"type": "run_started", "run_id": run.name})
-    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
-    j.transition("I1", State.APPROVED, by="tui")
-    (run / "states").mkdir()
-    (run / "states" / "I1_before.json").write_text('{"before": true}')
-    j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
-    (run / "state.json").write_text('{"after": true}')  # the lever applied, then the kill
-    return run
+    return dead_run(runs)
 
 
 def _recovered(runs: Path, run: Path) -> None:
@@ -80,24 +72,14 @@ def test_a_lost_final_newline_keeps_the_last_record_and_recovery_chains(tmp_path
 
 def test_a_completed_run_cut_at_a_line_boundary_is_named_and_never_undone(tmp_path: Path):
     runs = tmp_path / "runs"
-    run = runs / "20261207-111111-abcdef"
-    j = Journal(run / "journal.jsonl")
-    j.append({"type": "run_started", "run_id": run.name})
-    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
-    j.transition("I1", State.APPROVED, by="policy:auto")
-    j.transition("I1", State.APPLYING, state_before="states/I1_before.json")
-    j.transition("I1", State.APPLIED)
-    j.transition("I1", State.VERIFIED, reason="kept")
-    j.append({"type": "run_finished", "status": "completed"})
-    j.close()
-    (run / "report.md").write_text("# report\n\n## Result\n\nkept pinned_memory\n")
+    run = completed_run(runs, "20261207-111111-abcdef")
     path = run / "journal.jsonl"
     path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-3]))  # head -n -3
     _recs, integrity = check(path)
     assert not integrity.intact and "3 record(s) lost from its end (cut)" in integrity.line()
     (out,) = recover(runs)
     assert out.interventions == [] and out.error and "nothing undone" in out.error
-    assert (run / "report.md").read_text().endswith("kept pinned_memory\n")
+    assert (run / "report.md").read_text() == REPORT
     assert (run / HEAD).is_file()
 
 
@@ -165,12 +147,9 @@ def test_a_doubted_applying_line_whose_saved_state_changed_is_said_and_left(tmp_
 
 def test_a_forged_claim_with_no_saved_state_is_said_not_acted_on(tmp_path: Path):
     runs = tmp_path / "runs"
-    run = runs / "20261207-121212-abcdef"
-    j = Journal(run / "journal.jsonl")
-    j.append({"type": "run_started", "run_id": run.name})
-    j.transition("I1", State.PROPOSED, lever="pinned_memory", safety="SAFE")
-    j.transition("I1", State.APPROVED, by="tui")
+    j = approved_run(runs, "20261207-121212-abcdef")
     j.close()
+    run = j.path.parent
     (run / "state.json").write_text('{"as": "it is"}')
     with (run / "journal.jsonl").open("ab") as f:
         f.write(b'{"seq":4,"type":"transition","id":"I1","to":"APPLYING","prev":"x","h":"'
