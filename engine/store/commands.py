@@ -129,9 +129,10 @@ def _conflict(run_dir: Path, action: str, iid: str, state: State, since: float) 
         if decision_refused(c["action"], iid, st) is not None:
             continue  # the run will refuse that one itself
         if c["action"] == action:
+            by = c.get("by")
             return (
                 f"{iid}: a {action} is sent already and waits for the run to take it "
-                f"(by {c.get('by', '?')}); not sent twice"
+                f"(by {bounded_by(by) if isinstance(by, str) else '?'}); not sent twice"
             )
         st = _AFTER[c["action"]]
     if st is not state:
