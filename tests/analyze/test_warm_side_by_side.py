@@ -1,0 +1,77 @@
+"""A first run's warm-up (engine.analyze.warm) compiles the reader's and the analysis's kernels
+side by side, a process each, where cores allow — and in turn, in one process, where they do
+not or where a part fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import engine.analyze.warm as warm
+from tests.paths import ROOT
+
+
+@pytest.fixture
+def calls(monkeypatch, tmp_path):
+    """What main() runs: the warmers here, and whether it went side by side."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # (the lock is per cache directory)
+    got: list[str] = []
+    monkeypatch.setattr(warm, "warm_import", lambda: got.append("import here"))
+    monkeypatch.setattr(warm, "warm_analysis", lambda: got.append("analysis here"))
+    monkeypatch.setattr(os, "nice", lambda _n: 0)
+    return got
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_on_two_cores_or_fewer_the_kinds_compile_in_turn_here(monkeypatch, calls, cores):
+    monkeypatch.setattr(warm, "_cores", lambda: cores)
+    monkeypatch.setattr(warm, "_side_by_side", lambda k: calls.append("side by side") or True)
+    assert warm.main(["analysis", "import"]) == 0
+    assert calls == ["analysis here", "import here"]
+
+
+def test_on_more_cores_each_kind_compiles_in_a_process_of_its_own(monkeypatch, calls):
+    monkeypatch.setattr(warm, "_cores", lambda: 4)
+    monkeypatch.setattr(warm, "_side_by_side", lambda k: calls.append(f"side by side {k}") or True)
+    assert warm.main(["analysis", "import"]) == 0
+    assert calls == ["side by side ['analysis', 'import']"]
+    calls.clear()
+    assert warm.main(["import"]) == 0  # one kind: nothing to put beside it
+    assert calls == ["import here"]
+
+
+def test_a_part_that_fails_leaves_its_kind_to_this_process(monkeypatch, calls):
+    monkeypatch.setattr(warm, "_cores", lambda: 4)
+    monkeypatch.setattr(warm, "_side_by_side", lambda k: False)
+    assert warm.main(["analysis", "import"]) == 0
+    assert calls == ["analysis here", "import here"]
+
+
+def test_a_part_names_one_kind():
+    assert warm.main(["--part"]) == 2
+    assert warm.main(["--part", "analysis", "import"]) == 2
+    assert warm.main(["--part", "nonsense"]) == 2
+
+
+CHECK = """
+import json
+from engine.analyze.warm import kernels
+from engine.jit import cold
+print(json.dumps([cold(kernels("analysis")), cold(kernels("import"))]))
+"""
+
+
+@pytest.mark.slow
+def test_a_part_compiles_its_kind_and_only_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    assert warm._side_by_side(["analysis"])  # a real child process, as main() starts them
+    p = subprocess.run(
+        [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == [False, True]
