@@ -155,7 +155,11 @@ def us_texts(ns: Any) -> list[str]:
 
     a = np.asarray(ns, dtype=np.int64)
     q, r = np.divmod(np.abs(a), 1000)
+    f = _FRACTIONS  # ".000" … ".999": a list lookup, not a format, for the three digits
     if not (a < 0).any():
-        return [f"{x}.{y:03d}" for x, y in zip(q.tolist(), r.tolist(), strict=True)]
+        return [f"{x}{f[y]}" for x, y in zip(q.tolist(), r.tolist(), strict=True)]
     signs = np.where(a < 0, "-", "").tolist()
-    return [f"{s}{x}.{y:03d}" for s, x, y in zip(signs, q.tolist(), r.tolist(), strict=True)]
+    return [f"{s}{x}{f[y]}" for s, x, y in zip(signs, q.tolist(), r.tolist(), strict=True)]
+
+
+_FRACTIONS = [f".{i:03d}" for i in range(1000)]

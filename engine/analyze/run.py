@@ -514,11 +514,17 @@ def analyze_file(
         return FileOutcome(path, error=str(e))
     kept = res if options.keep_arrays else None
     outputs: tuple[str, ...] = ()
+    own: list[str] | None = None  # perfetto.json's events, made with the part's (one pass)
+    merged: list[str] | None = None
     if options.out_root is not None:
         out_root = options.out_root
         stem = out_name or _stem(p.name)
+        if part is not None:
+            from engine.analyze.output.export import perfetto_placed
+
+            own, merged = perfetto_placed(res, [None, (part[0], part[1])])
         try:
-            outputs = tuple(str(x) for x in write_outputs(res, Path(out_root) / stem))
+            outputs = tuple(str(x) for x in write_outputs(res, Path(out_root) / stem, own))
         except OSError as e:
             return FileOutcome(
                 path,
@@ -528,13 +534,11 @@ def analyze_file(
                 result=kept,
             )
     made = None
-    if part is not None and outputs:
-        from engine.analyze.output.export import perfetto_events
+    if part is not None and outputs and merged is not None:
         from engine.analyze.output.rank_export import write_part
 
-        rank, shift, dest, comma = part
         try:
-            made = write_part(perfetto_events(res, rank, shift), dest, comma)
+            made = write_part(merged, part[2], part[3])
         except OSError:
             made = None  # the merge converts the rank's perfetto.json instead
     return FileOutcome(

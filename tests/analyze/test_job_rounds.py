@@ -139,8 +139,8 @@ def _merged(out):
 
 
 def test_the_second_round_makes_each_ranks_part_from_its_analysis(tmp_path, monkeypatch):
-    """The parts are made from the analyses (export.perfetto_events with a rank), not by
-    converting the files back: the same bytes as converting them, no file converted, no
+    """The parts are made from the analyses (export.perfetto_placed, in one pass with the rank's
+    own perfetto.json), not by converting the files back: the same bytes as converting them, no file converted, no
     scratch folder left. A part that cannot be written is converted from the file instead."""
     from engine.analyze.output import rank_export
 

@@ -1,6 +1,7 @@
 """perfetto.json is written column at a time (engine.analyze.output.export): the same bytes as
-writing it row by row — the row-by-row code it replaced is kept here as the reference (the
-slices' format strings are the module's)."""
+writing it row by row — the row-by-row code it replaced is kept here as the reference, with
+the slices' whole format strings (the module formats each slice in pieces, shared between a
+rank's own file and its part of a job's merged file)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.analyze.options import AnalyzeOptions
-from engine.analyze.output.export import _CNAME, _REGIME_TID, _ROW, _RUN, perfetto_json
+from engine.analyze.output.export import _CNAME, _REGIME_TID, perfetto_json
 from engine.analyze.run import read_and_analyse
 from engine.regimes import Label
 from engine.text import us_text, us_texts, valid_unicode
 from engine.trace.evidence import Tier, tiers
 from tests.paths import TRACES
+
+_ROW = (
+    '{"ph":"X","cat":"gpu","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,'
+    '"args":{"regime":"%s","tier":"%s","confidence":%s,"kappa":%s,"low_confidence":%s}}'
+)
+_RUN = (
+    '{"ph":"X","cat":"regime","name":"%s","cname":"%s","pid":%d,"tid":%d,'
+    '"ts":%s,"dur":%s,"args":{"segments":%d,"low_confidence":%d}}'
+)
 
 
 def _reference_rows(res, order) -> list[str]:

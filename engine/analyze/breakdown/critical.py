@@ -409,26 +409,40 @@ def perfetto_events(
     """The path as one Chrome-trace track (a process named 'critical path'): one slice per run
     of intervals of one part and one row, on the trace's clock (µs) moved by ``shift_ns``, on
     process ``pid``, thread ``tid`` (``metas``: with the lines naming the process)."""
+    out = [json.dumps(m) for m in critical_metas(pid)] if metas else []
+    return out + path_tracks(cp, dag, [(pid, tid, shift_ns)])[0]
+
+
+def path_tracks(cp: Path, dag: ReplayDag, tracks: list[tuple[int, int, int]]) -> list[list[str]]:
+    """The path's slices (``perfetto_events`` without the naming lines) for each track of
+    ``tracks`` — (process, thread, shift in ns) — in one pass: what they share (names,
+    durations, parts) formatted once."""
     from engine.text import us_texts
 
-    names = list(PARTS)
-    out = [json.dumps(m) for m in critical_metas(pid)] if metas else []
     if not len(cp.start):
-        return out
+        return [[] for _ in tracks]
+    names = list(PARTS)
     # whole ns, written exactly (us_texts); np.rint rounds half to even, as round() does
-    a = np.rint(cp.start.astype(np.float64) + cp.t0_ns).astype(np.int64) + shift_ns
-    b = np.rint(cp.end.astype(np.float64) + cp.t0_ns).astype(np.int64) + shift_ns
-    said: dict[tuple[int, int], str] = {}  # (part, row) → its name, JSON-encoded once
+    a = np.rint(cp.start.astype(np.float64) + cp.t0_ns).astype(np.int64)
+    b = np.rint(cp.end.astype(np.float64) + cp.t0_ns).astype(np.int64)
+    said: dict[tuple[int, int], str] = {}  # (part, row) → its line's head, its name encoded once
     parts, devs = cp.part.astype(np.int64).tolist(), cp.dev.astype(np.int64).tolist()
     for key in set(zip(parts, devs, strict=True)):
         p, d = key
         what = PARTS[names[p]] + (f": {dag.d_name[d]}" if d >= 0 else "")
-        said[key] = json.dumps(valid_unicode(what))
-    out += [
-        f'{{"ph":"X","cat":"critical_path","name":{said[(p, d)]},"pid":{pid},"tid":{tid},'
-        f'"ts":{ts},"dur":{dur},"args":{{"part":"{names[p]}"}}}}'
-        for p, d, ts, dur in zip(
-            parts, devs, us_texts(a), us_texts(np.maximum(0, b - a)), strict=True
-        )
+        said[key] = '{"ph":"X","cat":"critical_path","name":' + json.dumps(valid_unicode(what))
+    heads = [said[k] for k in zip(parts, devs, strict=True)]
+    tails = [
+        f'"dur":{dur},"args":{{"part":"{names[p]}"}}}}'
+        for p, dur in zip(parts, us_texts(np.maximum(0, b - a)), strict=True)
     ]
+    out = []
+    for pid, tid, shift in tracks:
+        ts = us_texts(a + shift) if shift else us_texts(a)
+        out.append(
+            [
+                f'{h},"pid":{pid},"tid":{tid},"ts":{t},{tl}'
+                for h, t, tl in zip(heads, ts, tails, strict=True)
+            ]
+        )
     return out

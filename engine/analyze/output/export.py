@@ -116,12 +116,19 @@ def rank_process(rank: int) -> list[str]:
     ]
 
 
-def perfetto_json(res: AnalysisResult) -> str:
-    """Return Chrome-trace JSON: the original GPU rows plus one merged regime track per stream."""
+def perfetto_json(res: AnalysisResult, events: list[str] | None = None) -> str:
+    """Return Chrome-trace JSON: the original GPU rows plus one merged regime track per stream
+    (``events``: its events made already, ``perfetto_events``)."""
     return (
         '{"displayTimeUnit":"ns","otherData":{"producer":"gitm-tui analyze"},'
-        '"traceEvents":[\n' + ",\n".join(perfetto_events(res)) + "\n]}\n"
-    )
+        '"traceEvents":[\n' + ",\n".join(perfetto_events(res) if events is None else events)
+        + "\n]}\n"
+    )  # fmt: skip
+
+
+#: where a rank's events go: None — its own perfetto.json, as the trace placed them; else
+#: (rank, shift in ns) — the job's merged file, the rank its process and every time moved
+Placement = tuple[int, int] | None
 
 
 def perfetto_events(res: AnalysisResult, rank: int | None = None, shift_ns: int = 0) -> list[str]:
@@ -129,6 +136,13 @@ def perfetto_events(res: AnalysisResult, rank: int | None = None, shift_ns: int 
     holds them (engine.analyze.output.rank_export — the rank is the process, its threads in
     its bands, every time moved by ``shift_ns``), line for line what converting the rank's own
     perfetto.json gives, made from the columns instead."""
+    return perfetto_placed(res, [None if rank is None else (rank, shift_ns)])[0]
+
+
+def perfetto_placed(res: AnalysisResult, placements: list[Placement]) -> list[list[str]]:
+    """``perfetto_events`` for each placement, made in one pass: what every placement shares
+    (names, durations, regimes, the args) formatted once — a job's rank writes its own
+    perfetto.json and its part of the merged file from one call."""
     rows = res.rows
     metas: list[dict] = []
     named: set[int] = set()  # devices whose process is named
@@ -152,24 +166,27 @@ def perfetto_events(res: AnalysisResult, rank: int | None = None, shift_ns: int 
             {"ph": "M", "name": "thread_sort_index", "pid": dev, "tid": st,
              "args": {"sort_index": 2 * st}},
         ]  # fmt: skip
-    out = [] if rank is None else rank_process(rank)
-    out += _metas(metas, rank)
+    outs: list[list[str]] = []
+    for at in placements:
+        out = [] if at is None else rank_process(at[0])
+        outs.append(out + _metas([dict(m) for m in metas], None if at is None else at[0]))
     order = np.lexsort((rows.start_ns, rows.stream, rows.device))
-    out += _row_events(res, order, rank, shift_ns)
-    out += _regime_events(res, order, rank, shift_ns)
+    for out, lines in zip(outs, _row_events(res, order, placements), strict=True):
+        out += lines
+    for out, lines in zip(outs, _regime_events(res, order, placements), strict=True):
+        out += lines
     if res.path is not None:  # the critical path, its own track above the streams
-        from engine.analyze.breakdown.critical import critical_metas
-        from engine.analyze.breakdown.critical import perfetto_events as path_events
+        from engine.analyze.breakdown.critical import critical_metas, path_tracks
 
-        if rank is None:
-            out += path_events(*res.path)
-        else:
-            out += _metas(critical_metas(OVERLAY_PID), rank)
-            out += path_events(
-                *res.path, pid=rank, tid=merged_tid(OVERLAY_PID, 0), shift_ns=shift_ns,
-                metas=False,
-            )  # fmt: skip
-    return out
+        tracks = [
+            (OVERLAY_PID, 0, 0) if at is None else (at[0], merged_tid(OVERLAY_PID, 0), at[1])
+            for at in placements
+        ]
+        for out, at, lines in zip(outs, placements, path_tracks(*res.path, tracks), strict=True):
+            heads = critical_metas(OVERLAY_PID)
+            out += [json.dumps(m) for m in heads] if at is None else _metas(heads, at[0])
+            out += lines
+    return outs
 
 
 def _metas(metas: list[dict], rank: int | None) -> list[str]:
@@ -188,18 +205,24 @@ def _placed(dev: np.ndarray, tid: np.ndarray, rank: int | None) -> tuple[list[in
     return [rank] * len(d), (tid.astype(np.int64) + band).tolist()
 
 
+def _ts(start: np.ndarray, at: Placement) -> list[str]:
+    """The 'ts' texts of ``start`` (ns) where ``at`` places them."""
+    if at is None or not at[1]:
+        return us_texts(start)
+    return us_texts(start.astype(np.int64) + at[1])
+
+
 #: rows formatted a column at a time per chunk: the columns of a chunk as lists, never of all
 _CHUNK = 1 << 16
-#: one GPU row as a Chrome-trace slice (``_row_events``)
-_ROW = (
-    '{"ph":"X","cat":"gpu","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,'
-    '"args":{"regime":"%s","tier":"%s","confidence":%s,"kappa":%s,"low_confidence":%s}}'
+#: one GPU row as a Chrome-trace slice (``_row_events``): what every placement shares, before
+#: and after its "pid", "tid" and "ts"
+_ROW_HEAD = '{"ph":"X","cat":"gpu","name":%s,"pid":'
+_ROW_TAIL = (
+    '"dur":%s,"args":{"regime":"%s","tier":"%s","confidence":%s,"kappa":%s,"low_confidence":%s}}'
 )
-#: one run of a regime on a stream (``_regime_events``)
-_RUN = (
-    '{"ph":"X","cat":"regime","name":"%s","cname":"%s","pid":%d,"tid":%d,'
-    '"ts":%s,"dur":%s,"args":{"segments":%d,"low_confidence":%d}}'
-)
+#: one run of a regime on a stream (``_regime_events``), likewise
+_RUN_HEAD = '{"ph":"X","cat":"regime","name":"%s","cname":"%s","pid":'
+_RUN_TAIL = '"dur":%s,"args":{"segments":%d,"low_confidence":%d}}'
 
 
 def _lookup(table: dict[int, str], codes: np.ndarray) -> list[str]:
@@ -210,15 +233,29 @@ def _lookup(table: dict[int, str], codes: np.ndarray) -> list[str]:
     return list(lut[codes])
 
 
+def _joined(
+    heads: list[str], tails: list[str], dev: np.ndarray, tid: np.ndarray, start: np.ndarray,
+    at: Placement,
+) -> list[str]:  # fmt: skip
+    """Each event's line: its head, its process, thread and time where ``at`` places them,
+    its tail."""
+    pids, tids = _placed(dev, tid, None if at is None else at[0])
+    return [
+        f'{h}{p},"tid":{t},"ts":{ts},{tl}'
+        for h, p, t, ts, tl in zip(heads, pids, tids, _ts(start, at), tails, strict=True)
+    ]
+
+
 def _row_events(
-    res: AnalysisResult, order: np.ndarray, rank: int | None = None, shift_ns: int = 0
-) -> list[str]:
-    """Every GPU row as a slice with its regime, tier, confidence and κ, in ``order``. Column
-    at a time: each name JSON-encoded once, the numbers formatted from lists (a per-row loop
-    over numpy scalars took 15 µs a row)."""
+    res: AnalysisResult, order: np.ndarray, placements: list[Placement]
+) -> list[list[str]]:
+    """Every GPU row as a slice with its regime, tier, confidence and κ, in ``order``, for each
+    placement. Column at a time: each name JSON-encoded once, the numbers formatted from lists
+    (a per-row loop over numpy scalars took 15 µs a row)."""
     rows, dec, names = res.rows, res.decoded, res.trace.names
+    outs: list[list[str]] = [[] for _ in placements]
     if not len(order):
-        return []
+        return outs
     conf = dec.confidence if dec.confidence is not None else np.full(len(rows), np.nan)
     labels = dec.labels[order].astype(np.int64)
     # the tiers the analysis decoded with: shape-derived work counts only on known hardware
@@ -228,21 +265,17 @@ def _row_events(
     tier_code = np.where(labels >= Label.COMM, dash, row_tiers[order].astype(np.int64))
     tier_names = {int(t): t.name for t in Tier} | {dash: "-"}
     ids, where = np.unique(rows.name[order], return_inverse=True)
-    encoded = np.array([json.dumps(valid_unicode(names[int(i)])) for i in ids.tolist()], object)
+    encoded = np.array(
+        [_ROW_HEAD % json.dumps(valid_unicode(names[int(i)])) for i in ids.tolist()], object
+    )
     where = where.reshape(-1)
     label_names = {int(v): Label(int(v)).name for v in np.unique(labels)}
-    out: list[str] = []
     for lo in range(0, len(order), _CHUNK):  # columns of a chunk at a time: bounded memory
         o, hi = order[lo : lo + _CHUNK], lo + _CHUNK
         start, end = rows.start_ns[o], rows.end_ns[o]
-        pids, tids = _placed(rows.device[o], rows.stream[o], rank)
-        out += [
-            _ROW % t
+        tails = [
+            _ROW_TAIL % t
             for t in zip(
-                list(encoded[where[lo:hi]]),
-                pids,
-                tids,
-                us_texts(start.astype(np.int64) + shift_ns) if shift_ns else us_texts(start),
                 us_texts(end - start),
                 _lookup(label_names, labels[lo:hi]),
                 _lookup(tier_names, tier_code[lo:hi]),
@@ -255,19 +288,23 @@ def _row_events(
                 strict=True,
             )
         ]
-    return out
+        heads = list(encoded[where[lo:hi]])
+        for out, at in zip(outs, placements, strict=True):
+            out += _joined(heads, tails, rows.device[o], rows.stream[o], start, at)
+    return outs
 
 
 def _regime_events(
-    res: AnalysisResult, order: np.ndarray, rank: int | None = None, shift_ns: int = 0
-) -> list[str]:
+    res: AnalysisResult, order: np.ndarray, placements: list[Placement]
+) -> list[list[str]]:
     """Per stream, each run of consecutive rows of one regime as one slice, streams in
     (device, stream) order — ``order`` sorts by them, so every run is a slice of it (one pass
-    over all streams: a pass per stream took 0.1 s on a trace of 567 streams)."""
+    over all streams: a pass per stream took 0.1 s on a trace of 567 streams); for each
+    placement."""
     rows, dec = res.rows, res.decoded
     n = len(order)
     if not n:
-        return []
+        return [[] for _ in placements]
     dev, st = rows.device[order], rows.stream[order]
     lab = dec.labels[order].astype(np.int64)
     new = np.ones(n, dtype=bool)
@@ -279,21 +316,18 @@ def _regime_events(
     regime = lab[first]
     name = {int(v): Label(int(v)).name for v in np.unique(regime)}
     colour = {int(v): _CNAME[Label(int(v))] for v in np.unique(regime)}
-    pids, tids = _placed(dev[first], st[first].astype(np.int64) + _REGIME_TID, rank)
-    return [
-        _RUN % t
+    heads = [
+        _RUN_HEAD % t for t in zip(_lookup(name, regime), _lookup(colour, regime), strict=True)
+    ]
+    tails = [
+        _RUN_TAIL % t
         for t in zip(
-            _lookup(name, regime),
-            _lookup(colour, regime),
-            pids,
-            tids,
-            us_texts(s + shift_ns),
-            us_texts(np.maximum(0, e - s)),
-            np.diff(np.append(first, n)).tolist(),
-            low.tolist(),
+            us_texts(np.maximum(0, e - s)), np.diff(np.append(first, n)).tolist(), low.tolist(),
             strict=True,
         )
-    ]
+    ]  # fmt: skip
+    tids = st[first].astype(np.int64) + _REGIME_TID
+    return [_joined(heads, tails, dev[first], tids, s, at) for at in placements]
 
 
 def _ms(ns: float) -> str:
@@ -516,15 +550,18 @@ def report_markdown(a: Analysis) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(res: AnalysisResult, out_dir: Path) -> list[Path]:
+def write_outputs(
+    res: AnalysisResult, out_dir: Path, events: list[str] | None = None
+) -> list[Path]:
     """Write analysis.json, report.md and perfetto.json into ``out_dir`` (atomically), and
     fingerprint.json (the workload fingerprint whole: engine.optimizer.fingerprint
-    ``Fingerprint.from_json`` reads it back; names as the trace wrote them, JSON-escaped)."""
+    ``Fingerprint.from_json`` reads it back; names as the trace wrote them, JSON-escaped).
+    ``events``: perfetto.json's events made already (``perfetto_placed``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "analysis.json", out_dir / "report.md", out_dir / "perfetto.json"]
     atomic_write_text(paths[0], analysis_json(res.analysis))
     atomic_write_text(paths[1], report_markdown(res.analysis))
-    atomic_write_text(paths[2], perfetto_json(res))
+    atomic_write_text(paths[2], perfetto_json(res, events))
     if res.fingerprint is not None:
         paths.append(out_dir / "fingerprint.json")
         text = json.dumps(map_strings(res.fingerprint.to_dict(), valid_unicode), ensure_ascii=True)
