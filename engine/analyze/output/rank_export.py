@@ -326,10 +326,10 @@ def write_part(lines: list[str], dest: str | Path, comma: bool = False) -> tuple
     c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
     crc, size = 0, 0
     with Path(dest).open("wb") as w:
-        for lo in range(0, len(lines), 1 << 16):
-            data = (_SEP if size or comma else b"") + _SEP.join(
-                x.encode() for x in lines[lo : lo + (1 << 16)]
-            )
+        for lo in range(0, len(lines), 1 << 16):  # one str joined and encoded a chunk
+            data = (_SEP if size or comma else b"") + ",\n".join(
+                lines[lo : lo + (1 << 16)]
+            ).encode()
             crc, size = zlib.crc32(data, crc), size + len(data)
             w.write(c.compress(data))
         w.write(c.flush(zlib.Z_SYNC_FLUSH))
