@@ -96,6 +96,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     if part:
+        if not _ends_with_parent():
+            return 1  # its parent is gone (killed): the next run starts a warm-up of its own
         warmers[kinds[0]]()
         return 0
     from engine.jit import one_compiler
@@ -115,6 +117,20 @@ def main(argv: list[str]) -> int:
 #: (benchmarks/bench_first_runs.py, both in one session); alone the warm-up took 13.5 s instead
 #: of 24 s.
 SIDE_BY_SIDE_CORES = 2
+
+
+def _ends_with_parent() -> bool:
+    """On Linux, have this process stopped (SIGTERM) when the warm-up that started it ends —
+    killed by a run that gave up on it, the lock it held released: else this part would go on
+    compiling beside the next run's warm-up. False when that parent is gone already."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    return parent != 1 and os.getppid() == parent
 
 
 def _cores() -> int:

@@ -75,3 +75,39 @@ def test_a_part_compiles_its_kind_and_only_it(monkeypatch, tmp_path):
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout.strip().splitlines()[-1]) == [False, True]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_part_ends_when_the_warm_up_that_started_it_is_killed(tmp_path):
+    """A run that gives up on its warm-up kills it (engine.jit.wait_compiled) and the lock goes
+    with it: a part left compiling would compile beside the next run's warm-up."""
+    import signal
+    import time
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
+    parent = subprocess.Popen(
+        ["sh", "-c", f"{sys.executable} -m engine.analyze.warm --part analysis & echo $!; wait"],
+        stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert parent.stdout is not None
+    part = int(parent.stdout.readline())
+    time.sleep(2.0)  # it has started compiling (a whole part takes ~8 s or more)
+    assert os.path.exists(f"/proc/{part}")
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    end = time.monotonic() + 3.0
+    while time.monotonic() < end and _running(part):
+        time.sleep(0.05)
+    gone = not _running(part)
+    if not gone:
+        os.kill(part, signal.SIGKILL)
+    assert gone
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
