@@ -111,11 +111,11 @@ def main(argv: list[str]) -> int:
 
 
 #: a warm-up of several kinds compiles them side by side (a process each) only on more cores
-#: than this, so that the run that started it keeps a core of its own. On 2 cores, runs typed one after another had the run and two compilers
-#: on them: each run of the window took as long as before (4.2-5.2 s against 2.1-5.7 s) and the
-#: window was no shorter (23.8 s against 22.1 s), the compilers' memory 632 MB against 358 MB
-#: (benchmarks/bench_first_runs.py, both in one session); alone the warm-up took 13.5 s instead
-#: of 24 s.
+#: than this, so that the run that started it keeps a core of its own. On 2 cores, runs typed
+#: one after another had the run and two compilers on them: each run of the window took as long
+#: as before (4.2-5.2 s against 2.1-5.7 s), the window was no shorter (23.8 s against 22.1 s)
+#: and the compilers held 632 MB against 358 MB (benchmarks/results/compile_window.md); alone,
+#: the warm-up took 13.5 s instead of 24 s.
 SIDE_BY_SIDE_CORES = 2
 
 
