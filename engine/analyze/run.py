@@ -20,7 +20,7 @@ from engine.analyze.compute import AnalysisResult, analyze_trace
 from engine.analyze.options import AnalyzeOptions, Hooks
 from engine.analyze.output.export import write_outputs
 from engine.analyze.remote import expand_url, is_url, local_copy, url_name
-from engine.analyze.warm import kernels
+from engine.analyze.warm import kernels, side_by_side_here
 from engine.jit import (
     cold,
     compile_elsewhere,
@@ -341,14 +341,32 @@ class FirstRun:
         if not self.analysis or (self.child is None and self.since is None):
             return
         say("first run: waiting for the analysis kernels to compile (once)…")
+        self._wait("analysis")
+        self.analysis = False
+
+    def wait_reader(self, say: Callable[[str], None], line: str) -> bool:
+        """For a file the scanner's twin leaves to the compiled reader: wait for the child's
+        reader, where the child compiles it in a process of its own from the start (its
+        warm-up side by side: engine.analyze.warm) — compiling it here too would compile it
+        twice at once, ~300 MB more for nothing; whether it is compiled now (False: compile it
+        here, as on 2 cores, where the child compiles the analysis kernels first). ``line``
+        is said when it waits."""
+        if (self.child is None and self.since is None) or not side_by_side_here():
+            return False
+        say(line)
+        self._wait("import")
+        return not cold(kernels("import"))
+
+    def _wait(self, kind: str) -> None:
+        """Wait until the compiler is done with ``kind`` or gone (180 s at most: then it is
+        stopped, and what is missing compiles here)."""
         deadline = time.monotonic() + 180
-        while cold(kernels("analysis")) and self._compiler_alive():
+        while cold(kernels(kind)) and self._compiler_alive():
             if time.monotonic() > deadline:
                 if self.child is not None:
                     wait_compiled(self.child, 0)  # stops it: what is missing compiles here
                 return
             time.sleep(0.05)
-        self.analysis = False
 
     def done(self) -> None:
         """The run is over: a child still compiling goes on for the next run (reaped here by a
@@ -424,9 +442,13 @@ def read_only(
     note = first.note() if first is not None and cold_read else ""
     say(f"reading {p.name}{note}…")
 
-    def declined() -> None:  # a large file: the reader compiles here, this run waits
-        if cold(kernels("import")):
-            say(f"reading {p.name} — first run: compiling the trace reader (once)…")
+    def declined() -> None:  # a large file: the child's reader, or one compiled here
+        if not cold(kernels("import")):
+            return
+        waiting = f"reading {p.name} — first run: waiting for the trace reader to compile (once)…"
+        if first is not None and first.wait_reader(say, waiting):
+            return
+        say(f"reading {p.name} — first run: compiling the trace reader (once)…")
 
     trace = load_trace(path, interpreted=cold_read, declined=declined, merge_idle=merge)
     if on_trace is not None:

@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     from engine.jit import one_compiler
 
     with one_compiler("analyze"):  # a child already compiling: wait, then load what it compiled
-        if len(kinds) > 1 and _cores() > SIDE_BY_SIDE_CORES and _side_by_side(kinds):
+        if len(kinds) > 1 and side_by_side_here() and _side_by_side(kinds):
             return 0
         for kind in kinds:  # one core (or a part failed): what is missing compiles here
             warmers[kind]()
@@ -131,6 +131,12 @@ def _ends_with_parent() -> bool:
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
     return parent != 1 and os.getppid() == parent
+
+
+def side_by_side_here() -> bool:
+    """Whether a warm-up of several kinds started from this process compiles them side by side
+    (its reader's kernels in a process of their own from the start)."""
+    return _cores() > SIDE_BY_SIDE_CORES
 
 
 def _cores() -> int:

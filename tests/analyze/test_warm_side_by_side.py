@@ -29,6 +29,7 @@ def calls(monkeypatch, tmp_path):
 @pytest.mark.parametrize("cores", [1, 2])
 def test_on_two_cores_or_fewer_the_kinds_compile_in_turn_here(monkeypatch, calls, cores):
     monkeypatch.setattr(warm, "_cores", lambda: cores)
+    assert not warm.side_by_side_here()
     monkeypatch.setattr(warm, "_side_by_side", lambda k: calls.append("side by side") or True)
     assert warm.main(["analysis", "import"]) == 0
     assert calls == ["analysis here", "import here"]
@@ -111,3 +112,46 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+class _Child:
+    """A compile child as FirstRun sees it: running until ``ends`` is set, then ``code``."""
+
+    def __init__(self, ends, code: int = 0) -> None:
+        self.ends, self.code = ends, code
+
+    def poll(self):
+        return self.code if self.ends.is_set() else None
+
+
+def test_a_large_first_trace_waits_for_the_childs_reader_only_where_it_has_its_own_process(
+    monkeypatch,
+):
+    """A file the scanner's twin leaves to the compiled reader compiled the reader in the run
+    itself — beside the child's process compiling the same kernels, where the warm-up goes side
+    by side. There it waits for the child's reader; on 2 cores (the child compiles the
+    analysis kernels first) and when the child stops without it, it compiles it itself."""
+    import threading
+
+    from engine.analyze import run
+
+    compiled = threading.Event()
+    monkeypatch.setattr(run, "cold", lambda _kernels: not compiled.is_set())
+    monkeypatch.setattr(run, "compiling_since", lambda _kind: None)
+    child = _Child(compiled)
+    monkeypatch.setattr(run, "compile_elsewhere", lambda *_a: child)
+    said: list[str] = []
+
+    monkeypatch.setattr(run, "side_by_side_here", lambda: False)
+    assert not run.FirstRun().wait_reader(said.append, "waiting") and said == []
+
+    monkeypatch.setattr(run, "side_by_side_here", lambda: True)
+    first = run.FirstRun()
+    threading.Timer(0.3, compiled.set).start()
+    assert first.wait_reader(said.append, "waiting") and said == ["waiting"]
+
+    compiled.clear()
+    gone = threading.Event()
+    gone.set()  # a child that has stopped, the reader not compiled
+    monkeypatch.setattr(run, "compile_elsewhere", lambda *_a: _Child(gone, code=1))
+    assert not run.FirstRun().wait_reader(said.append, "waiting")
