@@ -165,7 +165,11 @@ def test_a_budget_that_ends_during_the_baseline_is_a_diagnosis_not_a_failed_prog
     assert "not measurable here" in fin["headline"]
     assert "baseline run failed" not in p.stderr
     warm = next(e for e in journal if e.get("type") == "warm_up")
-    assert warm["settled"] is None and warm["launches"] == 2 and runs == 3
+    # how many 2 s launches fit in 5 s depends on how fast this machine starts the run (one or
+    # two ended; the budget stopped the next one, or ended before it started): the test is that
+    # too few to tell is a diagnosis, whatever the count
+    assert warm["settled"] is None and 1 <= warm["launches"] <= 2, warm
+    assert warm["launches"] <= runs <= warm["launches"] + 1
     assert not any(e.get("to") == "APPLYING" for e in journal)
 
 
