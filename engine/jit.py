@@ -493,6 +493,14 @@ def cold(kernels: Iterable[Any]) -> bool:
     return False
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one), at least 1:
+    what parallel work is sized by — compile children, lever threads, a program's workers."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def compile_elsewhere(module: str, *args: str) -> subprocess.Popen[bytes] | None:
     """Start ``python -m module args…`` (a warm-up main) in a child; None when it cannot start.
     Its output is discarded: its only product is numba's disk cache.

@@ -136,15 +136,9 @@ def _ends_with_parent() -> bool:
 def side_by_side_here() -> bool:
     """Whether a warm-up of several kinds started from this process compiles them side by side
     (its reader's kernels in a process of their own from the start)."""
-    return _cores() > SIDE_BY_SIDE_CORES
+    from engine.jit import usable_cores
 
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
+    return usable_cores() > SIDE_BY_SIDE_CORES
 
 
 def _side_by_side(kinds: list[str]) -> bool:

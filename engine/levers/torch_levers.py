@@ -10,11 +10,11 @@ needs a restart (``PYTORCH_CUDA_ALLOC_CONF``) or the launcher (environment) is l
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.jit import usable_cores
 from engine.workloads.torch_job import TorchJob, on_cuda
 
 Undo = Callable[[], None]
@@ -80,7 +80,7 @@ def _cuda_only(job: TorchJob) -> tuple[bool, str] | None:
 class CpuThreads(TorchLever):
     def applicable(self, job: TorchJob) -> tuple[bool, str]:
         torch = _torch()
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = usable_cores()
         if torch.get_num_threads() == (cores or 1):
             return False, f"intra-op threads already match the {cores} usable cores"
         return True, f"{torch.get_num_threads()} intra-op threads on {cores} usable cores"
@@ -88,7 +88,7 @@ class CpuThreads(TorchLever):
     def apply(self, job: TorchJob) -> Undo:
         torch = _torch()
         before = torch.get_num_threads()
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = usable_cores()
         torch.set_num_threads(max(1, cores or 1))
         return lambda: torch.set_num_threads(before)
 
@@ -304,7 +304,7 @@ class LoaderWorkers(TorchLever):
 
     def apply(self, job: TorchJob) -> Undo:
         old: Any = job.batches
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = usable_cores()
         new = rebuild_loader(
             old,
             num_workers=max(2, min(8, cores or 2)),

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.jit import usable_cores
 from engine.measure import steady_mean, steady_start
 from engine.workloads.command import (
     TERM_GRACE_S,
@@ -62,12 +63,8 @@ class LaunchLever:
     cuda_only: bool = False
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def launch_levers() -> tuple[LaunchLever, ...]:
-    cores = _cores()
+    cores = usable_cores()
     threads = ("default", "1", str(cores)) if cores > 1 else ("default", "1")
     return (
         LaunchLever(

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import engine.analyze.warm as warm
+import engine.jit as jit
 from tests.paths import ROOT
 
 
@@ -28,7 +29,7 @@ def calls(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("cores", [1, 2])
 def test_on_two_cores_or_fewer_the_kinds_compile_in_turn_here(monkeypatch, calls, cores):
-    monkeypatch.setattr(warm, "_cores", lambda: cores)
+    monkeypatch.setattr(jit, "usable_cores", lambda: cores)
     assert not warm.side_by_side_here()
     monkeypatch.setattr(warm, "_side_by_side", lambda k: calls.append("side by side") or True)
     assert warm.main(["analysis", "import"]) == 0
@@ -36,7 +37,7 @@ def test_on_two_cores_or_fewer_the_kinds_compile_in_turn_here(monkeypatch, calls
 
 
 def test_on_more_cores_each_kind_compiles_in_a_process_of_its_own(monkeypatch, calls):
-    monkeypatch.setattr(warm, "_cores", lambda: 4)
+    monkeypatch.setattr(jit, "usable_cores", lambda: 4)
     monkeypatch.setattr(warm, "_side_by_side", lambda k: calls.append(f"side by side {k}") or True)
     assert warm.main(["analysis", "import"]) == 0
     assert calls == ["side by side ['analysis', 'import']"]
@@ -46,7 +47,7 @@ def test_on_more_cores_each_kind_compiles_in_a_process_of_its_own(monkeypatch, c
 
 
 def test_a_part_that_fails_leaves_its_kind_to_this_process(monkeypatch, calls):
-    monkeypatch.setattr(warm, "_cores", lambda: 4)
+    monkeypatch.setattr(jit, "usable_cores", lambda: 4)
     monkeypatch.setattr(warm, "_side_by_side", lambda k: False)
     assert warm.main(["analysis", "import"]) == 0
     assert calls == ["analysis here", "import here"]

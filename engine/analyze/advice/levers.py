@@ -54,7 +54,7 @@ from engine.analyze.advice.peers import PeerBounds, alone_line, held_line, hold
 from engine.analyze.breakdown.fidelity import TOLERANCE, fidelity
 from engine.analyze.breakdown.in_use import already_fused, in_use
 from engine.analyze.breakdown.model import InUse, LeverEstimate, ReplayFidelity
-from engine.jit import interpreting
+from engine.jit import interpreting, usable_cores
 from engine.levers.applicable import fit
 from engine.levers.base import Lever
 from engine.levers.launch import CudaGraphs, GraphCapture, capture_cuts
@@ -91,7 +91,7 @@ def lever_threads() -> int:
     ``OMP_NUM_THREADS``, where set, caps it (Dask's workers set it to 1: a cluster runs one
     analysis per core already), and so do interpreted kernels (a first run's: Python, which
     holds the GIL, so a second thread only contends for it)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     cap = os.environ.get("OMP_NUM_THREADS", "").strip()
     n = min(2, cores or 1, int(cap) if cap.isdecimal() and int(cap) > 0 else 2)
     return 1 if interpreting() else n
