@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.store.journal import DECISIONS, State, decision_refused, read
-from engine.store.runs import COMMANDS, JOURNAL, append_line, is_live, run_path, runs_dir
+from engine.store.runs import (
+    COMMANDS,
+    JOURNAL,
+    append_line,
+    is_live,
+    open_regular,
+    run_path,
+    runs_dir,
+)
 
 
 class DecisionError(ValueError):
@@ -103,16 +111,12 @@ def _conflict(run_dir: Path, action: str, iid: str, state: State, since: float) 
     already sent and not yet journaled (sent after its state was journaled): the same decision
     again, or one that a waiting decision makes impossible (a reject waiting, then an approve:
     both answered "sent", the approve was refused by the run). None: it can be sent."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:  # a regular file of the run's, opened without following a link or blocking (a FIFO)
-        fd = os.open(run_dir / COMMANDS, flags)
+    try:  # a regular file of the run's (no link followed, no FIFO waited on)
+        fd = open_regular(run_dir / COMMANDS, os.O_RDONLY)
     except OSError:
         return None
     try:
-        st_ = os.fstat(fd)
-        if not stat.S_ISREG(st_.st_mode):
-            return None
-        os.lseek(fd, max(0, st_.st_size - _PENDING_TAIL), os.SEEK_SET)
+        os.lseek(fd, max(0, os.fstat(fd).st_size - _PENDING_TAIL), os.SEEK_SET)
         tail = os.read(fd, _PENDING_TAIL)
     except OSError:
         return None
@@ -167,7 +171,6 @@ class CommandReader:
 
     def poll(self) -> list[Decision]:
         """Return the complete new lines' decisions (a torn last line waits for its end)."""
-        import stat
 
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
         try:

@@ -214,19 +214,27 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
     append_bytes(path, line.encode())
 
 
-def append_bytes(path: Path, data: bytes) -> None:
-    """Append ``data`` to ``path`` in one write, then fsync. A refused write (a full disk)
-    raises OSError naming ``path``: os.write's own error names no file."""
-    # never through a link someone planted in the run's folder, never into a FIFO or a device
-    # (opening a FIFO for writing blocks until someone reads it)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open(path, flags)`` for a regular file only: never through a link someone planted
+    in the run's folder, never a FIFO or a device (opening a FIFO blocks until its other end
+    opens). Raises OSError naming ``path``."""
+    no_link = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+        fd = os.open(path, flags | no_link, mode)
     except OSError as e:
         raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    return fd
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (a regular file: ``open_regular``) in one write, then fsync.
+    A refused write (a full disk) raises OSError naming ``path``: os.write's own error names
+    no file."""
+    fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         view = memoryview(data)
         while view:  # a short write (a disk that fills mid-record) is not taken as done
             n = os.write(fd, view)

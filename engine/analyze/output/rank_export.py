@@ -321,8 +321,8 @@ def perfetto_part(
 def write_part(lines: list[str], dest: str | Path, comma: bool = False) -> tuple[int, int]:
     """A part for ``merge_perfetto`` to join, from its event lines as the merged file holds them
     (engine.analyze.output.export.perfetto_placed: a job's second round writes its part so,
-    from the analysis it has just made, in one pass with the rank's own perfetto.json): after a comma when ``comma``, raw deflate
-    ended by a sync flush; returns its CRC-32 and length."""
+    from the analysis it has just made, in one pass with the rank's own perfetto.json): after
+    a comma when ``comma``, raw deflate ended by a sync flush; returns its CRC-32 and length."""
     c = zlib.compressobj(1, zlib.DEFLATED, _RAW)
     crc, size = 0, 0
     with Path(dest).open("wb") as w:
